@@ -1,0 +1,111 @@
+# probekit — build, fixtures, tests.
+#
+#   make demo       the main job: list and trace the system Python's USDT probes
+#   make test       gofmt check, go vet, go test -race ./...
+#   make deps       install the Debian packages the build and tests need
+#   make generate   rebuild the BPF objects (bpf2go, clang-19); output committed
+#   make testdata   rebuild every fixture under testdata/; output committed
+#   make fuzz       run each fuzz target for FUZZTIME
+#   make bench      run the Go benchmarks
+
+SHELL       := /bin/bash
+GO          ?= go
+CLANG       ?= clang-19
+FUZZTIME    ?= 20s
+BENCHTIME   ?= 1s
+
+# Debian packages: build and test needs, the cross toolchains for fixtures,
+# and the real USDT targets the tests and the demo read.
+DEPS := systemtap-sdt-dev clang-19 llvm-19 libbpf-dev binutils file gcc libc6-dev \
+	gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
+	gcc-arm-linux-gnueabihf libc6-dev-armhf-cross \
+	gcc-i686-linux-gnu libc6-dev-i386-cross \
+	gcc-s390x-linux-gnu libc6-dev-s390x-cross \
+	gcc-riscv64-linux-gnu libc6-dev-riscv64-cross \
+	gcc-powerpc64le-linux-gnu libc6-dev-ppc64el-cross \
+	gcc-powerpc64-linux-gnu libc6-dev-ppc64-cross \
+	binutils-aarch64-linux-gnu linux-libc-dev \
+	python3.11 openjdk-17-jre-headless postgresql-15 libruby3.1 php8.2-cli \
+	util-linux
+
+.PHONY: all deps generate testdata test fuzz bench demo build clean-testdata
+
+all: build
+
+build:
+	$(GO) build ./...
+
+# Idempotent and quiet: only packages that are missing are installed.
+deps:
+	@missing=$$(for p in $(DEPS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq >/dev/null && \
+		apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+generate:
+	BPF_CLANG=$(CLANG) BPF_STRIP=llvm-strip-19 $(GO) generate ./...
+
+test:
+	@bad=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) test -race ./...
+
+# Every Fuzz target of every package, each for FUZZTIME.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "== $$pkg $$f"; \
+			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+# --- fixtures -------------------------------------------------------------
+
+TD        := testdata
+BIN       := $(TD)/bin
+SDTINC    := $(TD)/.sdtinc
+SAMPLE    := $(TD)/usdt_sample.c $(TD)/usdt_sample_sema.c
+CFLAGS_FX := -O2 -g0 -Wall -Wextra -I$(SDTINC)
+CROSS     := aarch64:aarch64-linux-gnu armhf:arm-linux-gnueabihf i386:i686-linux-gnu \
+	s390x:s390x-linux-gnu riscv64:riscv64-linux-gnu ppc64le:powerpc64le-linux-gnu \
+	ppc64:powerpc64-linux-gnu
+
+# sys/sdt.h sits in the host's multiarch directory; the cross compilers get
+# a directory holding only it (and its config), not the host's other headers.
+$(SDTINC)/sys/sdt.h:
+	mkdir -p $(SDTINC)/sys
+	ln -sf /usr/include/x86_64-linux-gnu/sys/sdt.h $(SDTINC)/sys/sdt.h
+	ln -sf /usr/include/x86_64-linux-gnu/sys/sdt-config.h $(SDTINC)/sys/sdt-config.h
+
+testdata: deps $(SDTINC)/sys/sdt.h
+	mkdir -p $(BIN)
+	gcc $(CFLAGS_FX) -o $(BIN)/usdt_sample $(SAMPLE)
+	gcc $(CFLAGS_FX) -O0 -o $(BIN)/usdt_sample_O0 $(SAMPLE)
+	strip -o $(BIN)/usdt_sample_stripped $(BIN)/usdt_sample
+	$(GO) run ./internal/tools/noshdr $(BIN)/usdt_sample $(BIN)/usdt_sample_noshdr
+	set -e; for pair in $(CROSS); do \
+		arch=$${pair%%:*}; cc=$${pair#*:}-gcc; \
+		$$cc $(CFLAGS_FX) -o $(BIN)/usdt_sample_$$arch $(SAMPLE); \
+	done
+	gcc $(CFLAGS_FX) -fPIC -shared -o $(BIN)/libusdt_lib.so $(TD)/usdt_lib.c
+	gcc $(CFLAGS_FX) -o $(BIN)/usdt_lib_user $(TD)/usdt_lib_user.c -L$(BIN) -lusdt_lib -Wl,-rpath,'$$ORIGIN'
+	@if [ -x $(TD)/goprog/build.sh ]; then $(TD)/goprog/build.sh; fi
+	@if [ -x $(TD)/cfix/build.sh ]; then $(TD)/cfix/build.sh; fi
+	@if [ -d internal/tools/golden ]; then $(GO) run ./internal/tools/golden -o $(TD)/golden $(BIN)/*; fi
+	file $(BIN)/* | sed 's/, BuildID[^,]*//'
+
+# --- the main job ---------------------------------------------------------
+
+PYTHON ?= /usr/bin/python3.11
+
+demo: deps
+	$(GO) build -o bin/probekit ./cmd/probekit
+	@echo "== USDT probes of $(PYTHON)"
+	./bin/probekit list $(PYTHON)
