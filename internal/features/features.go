@@ -1,0 +1,176 @@
+// Package features probes, once per process, the kernel features USDT
+// attachment depends on, and lets tests force each one off to exercise
+// the fallbacks. A forced-off feature changes probekit's decisions, not
+// the kernel: the fallback code runs for real on this kernel.
+package features
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	ciliumfeatures "github.com/cilium/ebpf/features"
+	"golang.org/x/sys/unix"
+)
+
+// Feature names a kernel capability.
+type Feature int
+
+const (
+	// Cookie is bpf_get_attach_cookie for uprobes (Linux 5.15,
+	// 7adfc6c9b315): the spec id travels with the attachment, no IP map.
+	Cookie Feature = iota
+	// RefCtr is uprobe ref_ctr_offset (Linux 4.20, 1cc33161a83d): the
+	// kernel raises and lowers USDT semaphores.
+	RefCtr
+	// UprobeMulti is the uprobe_multi link (Linux 6.6) including the
+	// PID-filter fix (46ba0e49b642); without the fix the link filters by
+	// thread, not process, so probekit does not use it.
+	UprobeMulti
+	// UprobeSyscall is the uprobe syscall behind the kernel's optimized
+	// nop5 uprobes (56101b69c919). Informational: probekit plants its
+	// probes on the NOP the note names and never relies on it.
+	UprobeSyscall
+	numFeatures
+)
+
+var names = [numFeatures]string{
+	Cookie:        "BPF cookie (Linux 5.15)",
+	RefCtr:        "uprobe ref_ctr_offset (Linux 4.20)",
+	UprobeMulti:   "uprobe_multi link with PID filter fix (Linux 6.6+)",
+	UprobeSyscall: "uprobe syscall",
+}
+
+func (f Feature) String() string {
+	if f >= 0 && f < numFeatures {
+		return names[f]
+	}
+	return fmt.Sprintf("feature(%d)", int(f))
+}
+
+var probes = [numFeatures]func() (bool, error){
+	Cookie:        sync.OnceValues(probeCookie),
+	RefCtr:        sync.OnceValues(probeRefCtr),
+	UprobeMulti:   sync.OnceValues(probeUprobeMulti),
+	UprobeSyscall: sync.OnceValues(probeUprobeSyscall),
+}
+
+// forced holds, per feature, 0 (probe the kernel), 1 (forced off).
+var forced [numFeatures]atomic.Bool
+
+// Have reports whether the kernel has f. A probe that fails for another
+// reason than absence (no privileges) returns its error.
+func Have(f Feature) (bool, error) {
+	if f < 0 || f >= numFeatures {
+		return false, fmt.Errorf("unknown feature %d", int(f))
+	}
+	if forced[f].Load() {
+		return false, nil
+	}
+	return probes[f]()
+}
+
+// ForceOff makes Have(f) report false until the returned function is
+// called. For tests of the fallbacks; not safe for tests running in
+// parallel with others that depend on f.
+func ForceOff(f Feature) (restore func()) {
+	forced[f].Store(true)
+	return func() { forced[f].Store(false) }
+}
+
+func probeCookie() (bool, error) {
+	err := ciliumfeatures.HaveProgramHelper(ebpf.Kprobe, asm.FnGetAttachCookie)
+	return supported(err)
+}
+
+// refCtrFormat exists when the uprobe PMU takes a ref_ctr_offset
+// (a6ca88b241d5); its content is "config:32-63".
+const refCtrFormat = "/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset"
+
+func probeRefCtr() (bool, error) {
+	_, err := os.Stat(refCtrFormat)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// probeUprobeMulti asks for a uprobe_multi link on "/" with pid -1. A
+// kernel without uprobe_multi refuses the attach type (EINVAL from the
+// program load or the link); one with it but without the PID-filter fix
+// gets as far as opening the path (EBADF); one with the fix rejects the
+// pid first (EINVAL) — the same test libbpf uses.
+func probeUprobeMulti() (bool, error) {
+	if err := ciliumfeatures.HaveBPFLinkUprobeMulti(); err != nil {
+		return supported(err)
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type:       ebpf.Kprobe,
+		AttachType: ebpf.AttachTraceUprobeMulti,
+		License:    "GPL",
+		Instructions: asm.Instructions{
+			asm.Mov.Imm(asm.R0, 0),
+			asm.Return(),
+		},
+	})
+	if err != nil {
+		return false, err
+	}
+	defer prog.Close()
+
+	path := []byte("/\x00")
+	offset := uint64(0)
+	// union bpf_attr for BPF_LINK_CREATE with uprobe_multi (uapi
+	// linux/bpf.h): prog_fd 0, target_fd 4, attach_type 8, flags 12,
+	// then path 16, offsets 24, ref_ctr_offsets 32, cookies 40, cnt 48,
+	// flags 52, pid 56.
+	var attr [64]byte
+	ne := func(off int, v uint64, size int) {
+		switch size {
+		case 4:
+			*(*uint32)(unsafe.Pointer(&attr[off])) = uint32(v)
+		case 8:
+			*(*uint64)(unsafe.Pointer(&attr[off])) = v
+		}
+	}
+	ne(0, uint64(prog.FD()), 4)
+	ne(8, uint64(ebpf.AttachTraceUprobeMulti), 4)
+	ne(16, uint64(uintptr(unsafe.Pointer(&path[0]))), 8)
+	ne(24, uint64(uintptr(unsafe.Pointer(&offset))), 8)
+	ne(48, 1, 4)
+	ne(56, 0xffffffff, 4) // pid -1
+	fd, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_LINK_CREATE, uintptr(unsafe.Pointer(&attr[0])), unsafe.Sizeof(attr))
+	if errno == 0 {
+		unix.Close(int(fd))
+		return false, errors.New("uprobe_multi probe: unexpected success on path /")
+	}
+	return errno == unix.EINVAL, nil
+}
+
+// probeUprobeSyscall calls the uprobe syscall outside a trampoline: a
+// kernel with it answers ENXIO, one without ENOSYS.
+func probeUprobeSyscall() (bool, error) {
+	const sysUprobe = 336 // x86-64 only (arch/x86/entry/syscalls)
+	if runtime.GOARCH != "amd64" {
+		return false, nil
+	}
+	_, _, errno := unix.Syscall(sysUprobe, 0, 0, 0)
+	return errno == unix.ENXIO, nil
+}
+
+func supported(err error) (bool, error) {
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return false, nil
+	default:
+		return false, err
+	}
+}
