@@ -48,7 +48,7 @@ deps:
 generate:
 	BPF_CLANG=$(CLANG) BPF_STRIP=llvm-strip-19 $(GO) generate ./...
 
-test:
+test: deps
 	@bad=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
 	$(GO) vet ./...
