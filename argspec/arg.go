@@ -1,5 +1,7 @@
 package argspec
 
+import "debug/elf"
+
 // Kind is the kind of operand a USDT argument is read from.
 type Kind uint8
 
@@ -17,7 +19,11 @@ const (
 	// SIB is the memory at Arg.Reg + Arg.Index*Arg.Scale + Arg.Offset.
 	SIB
 	// PCRel is the memory at Arg.Symbol + Arg.Offset, addressed relative
-	// to the program counter (x86 `sym+8(%rip)`).
+	// to the program counter (x86 `sym+8(%rip)`): the symbol's link-time
+	// address plus the addend, plus the load bias at run time. Reg is the
+	// program counter (rip). With an empty Symbol ("8(%rip)") the address
+	// is relative to an instruction that the probe site does not have, so
+	// it cannot be resolved either.
 	PCRel
 )
 
@@ -50,6 +56,9 @@ type Register struct {
 
 // Arg is one decoded USDT argument.
 type Arg struct {
+	// Machine is the architecture whose grammar the argument was parsed
+	// with; String and Format write the operand in its syntax.
+	Machine elf.Machine
 	// Size is the argument's width in bytes: 1, 2, 4 or 8.
 	Size int
 	// Signed is true when the spec starts with '-'.
@@ -63,7 +72,7 @@ type Arg struct {
 	Reg Register
 	// Index is the index register of SIB.
 	Index Register
-	// Scale is the index multiplier of SIB: 1, 2, 4 or 8.
+	// Scale is the index multiplier of SIB: 1, 2, 4 or 8 (0 otherwise).
 	Scale int
 	// Offset is the displacement of Mem and SIB and the addend of PCRel.
 	Offset int64
@@ -71,7 +80,8 @@ type Arg struct {
 	Value int64
 	// Symbol is the symbol of PCRel.
 	Symbol string
-	// Operand is the operand text after '@', as written.
+	// Operand is the operand text after '@', as written (without the
+	// whitespace around it).
 	Operand string
 	// Reason says why an Unsupported operand cannot be read.
 	Reason string
