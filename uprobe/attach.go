@@ -1,0 +1,336 @@
+package uprobe
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+)
+
+// AttachMode says how the sites of one probe are attached.
+type AttachMode uint8
+
+const (
+	// PerEvent attaches one perf-event uprobe per site. It works with any
+	// program of type ebpf.Kprobe on any kernel with uprobes, but each
+	// link costs a descriptor and 50-77 ms to close (two RCU grace
+	// periods, see measured.md), so it suits probes with few sites.
+	PerEvent AttachMode = iota
+	// Multi attaches all sites with one uprobe_multi link (Linux 6.6).
+	// The program must have been loaded with AttachType
+	// ebpf.AttachTraceUprobeMulti: see PrepareProgramSpec.
+	Multi
+)
+
+func (m AttachMode) String() string {
+	switch m {
+	case PerEvent:
+		return "perf-event"
+	case Multi:
+		return "uprobe_multi"
+	}
+	return fmt.Sprintf("AttachMode(%d)", uint8(m))
+}
+
+// Options are the parameters of Entry, Return and Uretprobe. The zero
+// value (or a nil pointer) is the default.
+type Options struct {
+	// PID limits the probe to one process (in the caller's PID
+	// namespace). 0 means the PID given to OpenProcess, or every process
+	// that maps the file for a Binary from Open.
+	PID int
+
+	// Cookie is a value the BPF program reads with
+	// bpf_get_attach_cookie(), the same for every site of the probe
+	// (Linux 5.15; a non-zero cookie fails with ebpf.ErrNotSupported on
+	// older kernels).
+	Cookie uint64
+
+	// Offset is added to the function's start for an entry probe: a
+	// probe inside the function. It must fall on an instruction boundary
+	// found by decoding from the function's start (a breakpoint in the
+	// middle of an instruction corrupts the target). Not valid for return
+	// probes.
+	Offset uint64
+
+	// Mode selects perf-event uprobes (the zero value: any Kprobe
+	// program) or one uprobe_multi link (a program prepared by
+	// PrepareProgramSpec, whose AttachMode result goes here). The choice
+	// is the caller's: a program loaded for one mode does not attach in
+	// the other, so there is no silent fallback.
+	Mode AttachMode
+
+	// AllowUretprobeOnGo lets Uretprobe put a kernel uretprobe on a Go
+	// binary. The Go runtime crashes ("unexpected return pc") when it
+	// walks or copies a stack whose return address the kernel replaced,
+	// which happens on the next stack growth, panic or GC stack scan of
+	// a goroutine inside the function. Only for experiments.
+	AllowUretprobeOnGo bool
+
+	// ReturnSites makes Return use a uprobe on each return instruction on
+	// native code too, instead of a uretprobe. Useful on x86-64 kernels
+	// 6.11+, whose uretprobe trampoline calls the uretprobe() syscall: a
+	// process whose seccomp filter does not allow it is killed with
+	// SIGSYS (systemd/systemd#34615). Tail calls and longjmp escape such
+	// probes.
+	ReturnSites bool
+}
+
+// PrepareProgramSpec readies a program spec for attaching through this
+// package before it is loaded. On kernels with uprobe_multi (6.6+) it sets
+// AttachType to ebpf.AttachTraceUprobeMulti and returns Multi; otherwise it
+// leaves the spec alone and returns PerEvent. Pass the result as
+// Options.Mode. The spec must be of type ebpf.Kprobe (SEC("uprobe")).
+func PrepareProgramSpec(spec *ebpf.ProgramSpec) (AttachMode, error) {
+	if spec == nil {
+		return PerEvent, errors.New("uprobe: nil program spec")
+	}
+	if spec.Type != ebpf.Kprobe {
+		return PerEvent, fmt.Errorf("uprobe: program %s is of type %s, want %s", spec.Name, spec.Type, ebpf.Kprobe)
+	}
+	err := features.HaveBPFLinkUprobeMulti()
+	switch {
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return PerEvent, nil
+	case err != nil:
+		return PerEvent, fmt.Errorf("uprobe: probe for uprobe_multi support: %w", err)
+	}
+	spec.AttachType = ebpf.AttachTraceUprobeMulti
+	return Multi, nil
+}
+
+// PrepareCollectionSpec applies PrepareProgramSpec to the named programs
+// of spec, or to every Kprobe program when no name is given. All get the
+// same mode.
+func PrepareCollectionSpec(spec *ebpf.CollectionSpec, programs ...string) (AttachMode, error) {
+	if spec == nil {
+		return PerEvent, errors.New("uprobe: nil collection spec")
+	}
+	if len(programs) == 0 {
+		for name, p := range spec.Programs {
+			if p.Type == ebpf.Kprobe {
+				programs = append(programs, name)
+			}
+		}
+	}
+	mode := PerEvent
+	for _, name := range programs {
+		p, ok := spec.Programs[name]
+		if !ok {
+			return PerEvent, fmt.Errorf("uprobe: program %q: %w in the collection spec", name, ErrNotFound)
+		}
+		m, err := PrepareProgramSpec(p)
+		if err != nil {
+			return PerEvent, err
+		}
+		mode = m
+	}
+	return mode, nil
+}
+
+// probe is one attach request after symbol resolution.
+type probe struct {
+	fn      Function
+	offsets []uint64 // file offsets
+	ret     bool     // a kernel uretprobe
+	what    string   // "entry", "return sites", "uretprobe" for messages
+}
+
+// Entry attaches prog at the entry of function sym (or at Options.Offset
+// inside it). sym is a name, name@VERSION or name@@VERSION.
+func (b *Binary) Entry(sym string, prog *ebpf.Program, opts *Options) (link.Link, error) {
+	o := optionsOrDefault(opts)
+	fn, err := b.Function(sym)
+	if err != nil {
+		return nil, err
+	}
+	off := fn.Offset
+	if o.Offset != 0 {
+		if off, err = b.insideOffset(fn, o.Offset); err != nil {
+			return nil, err
+		}
+	}
+	return b.attach(probe{fn: fn, offsets: []uint64{off}, what: "entry"}, prog, o)
+}
+
+// Return attaches prog so that it runs when function sym returns, with
+// the return value in the return registers. On a Go binary (and with
+// Options.ReturnSites) that is a uprobe on each return instruction of the
+// function, run before the instruction, with the caller's frame not yet
+// restored; elsewhere a kernel uretprobe. It refuses a function whose
+// return sites are uncertain (see ReturnSites) or that has none.
+func (b *Binary) Return(sym string, prog *ebpf.Program, opts *Options) (link.Link, error) {
+	o := optionsOrDefault(opts)
+	if o.Offset != 0 {
+		return nil, fmt.Errorf("uprobe: %s: return probe on %q: Options.Offset applies to entry probes only", b.display, sym)
+	}
+	fn, err := b.Function(sym)
+	if err != nil {
+		return nil, err
+	}
+	if !b.IsGo() && !o.ReturnSites {
+		return b.attach(probe{fn: fn, offsets: []uint64{fn.Offset}, ret: true, what: "uretprobe"}, prog, o)
+	}
+	offs, err := b.returnOffsets(fn)
+	if err != nil {
+		return nil, err
+	}
+	return b.attach(probe{fn: fn, offsets: offs, what: "return sites"}, prog, o)
+}
+
+// Uretprobe attaches prog as a kernel uretprobe on function sym. On a Go
+// binary it fails with ErrGoUretprobe unless Options.AllowUretprobeOnGo is
+// set; Return is the safe choice there.
+func (b *Binary) Uretprobe(sym string, prog *ebpf.Program, opts *Options) (link.Link, error) {
+	o := optionsOrDefault(opts)
+	if b.IsGo() && !o.AllowUretprobeOnGo {
+		return nil, fmt.Errorf("uprobe: %s (%s): uretprobe on %q: %w (use Return for RET-site probes, or set Options.AllowUretprobeOnGo)",
+			b.display, b.goVersion, sym, ErrGoUretprobe)
+	}
+	if o.Offset != 0 {
+		return nil, fmt.Errorf("uprobe: %s: uretprobe on %q: Options.Offset applies to entry probes only", b.display, sym)
+	}
+	fn, err := b.Function(sym)
+	if err != nil {
+		return nil, err
+	}
+	return b.attach(probe{fn: fn, offsets: []uint64{fn.Offset}, ret: true, what: "uretprobe"}, prog, o)
+}
+
+// ReturnSites decodes fn (a function of b) and lists its exits.
+func (b *Binary) ReturnSites(fn Function) (*Scan, error) {
+	if fn.Size == 0 {
+		return nil, fmt.Errorf("uprobe: %s: function %s has no size in %s, its return sites cannot be found", b.display, fn, fn.Source)
+	}
+	if _, ok := b.fileOffset(fn.Address + fn.Size - 1); !ok {
+		return nil, fmt.Errorf("uprobe: %s: function %s [%#x, %#x) runs past its executable segment", b.display, fn, fn.Address, fn.Address+fn.Size)
+	}
+	code, err := b.readCode(fn.Offset, fn.Size)
+	if err != nil {
+		return nil, err
+	}
+	return ReturnSites(b.machine, code)
+}
+
+// returnOffsets returns the file offsets of fn's return instructions,
+// refusing uncertain ones.
+func (b *Binary) returnOffsets(fn Function) ([]uint64, error) {
+	scan, err := b.ReturnSites(fn)
+	if err != nil {
+		return nil, err
+	}
+	rel, certain := scan.Returns()
+	if !certain {
+		return nil, fmt.Errorf("uprobe: %s: function %s: %w: %d undecodable byte run(s) precede return instructions (first at +%#x); no return probe was attached",
+			b.display, fn, ErrUncertainSite, len(scan.Gaps), scan.Gaps[0].Offset)
+	}
+	if len(rel) == 0 {
+		return nil, fmt.Errorf("uprobe: %s: function %s: %w (%d tail call or indirect jump site(s))", b.display, fn, ErrNoReturn, len(scan.Sites))
+	}
+	offs := make([]uint64, len(rel))
+	for i, r := range rel {
+		offs[i] = fn.Offset + r // sites are relative to the function's first byte
+	}
+	return offs, nil
+}
+
+// insideOffset validates an offset into fn and returns its file offset.
+func (b *Binary) insideOffset(fn Function, rel uint64) (uint64, error) {
+	if fn.Size != 0 && rel >= fn.Size {
+		return 0, fmt.Errorf("uprobe: %s: offset %#x is outside function %s (size %#x)", b.display, rel, fn, fn.Size)
+	}
+	if _, ok := b.fileOffset(fn.Address + rel); !ok {
+		return 0, fmt.Errorf("uprobe: %s: %s+%#x is outside the executable segments", b.display, fn, rel)
+	}
+	if fn.Size == 0 {
+		return 0, fmt.Errorf("uprobe: %s: function %s has no size, so offset %#x cannot be checked for an instruction boundary", b.display, fn, rel)
+	}
+	code, err := b.readCode(fn.Offset, fn.Size)
+	if err != nil {
+		return 0, err
+	}
+	if !instructionBoundary(b.machine, code, rel) {
+		return 0, fmt.Errorf("uprobe: %s: %s+%#x: %w (decoding from the function's start does not reach it cleanly)", b.display, fn, rel, ErrUncertainSite)
+	}
+	return fn.Offset + rel, nil
+}
+
+func optionsOrDefault(o *Options) Options {
+	if o == nil {
+		return Options{}
+	}
+	return *o
+}
+
+// attach is the one implementation behind Entry, Return and Uretprobe. It
+// is all-or-nothing: when one site fails, every link made so far is
+// closed before the error is returned.
+func (b *Binary) attach(p probe, prog *ebpf.Program, o Options) (link.Link, error) {
+	if prog == nil {
+		return nil, fmt.Errorf("uprobe: %s: %s probe on %s: nil program", b.display, p.what, p.fn)
+	}
+	if b.machine == elf.EM_AARCH64 {
+		for _, off := range p.offsets {
+			if off%4 != 0 {
+				return nil, fmt.Errorf("uprobe: %s: %s probe on %s: file offset %#x is not 4-aligned", b.display, p.what, p.fn, off)
+			}
+		}
+	}
+	pid := o.PID
+	if pid == 0 {
+		pid = b.pid
+	}
+	if pid < 0 {
+		return nil, fmt.Errorf("uprobe: %s: invalid PID %d", b.display, pid)
+	}
+	ex, err := link.OpenExecutable(b.path)
+	if err != nil {
+		return nil, fmt.Errorf("uprobe: %s: %w", b.display, err)
+	}
+	where := func(err error) error {
+		return fmt.Errorf("uprobe: %s: %s probe on %s (%d site(s), %s): %w", b.display, p.what, p.fn, len(p.offsets), o.Mode, err)
+	}
+
+	switch o.Mode {
+	case Multi:
+		mo := &link.UprobeMultiOptions{Addresses: p.offsets, PID: uint32(pid)}
+		if o.Cookie != 0 {
+			mo.Cookies = make([]uint64, len(p.offsets))
+			for i := range mo.Cookies {
+				mo.Cookies[i] = o.Cookie
+			}
+		}
+		var l link.Link
+		if p.ret {
+			l, err = ex.UretprobeMulti(nil, prog, mo)
+		} else {
+			l, err = ex.UprobeMulti(nil, prog, mo)
+		}
+		if err != nil {
+			return nil, where(err)
+		}
+		return newSitesLink([]link.Link{l}), nil
+	case PerEvent:
+		links := make([]link.Link, 0, len(p.offsets))
+		for _, off := range p.offsets {
+			// cilium/ebpf's PID 0 means every process, as ours does.
+			uo := &link.UprobeOptions{Address: off, PID: pid, Cookie: o.Cookie}
+			var l link.Link
+			if p.ret {
+				l, err = ex.Uretprobe("", prog, uo)
+			} else {
+				l, err = ex.Uprobe("", prog, uo)
+			}
+			if err != nil {
+				cerr := closeAll(links)
+				return nil, errors.Join(where(fmt.Errorf("site at file offset %#x: %w", off, err)), cerr)
+			}
+			links = append(links, l)
+		}
+		return newSitesLink(links), nil
+	}
+	return nil, where(fmt.Errorf("unknown attach mode %d", o.Mode))
+}
