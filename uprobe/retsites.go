@@ -158,6 +158,9 @@ func walkX86(code []byte, mode int, visit func(insn)) {
 			i++
 			continue
 		}
+		if in.Op == x86asm.VZEROUPPER || in.Op == x86asm.VZEROALL {
+			in.Len = vexZeroLen(rest, in.Len)
+		}
 		var kind SiteKind
 		switch in.Op {
 		case x86asm.RET:
@@ -175,6 +178,29 @@ func walkX86(code []byte, mode int, visit func(insn)) {
 		visit(insn{off: i, n: in.Len, kind: kind, uncertain: uncertain})
 		i += in.Len
 	}
+}
+
+// vexZeroLen corrects the length of VZEROUPPER/VZEROALL, which x86asm
+// v0.33.0 overstates when a REX byte or another opcode follows (c5 f8 77
+// then 48 31 c0 decodes as one 5-byte instruction), swallowing the next
+// instruction and misaligning the scan silently. Both instructions have
+// no operands: the VEX prefix (2 bytes c5, 3 bytes c4) plus opcode 77 is
+// the whole instruction (Intel SDM vol. 2C, VZEROUPPER). Found by the
+// objdump boundary test on Go's runtime.memeqbody.
+func vexZeroLen(code []byte, decoded int) int {
+	for i := 0; i < len(code) && i < decoded; i++ {
+		switch code[i] {
+		case 0xc5:
+			if i+2 < len(code) && code[i+2] == 0x77 {
+				return i + 3
+			}
+		case 0xc4:
+			if i+3 < len(code) && code[i+3] == 0x77 {
+				return i + 4
+			}
+		}
+	}
+	return decoded
 }
 
 func walkARM64(code []byte, visit func(insn)) {

@@ -249,9 +249,9 @@ func TestLibcSymbols(t *testing.T) {
 	}{
 		{"no_such_function_xyz", ErrNotFound},
 		{"stdout", ErrNotFunction},
-		{"strcpy", ErrNotFunction},    // IFUNC
-		{"memcpy", ErrNotFunction},    // default is an IFUNC, only the compat version is a FUNC
-		{"memcpy@GLIBC_2.2.5", nil},   // which can be named
+		{"strcpy", ErrNotFunction},  // IFUNC
+		{"memcpy", ErrNotFunction},  // default is an IFUNC, only the compat version is a FUNC
+		{"memcpy@GLIBC_2.2.5", nil}, // which can be named
 		{"memcpy@@GLIBC_2.2.5", ErrNotFound},
 	} {
 		_, err := b.Function(tc.name)
