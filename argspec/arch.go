@@ -28,7 +28,7 @@ var grammars = map[elf.Machine]*grammar{
 		regs:    x8664Regs,
 		special: x86Special,
 		vector:  []string{"xmm", "ymm", "zmm", "mm", "st", "k"},
-		pc:      []string{"rip", "eip"},
+		pc:      x8664PC,
 		operand: parseX86,
 		format:  appendX86,
 	},

@@ -19,11 +19,13 @@ const (
 	// SIB is the memory at Arg.Reg + Arg.Index*Arg.Scale + Arg.Offset.
 	SIB
 	// PCRel is the memory at Arg.Symbol + Arg.Offset, addressed relative
-	// to the program counter (x86 `sym+8(%rip)`): the symbol's link-time
-	// address plus the addend, plus the load bias at run time. Reg is the
-	// program counter (rip). With an empty Symbol ("8(%rip)") the address
-	// is relative to an instruction that the probe site does not have, so
-	// it cannot be resolved either.
+	// to the program counter (x86-64 `sym+8(%rip)`): the symbol's
+	// link-time address plus the addend, plus the load bias at run time;
+	// no register is read. Reg is the program counter (rip), or for i386
+	// PIC code's `sym@GOTOFF(%ebx)`, which also addresses the symbol
+	// itself, the GOT pointer. With an empty Symbol ("8(%rip)") the
+	// address is relative to an instruction that the probe site does not
+	// have, so an attacher cannot resolve it.
 	PCRel
 )
 
@@ -68,7 +70,7 @@ type Arg struct {
 	// Kind says where the value lives.
 	Kind Kind
 	// Reg is the register for Reg, the base for Mem and SIB, and the
-	// program counter for PCRel.
+	// program counter (or i386 GOT pointer) for PCRel.
 	Reg Register
 	// Index is the index register of SIB.
 	Index Register

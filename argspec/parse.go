@@ -234,6 +234,7 @@ var (
 	errWriteback  = &unsupported{"pre-indexed address with writeback"}
 	errExtend     = &unsupported{"extended or shifted index register"}
 	errZeroBase   = &unsupported{"base register r0 reads as 0 in a D-form address: absolute address"}
+	errRegPair    = &unsupported{"64-bit value in a 32-bit register pair: the note names only the low half"}
 )
 
 // scanner walks one operand, s[pos:end].
@@ -357,10 +358,8 @@ func (sc *scanner) register(name string) (r Register, zero bool, err error) {
 	if off, ok := g.regs[name]; ok {
 		return Register{Name: name, Offset: off}, false, nil
 	}
-	for _, z := range g.zero {
-		if name == z {
-			return Register{}, true, nil
-		}
+	if contains(g.zero, name) {
+		return Register{}, true, nil
 	}
 	if u, ok := g.special[name]; ok {
 		return Register{}, false, u

@@ -202,7 +202,7 @@ var realStrings = []parseCase{
 		op(2, "%si", reg(R("si", 12))),
 		op(1, "(%eax,%ecx,4)", sib(R("eax", 24), R("ecx", 4), 4, 0)),
 		op(4, "%ah", unsup(errHighByte)),
-		op(4, "sym@GOTOFF(%ebx)", unsup(errReloc)),
+		op(4, "sym@GOTOFF(%ebx)", Arg{Kind: PCRel, Reg: R("ebx", 0), Symbol: "sym"}),
 		op(8, "%rax", unsup(errUnknownReg)),
 	}},
 }
@@ -251,6 +251,14 @@ var edgeStrings = []parseCase{
 		op(8, "[x1, 8]!", unsup(errWriteback)),
 		op(8, "q1", unsup(errVector)),
 		op(4, "#7", cnst(7)),
+	}},
+	{elf.EM_386, "4@x@GOTOFF+8(%ebx) 4@4+x@GOTOFF-1(%ebx) 4@x@GOT(%ebx) 4@x@GOTOFF(%ebx,%eax,4) 4@x@GOTOFF 4@%gs:0", []Arg{
+		op(4, "x@GOTOFF+8(%ebx)", Arg{Kind: PCRel, Reg: R("ebx", 0), Symbol: "x", Offset: 8}),
+		op(4, "4+x@GOTOFF-1(%ebx)", Arg{Kind: PCRel, Reg: R("ebx", 0), Symbol: "x", Offset: 3}),
+		op(4, "x@GOT(%ebx)", unsup(errReloc)),
+		op(4, "x@GOTOFF(%ebx,%eax,4)", unsup(errSymExpr)),
+		op(4, "x@GOTOFF", unsup(errAbsolute)),
+		op(4, "%gs:0", unsup(errSegment)),
 	}},
 	{elf.EM_ARM, "4@sl 4@ip 4@pc 4@[r0, r1] 4@[r2, #-4] 8@d0 4@#-5", []Arg{
 		op(4, "sl", reg(R("sl", 40))),
@@ -371,7 +379,7 @@ func TestParseCanonical(t *testing.T) {
 		{elf.EM_S390, "4@(%r2) 4@8(%r1,%r2)", "4@0(%r2) 4@8(%r1,%r2)"},
 		{elf.EM_RISCV, "4@(a0) 4@x0", "4@0(a0) 4@0"},
 		{elf.EM_PPC64, "4@3 4@16(6) 4@9,10", "4@%r3 4@16(%r6) 4@%r9,%r10"},
-		{elf.EM_386, "4@%eax", "4@%eax"},
+		{elf.EM_386, "4@%eax 4@8+x@GOTOFF(%ebx) 4@x@GOTOFF-8(%ebx)", "4@%eax 4@x@GOTOFF+8(%ebx) 4@x@GOTOFF-8(%ebx)"},
 	} {
 		args, err := Parse(tc.machine, tc.in)
 		if err != nil {

@@ -1,6 +1,9 @@
 package argspec
 
-import "strconv"
+import (
+	"debug/elf"
+	"strconv"
+)
 
 // x86-64 and i386 operands, AT&T syntax as GCC and clang print them:
 //
@@ -35,11 +38,17 @@ func parseX86(sc *scanner, a *Arg) error {
 		if sc.eat(':') { // %fs:8 — thread-local storage
 			return errSegment
 		}
+		if a.Size == 8 && sc.p.g.machine == elf.EM_386 {
+			// GCC holds a 64-bit value in a register pair (eax:edx,
+			// ecx:ebx, esi:edi) and the note names only the low half;
+			// the halves are not adjacent in either pt_regs.
+			return errRegPair
+		}
 		a.Kind, a.Reg = Reg, r
 		return nil
 	}
 
-	off, sym, err := x86Disp(sc)
+	off, sym, gotoff, err := x86Disp(sc)
 	if err != nil {
 		return err
 	}
@@ -90,7 +99,7 @@ func parseX86(sc *scanner, a *Arg) error {
 	if !hasBase {
 		return errAbsolute // (,%rax,8): a table at an absolute address
 	}
-	if sc.isPC(base.Name) {
+	if sc.isPC(base.Name) || gotoff {
 		if hasIndex {
 			return errSymExpr // no instruction encodes rip with an index
 		}
@@ -120,13 +129,13 @@ func x86Register(sc *scanner) (Register, error) {
 }
 
 // x86Disp consumes the displacement before '(': a sum of numbers and at
-// most one symbol, with its addend wrapping like the assembler's 64-bit
-// arithmetic. It returns an empty symbol and 0 when the operand starts
-// with '('.
-func x86Disp(sc *scanner) (off int64, sym string, err error) {
+// most one symbol, possibly sym@GOTOFF, with its addend wrapping like the
+// assembler's 64-bit arithmetic. It returns an empty symbol and 0 when the
+// operand starts with '('.
+func x86Disp(sc *scanner) (off int64, sym string, gotoff bool, err error) {
 	sc.skipSpace()
 	if sc.peek() == '(' {
-		return 0, "", nil
+		return 0, "", false, nil
 	}
 	for {
 		neg := false
@@ -140,7 +149,7 @@ func x86Disp(sc *scanner) (off int64, sym string, err error) {
 		case isDigit(c):
 			v, err := sc.magnitude()
 			if err != nil {
-				return 0, "", err
+				return 0, "", false, err
 			}
 			if neg {
 				v = -v
@@ -148,27 +157,42 @@ func x86Disp(sc *scanner) (off int64, sym string, err error) {
 			off += int64(v)
 		case isWordStart(c):
 			name := sc.word()
-			if sc.peek() == '@' { // sym@GOTOFF, sym@tpoff, ...
-				return 0, "", errReloc
+			if sc.peek() == '@' {
+				// sym@GOTOFF(%ebx) is i386 PIC code's way to address a
+				// static variable: the GOT pointer plus the distance
+				// from the GOT, i.e. the symbol's address, like
+				// sym(%rip). Other operators (@GOT, @GOTPCREL, @tpoff)
+				// need the GOT or TLS block: unsupported.
+				sc.pos++
+				if sc.word() != "GOTOFF" {
+					return 0, "", false, errReloc
+				}
+				gotoff = true
 			}
 			if sym != "" || neg {
-				return 0, "", errSymExpr
+				return 0, "", false, errSymExpr
 			}
 			sym = name
 		default:
-			return 0, "", sc.errorf("a number or a symbol")
+			return 0, "", false, sc.errorf("a number or a symbol")
 		}
 		sc.skipSpace()
 		if c := sc.peek(); c != '+' && c != '-' {
-			return off, sym, nil
+			return off, sym, gotoff, nil
 		}
 	}
 }
 
 // isPC reports whether name is the program counter as an address base.
-func (sc *scanner) isPC(name string) bool {
-	for _, pc := range sc.p.g.pc {
-		if name == pc {
+func (sc *scanner) isPC(name string) bool { return contains(sc.p.g.pc, name) }
+
+// x8664PC are the program counter's names as an x86-64 address base
+// (eip with the addr32 prefix).
+var x8664PC = []string{"rip", "eip"}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
 			return true
 		}
 	}
@@ -183,7 +207,13 @@ func appendX86(b []byte, a *Arg) []byte {
 	case Reg:
 		return append(append(b, '%'), a.Reg.Name...)
 	case PCRel:
-		b = appendSymbolic(b, a.Symbol, a.Offset)
+		if a.Symbol != "" && !(a.Machine == elf.EM_X86_64 && contains(x8664PC, a.Reg.Name)) {
+			b = append(b, a.Symbol...)
+			b = append(b, "@GOTOFF"...)
+			b = appendAddend(b, a.Offset)
+		} else {
+			b = appendSymbolic(b, a.Symbol, a.Offset)
+		}
 		b = append(b, "(%"...)
 		b = append(b, a.Reg.Name...)
 		return append(b, ')')
@@ -212,14 +242,17 @@ func appendSymbolic(b []byte, sym string, off int64) []byte {
 		}
 		return strconv.AppendInt(b, off, 10)
 	}
-	b = append(b, sym...)
+	return appendAddend(append(b, sym...), off)
+}
+
+// appendAddend writes "+off", "-off" or nothing for 0. The magnitude is
+// written unsigned so that math.MinInt64 round-trips.
+func appendAddend(b []byte, off int64) []byte {
 	switch {
 	case off > 0:
 		b = append(b, '+')
 		b = strconv.AppendInt(b, off, 10)
 	case off < 0:
-		// "-" then the magnitude as unsigned, so that math.MinInt64
-		// round-trips.
 		b = append(b, '-')
 		b = strconv.AppendUint(b, uint64(-off), 10)
 	}
