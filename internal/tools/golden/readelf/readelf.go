@@ -224,6 +224,13 @@ func parseNotes(out []byte, g *Golden) error {
 		case strings.HasPrefix(trim, "stapsdt ") && strings.Contains(line, "NT_STAPSDT"):
 			g.Probes = append(g.Probes, Note{})
 			cur = &g.Probes[len(g.Probes)-1]
+			// With --wide, readelf prints the provider on the note's line,
+			// after a tab.
+			if _, prov, ok := strings.Cut(line, "\tProvider: "); ok {
+				cur.Provider = prov
+			} else if _, prov, ok := strings.Cut(line, "    Provider: "); ok {
+				cur.Provider = prov
+			}
 		case cur == nil:
 		case strings.HasPrefix(trim, "Provider: "):
 			cur.Provider = strings.TrimPrefix(trim, "Provider: ")

@@ -1,0 +1,202 @@
+package usdt
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/probekit/probekit/argspec"
+	"github.com/probekit/probekit/internal/safeelf"
+)
+
+// File is the USDT probes of one ELF file.
+type File struct {
+	// Path is the path the file was opened by; empty after Parse.
+	Path      string
+	Machine   elf.Machine
+	Class     elf.Class
+	ByteOrder binary.ByteOrder
+	Type      elf.Type
+	// Probes are in the order of their first note.
+	Probes []Probe
+}
+
+// Open reads the USDT probes of the ELF file at path. It returns an error
+// wrapping ErrNoProbes for a file without stapsdt notes, a *FormatError
+// for a corrupt one.
+func Open(path string) (*File, error) {
+	fd, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("usdt: %w", err)
+	}
+	defer fd.Close()
+	f, err := parse(fd)
+	if err != nil {
+		return nil, fmt.Errorf("usdt: %s: %w", path, err)
+	}
+	f.Path = path
+	return f, nil
+}
+
+// Parse reads the USDT probes of the ELF file r. Errors are as for Open.
+func Parse(r io.ReaderAt) (*File, error) {
+	f, err := parse(r)
+	if err != nil {
+		return nil, fmt.Errorf("usdt: %w", err)
+	}
+	return f, nil
+}
+
+func parse(r io.ReaderAt) (f *File, err error) {
+	// The parser bounds-checks everything; the recover is a second line
+	// of defence for a tracer running as root over others' files.
+	defer safeelf.Recover(&err)
+	ef, err := safeelf.NewFile(r)
+	if err != nil {
+		return nil, err
+	}
+	notes, err := readNotes(ef)
+	if err != nil {
+		return nil, err
+	}
+	if len(notes) == 0 {
+		return nil, ErrNoProbes
+	}
+	f = &File{Machine: ef.Machine, Class: ef.Class, ByteOrder: ef.ByteOrder, Type: ef.Type}
+	l := newLayout(ef)
+	index := make(map[[2]string]int)
+	argsCache := make(map[string]parsedArgs)
+	for i := range notes {
+		n := &notes[i]
+		key := [2]string{n.provider, n.name}
+		pi, ok := index[key]
+		if !ok {
+			pi = len(f.Probes)
+			index[key] = pi
+			f.Probes = append(f.Probes, Probe{Provider: n.provider, Name: n.name})
+		}
+		p := &f.Probes[pi]
+		delta := l.prelinkDelta(n.base)
+		loc := Location{
+			Address:  (n.location + delta) & l.addrMask,
+			Base:     n.base,
+			ArgsSpec: n.args,
+		}
+		if n.semaphore != 0 {
+			loc.Semaphore = (n.semaphore + delta) & l.addrMask
+		}
+		pa, ok := argsCache[n.args]
+		if !ok {
+			pa = parseArgs(ef.Machine, n.args)
+			argsCache[n.args] = pa
+		}
+		loc.Args, loc.ArgsErr = pa.copy(), pa.err
+		name := p.String()
+		l.resolve(name, &loc)
+		if loc.SiteErr == nil {
+			checkSite(ef, &l, name, &loc)
+		}
+		p.Locations = append(p.Locations, loc)
+	}
+	return f, nil
+}
+
+type parsedArgs struct {
+	args []argspec.Arg
+	err  error
+}
+
+// copy gives each location its own slice, so that a caller changing one
+// location's arguments does not change another's.
+func (p parsedArgs) copy() []argspec.Arg {
+	if p.args == nil {
+		return nil
+	}
+	return append([]argspec.Arg(nil), p.args...)
+}
+
+// parseArgs decodes a note's argument string. An empty string, or one
+// starting with ':', has no arguments, as libbpf's parse_usdt_note reads
+// it.
+func parseArgs(m elf.Machine, s string) parsedArgs {
+	if s == "" || strings.HasPrefix(s, ":") {
+		return parsedArgs{}
+	}
+	args, err := argspec.Parse(m, s)
+	return parsedArgs{args, err}
+}
+
+// Find returns the probe with the given provider and name. An empty
+// provider matches any provider, provided only one has that name. The
+// error wraps ErrNotFound.
+func (f *File) Find(provider, name string) (*Probe, error) {
+	var found *Probe
+	for i := range f.Probes {
+		p := &f.Probes[i]
+		if p.Name != name || (provider != "" && p.Provider != provider) {
+			continue
+		}
+		if found != nil {
+			return nil, fmt.Errorf("usdt: probe name %q is in providers %q and %q: name the provider", name, found.Provider, p.Provider)
+		}
+		found = p
+	}
+	if found == nil {
+		where := f.Path
+		if where == "" {
+			where = "file"
+		}
+		return nil, fmt.Errorf("usdt: %s:%s in %s: %w (probekit list shows the file's probes)", provider, name, where, ErrNotFound)
+	}
+	return found, nil
+}
+
+// Match returns the probes matching glob, in file order. The glob is
+// "provider:name", each part with '*' (any run of characters) and '?'
+// (one character); a glob without ':' matches the name in any provider.
+// "python:function__*", "*:gc__*" and "gc__*" are globs.
+func (f *File) Match(glob string) []*Probe {
+	pglob, nglob, ok := strings.Cut(glob, ":")
+	if !ok {
+		pglob, nglob = "*", glob
+	}
+	var out []*Probe
+	for i := range f.Probes {
+		p := &f.Probes[i]
+		if globMatch(pglob, p.Provider) && globMatch(nglob, p.Name) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// globMatch reports whether s matches the glob pattern (only '*' and '?' are
+// special). Iterative with one backtrack point, so a hostile pattern
+// costs O(len(pattern)·len(s)) at worst.
+func globMatch(pattern, s string) bool {
+	p, i := 0, 0
+	star, mark := -1, 0
+	for i < len(s) {
+		switch {
+		case p < len(pattern) && (pattern[p] == '?' || pattern[p] == s[i]):
+			p++
+			i++
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, i
+			p++
+		case star >= 0:
+			p = star + 1
+			mark++
+			i = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}
