@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
@@ -325,6 +326,9 @@ func (b *Binary) attach(p probe, prog *ebpf.Program, o Options) (link.Link, erro
 				l, err = ex.Uprobe("", prog, uo)
 			}
 			if err != nil {
+				if errors.Is(err, syscall.EINVAL) {
+					err = fmt.Errorf("%w (a program loaded with AttachType AttachTraceUprobeMulti attaches only with Options.Mode = Multi)", err)
+				}
 				cerr := closeAll(links)
 				return nil, errors.Join(where(fmt.Errorf("site at file offset %#x: %w", off, err)), cerr)
 			}

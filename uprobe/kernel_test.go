@@ -531,4 +531,3 @@ func TestAttachErrors(t *testing.T) {
 		t.Error("Return with Offset accepted")
 	}
 }
-
