@@ -31,9 +31,9 @@ func loadGolden(t *testing.T, name string) *readelf.Golden {
 
 // flatLoc is one location as readelf shows a note.
 type flatLoc struct {
-	provider, name             string
-	location, base, semaphore  uint64
-	args                       string
+	provider, name            string
+	location, base, semaphore uint64
+	args                      string
 }
 
 func flatten(f *File) []flatLoc {

@@ -1,11 +1,105 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"sort"
+	"strings"
 )
 
+// command is one subcommand. Each lives in its own file and registers
+// itself from an init function, so adding one touches no other file.
+type command struct {
+	name    string
+	usage   string // the synopsis after "probekit"
+	summary string
+	run     func(args []string, stdout io.Writer) error
+}
+
+var commands = map[string]*command{}
+
+func register(c *command) { commands[c.name] = c }
+
+// usageError is a command line that does not parse; it exits with 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
 func main() {
-	fmt.Fprintln(os.Stderr, "probekit: not implemented yet")
-	os.Exit(2)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		printUsage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c := commands[args[0]]
+	if c == nil {
+		fmt.Fprintf(stderr, "probekit: unknown command %q\n\n", args[0])
+		printUsage(stderr)
+		return 2
+	}
+	err := c.run(args[1:], stdout)
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "probekit %s: %v\nusage: probekit %s\n", c.name, err, c.usage)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "probekit %s: %v\n", c.name, err)
+		return 1
+	}
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "probekit lists and traces the USDT probes of programs.")
+	fmt.Fprintln(w, "\nusage:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		c := commands[n]
+		fmt.Fprintf(w, "  probekit %s\n      %s\n", c.usage, c.summary)
+	}
+}
+
+// parseFlags parses fs over args, accepting flags before and after the
+// positional arguments ("list TARGET --json"); "--" ends the flags.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		i := 0
+		for i < len(rest) && !strings.HasPrefix(rest[i], "-") {
+			i++
+		}
+		pos = append(pos, rest[:i]...)
+		if i == len(rest) {
+			return pos, nil
+		}
+		if rest[i] == "--" || rest[i] == "-" {
+			return append(pos, rest[i:]...), nil
+		}
+		args = rest[i:]
+	}
 }
