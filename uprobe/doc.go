@@ -1,0 +1,107 @@
+// Package uprobe attaches BPF programs to functions of user-space
+// programs: C and C++ functions (malloc in libc, libuv's uv_* in Node.js)
+// and Go functions, at their entry and at their return.
+//
+//	bin, err := uprobe.Open("/usr/lib/x86_64-linux-gnu/libc.so.6")
+//	mode, err := uprobe.PrepareProgramSpec(spec) // before loading
+//	l, err := bin.Entry("malloc", prog, &uprobe.Options{PID: pid, Mode: mode})
+//	defer l.Close()
+//
+// # Symbols
+//
+// Open parses an ELF file once; OpenProcess opens the file a process sees
+// at a path through /proc/PID/root (so a binary inside a container is
+// found) and filters probes to that process by default. Functions come
+// from .symtab and .dynsym, merged (one entry per name and address, with
+// the symbol version only .dynsym carries), so Function accepts malloc,
+// malloc@@GLIBC_2.2.5 (the default version) and realpath@GLIBC_2.2.5 (a
+// compat version). A bare name picks the default version, then the only
+// global definition; anything else is ErrAmbiguous, listing the
+// candidates. C++ names are the mangled ones (no demangler in the standard
+// library, and guessing a demangled match would be worse than an error);
+// Functions takes globs over names ('*' crosses '/' and '.', '[' is
+// literal because C++ names contain it).
+//
+// Symbols that are not functions get ErrNotFunction rather than a probe on
+// data: objects, TLS, and IFUNC resolvers (glibc's memcpy is one: a probe
+// there fires once, at relocation time, never on calls).
+//
+// A Go binary built with -ldflags=-s has no .symtab, but the runtime's
+// function table .gopclntab survives, read with debug/gosym. Since Go 1.18
+// its entries are relative to runtime.text, which is not the start of
+// .text in cgo binaries (C code comes first), so the value is read from
+// the table header, and in a PIE, where that word is left 0 for the
+// dynamic loader, from the addend of the R_*_RELATIVE relocation that
+// fills it.
+//
+// Addresses become file offsets (what the kernel takes) through the
+// PT_LOAD segment holding them: offset = vaddr - p_vaddr + p_offset, per
+// segment, never one delta for the file; an address outside every
+// executable segment is an error, not a guess.
+//
+// # Return probes and Go
+//
+// A kernel uretprobe replaces the return address on the stack with the
+// address of a trampoline. The Go runtime reads return addresses when it
+// grows (copies) a goroutine stack, unwinds for a panic, a traceback or
+// the garbage collector's stack scan; one that points outside Go code is
+// fatal ("unexpected return pc", golang/go#22008, #27077). So on a Go
+// binary Return does not use uretprobes: it decodes the function with
+// golang.org/x/arch (x86asm or arm64asm, chosen by the file's e_machine,
+// not the host) and puts an ordinary uprobe on each return instruction.
+// The program then runs just before the RET, with the results still in
+// the return registers (RAX, RBX, ... on amd64 under Go's register ABI).
+// Uretprobe on a Go binary fails with ErrGoUretprobe unless
+// Options.AllowUretprobeOnGo says otherwise.
+//
+// RET-site probes are also offered for native code (Options.ReturnSites)
+// because uretprobes have a second hazard: on x86-64 since Linux 6.11
+// the trampoline enters the kernel through a new uretprobe() syscall, and
+// a process whose seccomp filter predates it is killed with SIGSYS when
+// the probed function returns (systemd/systemd#34615). RET-site probes use
+// only the breakpoint. Their limits: a function that tail-calls (a JMP out
+// of it, listed as TailCall by ReturnSites) returns through another
+// function's RET, and longjmp or a Go panic leaves without any RET.
+//
+// # The scanner
+//
+// ReturnSites decodes a function from its first byte. ENDBR64/ENDBR32,
+// which x86asm v0.33.0 takes for a 1-byte instruction, are stepped over as
+// the 4 bytes they are, and VZEROUPPER/VZEROALL, whose length x86asm
+// overstates when a REX byte follows, are given their true length; tests
+// compare every instruction length and every RET with objdump over the
+// Go runtime and all of libc. Bytes the decoder does not know never fail
+// the whole scan: on arm64 the unknown 4-byte word is skipped; on x86 the
+// scan resumes at the next byte, but since it cannot know it is aligned
+// again, every site after the first gap is marked Uncertain and Return
+// refuses such a function (ErrUncertainSite): a breakpoint in the middle
+// of an instruction corrupts the target. Options.Offset (a probe inside a
+// function) is checked the same way.
+//
+// Entry probes on Go functions fire again when a call restarts: the
+// prologue of a function with a frame checks the stack bound and, when the
+// stack is too small, runtime.morestack copies the stack and restarts the
+// function at its entry. Pair entries with returns by goroutine, or count
+// returns, which fire once per call.
+//
+// # Attaching
+//
+// A probe with several sites (Return on Go: one per RET) attaches either
+// as one uprobe_multi link (Linux 6.6, Mode Multi) or as one perf-event
+// uprobe per site (Mode PerEvent, the zero value). The program decides:
+// one loaded with AttachType ebpf.AttachTraceUprobeMulti attaches only
+// through uprobe_multi and any other only through perf events (the kernel
+// answers EINVAL otherwise), so the mode is fixed before loading by
+// PrepareProgramSpec or PrepareCollectionSpec, which consult
+// features.HaveBPFLinkUprobeMulti, and passed in Options.Mode; there is no
+// silent fallback. uprobe_multi attaches hundreds of sites in a
+// millisecond and detaches them in one step; each perf-event link takes
+// tens of milliseconds to close.
+//
+// Attach is all-or-nothing: if one site fails, the links made so far are
+// closed before the error returns. The returned link.Link's Close
+// releases every site, joins their errors and is idempotent.
+//
+// A Binary keeps no file open: code is read again when needed, after a
+// check that the file (device, inode, size, mtime) is the one parsed.
+package uprobe
