@@ -1,0 +1,10 @@
+package procmaps
+
+import (
+	"os"
+	"testing"
+
+	"github.com/probekit/probekit/internal/testkit"
+)
+
+func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }

@@ -1,0 +1,157 @@
+package procmaps
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/prometheus/procfs"
+)
+
+// procRoot is where procfs is mounted.
+const procRoot = "/proc"
+
+var procFS = sync.OnceValues(func() (procfs.FS, error) { return procfs.NewFS(procRoot) })
+
+// testHookAfterRead, when set by a test, runs after a /proc read and
+// before the identity check that validates it: the window in which a
+// target can exit or its PID be reused.
+var testHookAfterRead func(pid int)
+
+// Process is a process identity: a PID and the start time of the process
+// that had it when it was opened. The kernel may give a PID to a new
+// process once the old one is reaped; the start time tells them apart
+// (usdt-facts §7.5). Methods fail with ErrProcessGone or ErrProcessChanged
+// instead of describing another process.
+type Process struct {
+	PID int
+	// StartTime is field 22 of /proc/PID/stat: clock ticks after boot.
+	StartTime uint64
+}
+
+// Open returns the identity of the process pid now has.
+func Open(pid int) (*Process, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("pid %d: %w: not a process id", pid, os.ErrInvalid)
+	}
+	start, zombie, err := readStart(pid)
+	if err != nil {
+		return nil, wrapProcErr(pid, "stat", err)
+	}
+	p := &Process{PID: pid, StartTime: start}
+	if zombie {
+		return nil, p.gone("it is a zombie: it exited and its memory is released")
+	}
+	return p, nil
+}
+
+// String formats p as "pid N (start T)".
+func (p *Process) String() string {
+	return fmt.Sprintf("pid %d (start %d)", p.PID, p.StartTime)
+}
+
+// Check reports whether p is still running: nil, or an error matching
+// ErrProcessGone (and os.ErrNotExist) or ErrProcessChanged.
+func (p *Process) Check() error {
+	start, zombie, err := readStart(p.PID)
+	switch {
+	case err != nil:
+		return wrapProcErr(p.PID, "stat", err)
+	case start != p.StartTime:
+		return &processError{pid: p.PID, kind: ErrProcessChanged,
+			detail: fmt.Sprintf("started at tick %d, the one opened at tick %d", start, p.StartTime)}
+	case zombie:
+		return p.gone("it is a zombie: it exited and its memory is released")
+	}
+	return nil
+}
+
+// path is /proc/PID/name.
+func (p *Process) path(name string) string {
+	return procRoot + "/" + strconv.Itoa(p.PID) + "/" + name
+}
+
+// Mappings reads /proc/PID/maps. bad counts lines that could not be
+// parsed and were skipped. The process's identity is checked after the
+// read, so the mappings are those of p.
+func (p *Process) Mappings() (maps []Mapping, bad int, err error) {
+	f, err := os.Open(p.path("maps"))
+	if err != nil {
+		if cerr := p.Check(); cerr != nil {
+			return nil, 0, cerr
+		}
+		return nil, 0, wrapProcErr(p.PID, "maps", err)
+	}
+	maps, bad, err = ParseMaps(f)
+	f.Close()
+	if testHookAfterRead != nil {
+		testHookAfterRead(p.PID)
+	}
+	// A process that exits mid-read yields a short read or ESRCH; one
+	// whose PID was reused yields another process's maps. Either way the
+	// identity check says so.
+	if cerr := p.Check(); cerr != nil {
+		return nil, 0, cerr
+	}
+	if err != nil {
+		return nil, 0, wrapProcErr(p.PID, "maps", err)
+	}
+	return maps, bad, nil
+}
+
+func (p *Process) gone(detail string) error {
+	return &processError{pid: p.PID, kind: ErrProcessGone, detail: detail}
+}
+
+// readStart reads the start time and whether the process is a zombie
+// (or dead) from /proc/PID/stat.
+func readStart(pid int) (start uint64, zombie bool, err error) {
+	pfs, err := procFS()
+	if err != nil {
+		return 0, false, err
+	}
+	proc, err := pfs.Proc(pid)
+	if err != nil {
+		return 0, false, err
+	}
+	st, err := proc.Stat()
+	if err != nil {
+		return 0, false, err
+	}
+	return st.Starttime, st.State == "Z" || st.State == "X", nil
+}
+
+// processError is ErrProcessGone or ErrProcessChanged for one PID.
+type processError struct {
+	pid    int
+	kind   error
+	detail string
+}
+
+func (e *processError) Error() string {
+	return fmt.Sprintf("pid %d: %v: %s", e.pid, e.kind, e.detail)
+}
+
+// Is makes a gone process match os.ErrNotExist too, as the /proc error it
+// replaces would.
+func (e *processError) Is(target error) bool {
+	return target == e.kind || (e.kind == ErrProcessGone && target == fs.ErrNotExist)
+}
+
+// wrapProcErr turns an error reading /proc/PID/what into ErrProcessGone
+// when the process does not exist, and adds the remedy to a permission
+// error.
+func wrapProcErr(pid int, what string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH):
+		return &processError{pid: pid, kind: ErrProcessGone,
+			detail: fmt.Sprintf("no such process (reading %s: %v)", what, err)}
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("pid %d: read %s: %w (run as root, or with CAP_SYS_PTRACE for another user's process)", pid, what, err)
+	}
+	return fmt.Errorf("pid %d: read %s: %w", pid, what, err)
+}
