@@ -90,7 +90,7 @@ func parse(r io.ReaderAt) (f *File, err error) {
 		}
 		pa, ok := argsCache[n.args]
 		if !ok {
-			pa = parseArgs(ef.Machine, n.args)
+			pa = decodeArgs(ef.Machine, n.args)
 			argsCache[n.args] = pa
 		}
 		loc.Args, loc.ArgsErr = pa.copy(), pa.err
@@ -118,10 +118,10 @@ func (p parsedArgs) copy() []argspec.Arg {
 	return append([]argspec.Arg(nil), p.args...)
 }
 
-// parseArgs decodes a note's argument string. An empty string, or one
+// decodeArgs decodes a note's argument string. An empty string, or one
 // starting with ':', has no arguments, as libbpf's parse_usdt_note reads
 // it.
-func parseArgs(m elf.Machine, s string) parsedArgs {
+func decodeArgs(m elf.Machine, s string) parsedArgs {
 	if s == "" || strings.HasPrefix(s, ":") {
 		return parsedArgs{}
 	}
