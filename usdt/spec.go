@@ -1,0 +1,595 @@
+package usdt
+
+// The spec phase: a location's decoded arguments become the record the BPF
+// side of usdt.bpf.h reads from __bpf_usdt_specs, in the byte layout of the
+// object being attached (libbpf 1.7's 304-byte spec or the 208-byte one of
+// libbpf 0.8 to 1.6, usdt-facts.md §4.2), which is read from the map's BTF
+// rather than assumed.
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/probekit/probekit/argspec"
+)
+
+// cookieFlagName is usdt.bpf.h's global constant choosing how the BPF side
+// finds a probe's spec: true, the spec id is the uprobe's BPF cookie
+// (kernel 5.15); false, it is looked up by the probe's runtime address in
+// __bpf_usdt_ip_to_spec_id.
+const cookieFlagName = "probekit_usdt_have_cookie"
+
+// maxSpecArgs is BPF_USDT_MAX_ARG_CNT: sys/sdt.h stops at STAP_PROBE12,
+// and both libbpf layouts hold 12 argument records.
+const maxSpecArgs = 12
+
+// Argument kinds as usdt.bpf.h's enum __bpf_usdt_arg_type numbers them:
+// libbpf's four, then probekit's "unavailable", for which bpf_usdt_arg
+// returns -EINVAL instead of the whole attach failing.
+const (
+	argConst       uint8 = 0 // val_off is the value
+	argReg         uint8 = 1 // the pt_regs slot at reg_off
+	argRegDeref    uint8 = 2 // memory at reg + val_off
+	argSIB         uint8 = 3 // memory at reg + (idx << scale_bitshift) + val_off
+	argUnavailable uint8 = 4 // cannot be read on this kernel
+)
+
+// bpfArg is one argument record (struct __bpf_usdt_arg_spec) before
+// encoding.
+type bpfArg struct {
+	Type       uint8  // argConst ... argUnavailable
+	ValOff     uint64 // constant, or displacement as two's complement
+	RegOff     int16  // offset of the (base) register in the kernel's pt_regs
+	IdxRegOff  uint16 // offset of the SIB index register (12 bits in libbpf 1.7)
+	ScaleShift uint8  // log2 of the SIB scale
+	Signed     bool   // sign-extend from the argument's size
+	BitShift   uint8  // 64 - 8*size
+}
+
+// bpfSpec is one struct __bpf_usdt_spec before encoding.
+type bpfSpec struct {
+	Args   []bpfArg
+	Cookie uint64 // what bpf_usdt_cookie returns
+}
+
+// argUnavailableError says why one argument of a location cannot be read.
+// The location is still attached; the BPF side returns -EINVAL for that
+// argument only (libbpf refuses the whole attach, pitfalls.md 1.7).
+type argUnavailableError struct {
+	Index   int    // 0-based
+	Operand string // as written in the note, "" when not known
+	Reason  string
+}
+
+func (e *argUnavailableError) Error() string {
+	if e.Operand == "" {
+		return fmt.Sprintf("argument %d unavailable: %s", e.Index+1, e.Reason)
+	}
+	return fmt.Sprintf("argument %d (%s) unavailable: %s", e.Index+1, e.Operand, e.Reason)
+}
+
+// hostMachine is the ELF machine of the running kernel, whose pt_regs the
+// BPF program receives. The Go program is assumed to be native (a 32-bit Go
+// tracer on a 64-bit kernel would see the wrong pt_regs).
+var hostMachine = goarchMachine[runtime.GOARCH]
+
+var goarchMachine = map[string]elf.Machine{
+	"amd64":   elf.EM_X86_64,
+	"386":     elf.EM_386,
+	"arm64":   elf.EM_AARCH64,
+	"arm":     elf.EM_ARM,
+	"s390x":   elf.EM_S390,
+	"riscv64": elf.EM_RISCV,
+	"ppc64":   elf.EM_PPC64,
+	"ppc64le": elf.EM_PPC64,
+	"loong64": elf.EM_LOONGARCH,
+}
+
+// pcRegister names the program counter's pt_regs slot on kernels where a
+// PC-relative argument is expressed as a read relative to it. Others
+// (s390x keeps it in the PSW, ppc64 after the gprs) are not supported.
+var pcRegister = map[elf.Machine]string{
+	elf.EM_X86_64:  "rip",
+	elf.EM_AARCH64: "pc",
+	elf.EM_ARM:     "pc",
+	elf.EM_RISCV:   "pc",
+}
+
+// buildSpec converts the decoded arguments of the location at link-time
+// address location (where the uprobe fires) into a spec, for a kernel of
+// the host's architecture. sym resolves the symbols of PC-relative
+// operands to link-time addresses (symbolResolver). An argument that
+// cannot be expressed is marked unavailable, with an error in the result;
+// the spec is built anyway.
+//
+// Decisions:
+//   - PC-relative operands (x86-64 "sym+addend(%rip)") become a memory read
+//     relative to the probe's instruction pointer: reg_off is the PC's slot
+//     and val_off = sym + addend − location. Both addresses are link-time
+//     ones of the same file, so the load bias cancels and no PID is needed;
+//     it holds because the uprobe's pt_regs IP is the probe address when
+//     the program runs (checked by TestKernelIPIsProbeAddress).
+//   - i386 binaries on an x86-64 kernel, and 32-bit ARM binaries on an
+//     arm64 kernel, are read through the 64-bit pt_regs, where the kernel
+//     keeps a compat task's registers; other mismatches (a binary of a
+//     foreign architecture) make register and memory operands unavailable.
+//   - Float arguments ('f' suffix) are read as their raw IEEE 754 bits,
+//     zero-extended whatever the sign flag says: reinterpret the low
+//     size bytes of the value (math.Float32frombits, Float64frombits).
+//   - Arguments beyond the twelfth cannot be stored: they are reported and
+//     dropped.
+func buildSpec(machine elf.Machine, location uint64, args []argspec.Arg, sym func(name string) (uint64, bool), cookie uint64) (bpfSpec, []error) {
+	return buildSpecFor(hostMachine, machine, location, args, sym, cookie)
+}
+
+// buildSpecFor is buildSpec for a kernel of architecture host.
+func buildSpecFor(host, machine elf.Machine, location uint64, args []argspec.Arg, sym func(name string) (uint64, bool), cookie uint64) (bpfSpec, []error) {
+	var errs []error
+	n := len(args)
+	if n > maxSpecArgs {
+		for i := maxSpecArgs; i < n; i++ {
+			errs = append(errs, &argUnavailableError{Index: i, Operand: args[i].Operand,
+				Reason: fmt.Sprintf("a USDT probe has at most %d arguments; dropped", maxSpecArgs)})
+		}
+		n = maxSpecArgs
+	}
+	s := bpfSpec{Args: make([]bpfArg, n), Cookie: cookie}
+	for i := range n {
+		a, reason := buildArg(host, machine, location, &args[i], sym)
+		if reason != "" {
+			a = bpfArg{Type: argUnavailable, BitShift: a.BitShift}
+			errs = append(errs, &argUnavailableError{Index: i, Operand: args[i].Operand, Reason: reason})
+		}
+		s.Args[i] = a
+	}
+	return s, errs
+}
+
+// buildArg converts one argument, or says why it cannot be read.
+func buildArg(host, machine elf.Machine, location uint64, a *argspec.Arg, sym func(string) (uint64, bool)) (bpfArg, string) {
+	var b bpfArg
+	switch a.Size {
+	case 1, 2, 4, 8:
+		b.BitShift = uint8(64 - 8*a.Size)
+	default:
+		return b, fmt.Sprintf("size %d is not 1, 2, 4 or 8", a.Size)
+	}
+	// Floats are raw bits: sign extension would change them.
+	b.Signed = a.Signed && !a.Float
+
+	switch a.Kind {
+	case argspec.Const:
+		b.Type = argConst
+		b.ValOff = uint64(a.Value)
+	case argspec.Reg, argspec.Mem:
+		off, err := hostRegister(host, machine, a.Reg)
+		if err != "" {
+			return b, err
+		}
+		b.Type, b.RegOff = argReg, off
+		if a.Kind == argspec.Mem {
+			b.Type, b.ValOff = argRegDeref, uint64(a.Offset)
+		}
+	case argspec.SIB:
+		base, err := hostRegister(host, machine, a.Reg)
+		if err != "" {
+			return b, err
+		}
+		idx, err := hostRegister(host, machine, a.Index)
+		if err != "" {
+			return b, err
+		}
+		shift, ok := scaleShift(a.Scale)
+		if !ok {
+			return b, fmt.Sprintf("scale %d is not 1, 2, 4 or 8", a.Scale)
+		}
+		b.Type, b.RegOff, b.IdxRegOff, b.ScaleShift, b.ValOff = argSIB, base, uint16(idx), shift, uint64(a.Offset)
+	case argspec.PCRel:
+		if a.Symbol == "" {
+			return b, "PC-relative operand without a symbol: its base is an instruction the probe site does not have"
+		}
+		name, ok := pcRegister[host]
+		if !ok {
+			return b, fmt.Sprintf("PC-relative operands are not supported on a %v kernel", host)
+		}
+		if machine != host && !(machine == elf.EM_386 && host == elf.EM_X86_64) && !(machine == elf.EM_ARM && host == elf.EM_AARCH64) {
+			return b, fmt.Sprintf("a binary for %v does not run natively on a kernel for %v", machine, host)
+		}
+		pc, ok := argspec.RegisterOffset(host, name)
+		if !ok {
+			return b, fmt.Sprintf("no program counter slot known for %v", host)
+		}
+		addr, ok := sym(a.Symbol)
+		if !ok {
+			return b, fmt.Sprintf("symbol %q not found, or defined more than once with different addresses, in the file's symbol tables", a.Symbol)
+		}
+		// Runtime address = runtime IP + (sym + addend − location): the
+		// load bias is in both runtime terms and cancels.
+		b.Type, b.RegOff, b.ValOff = argRegDeref, int16(pc), addr+uint64(a.Offset)-location
+	case argspec.Unsupported:
+		reason := a.Reason
+		if reason == "" {
+			reason = "operand not readable from BPF"
+		}
+		return b, reason
+	default:
+		return b, fmt.Sprintf("unknown operand kind %v", a.Kind)
+	}
+	return b, ""
+}
+
+// scaleShift is log2 of a SIB scale.
+func scaleShift(scale int) (uint8, bool) {
+	switch scale {
+	case 1:
+		return 0, true
+	case 2:
+		return 1, true
+	case 4:
+		return 2, true
+	case 8:
+		return 3, true
+	}
+	return 0, false
+}
+
+// maxRegOff bounds a pt_regs offset: reg_off is a C short.
+const maxRegOff = 1<<15 - 1
+
+// hostRegister returns the offset of r, a register of a machine binary,
+// in the pt_regs of a host kernel, or why there is none.
+func hostRegister(host, machine elf.Machine, r argspec.Register) (int16, string) {
+	off := int(r.Offset)
+	switch {
+	case machine == host:
+	case machine == elf.EM_386 && host == elf.EM_X86_64:
+		// A compat task's registers sit in the 64-bit pt_regs.
+		r64, ok := argspec.I386ToX8664(r)
+		if !ok {
+			return 0, fmt.Sprintf("register %s has no slot in the x86-64 pt_regs", r.Name)
+		}
+		off = int(r64.Offset)
+	case machine == elf.EM_ARM && host == elf.EM_AARCH64:
+		// arm64 keeps compat r0-r14 in regs[0-14] and the compat PC in pc
+		// (arch/arm64/include/asm/ptrace.h, compat_* macros); the 32-bit
+		// pt_regs has 4-byte uregs[] slots in the same order.
+		n := off / 4
+		switch {
+		case off%4 != 0 || n > 15:
+			return 0, fmt.Sprintf("register %s has no slot in the arm64 pt_regs", r.Name)
+		case n == 15:
+			off = 256
+		default:
+			off = 8 * n
+		}
+	default:
+		return 0, fmt.Sprintf("a binary for %v does not run natively on a kernel for %v", machine, host)
+	}
+	if off > maxRegOff {
+		return 0, fmt.Sprintf("register %s: pt_regs offset %d does not fit", r.Name, off)
+	}
+	return int16(off), ""
+}
+
+// A field of the spec value: its bit offset from the start of the struct
+// holding it and its width in bits, as BTF records them.
+type specField struct {
+	bitOff uint32
+	bits   uint32
+}
+
+// specLayout is where the fields of struct __bpf_usdt_spec lie in one BPF
+// object, taken from the BTF of its __bpf_usdt_specs value.
+type specLayout struct {
+	valueSize int
+	argsOff   uint32 // byte offset of args[0]
+	argStride uint32 // size of one arg record
+	argCap    int    // number of arg records
+	cookie    specField
+	argCnt    specField
+	valOff    specField
+	argType   specField
+	regOff    specField
+	signed    specField
+	bitShift  specField
+	// Only in the libbpf 1.7 layout; bits == 0 when absent.
+	idxRegOff  specField
+	scaleShift specField
+}
+
+// errSpecLayout marks a __bpf_usdt_specs value type that is not a USDT
+// spec probekit can fill.
+var errSpecLayout = errors.New("unexpected USDT spec layout (build the BPF program with probekit's usdt.bpf.h or libbpf's)")
+
+// newSpecLayout reads the layout of struct __bpf_usdt_spec from value, the
+// BTF type of the __bpf_usdt_specs map value. Both libbpf layouts are
+// accepted; anything missing a field the BPF side needs is refused.
+func newSpecLayout(value btf.Type) (*specLayout, error) {
+	st, ok := btf.UnderlyingType(value).(*btf.Struct)
+	if !ok {
+		return nil, fmt.Errorf("%w: value is %v, not a struct", errSpecLayout, value)
+	}
+	l := &specLayout{valueSize: int(st.Size)}
+	var args *btf.Member
+	for i := range st.Members {
+		m := &st.Members[i]
+		var err error
+		switch m.Name {
+		case "args":
+			args = m
+		case "usdt_cookie":
+			l.cookie, err = intField(m, st.Size)
+		case "arg_cnt":
+			l.argCnt, err = intField(m, st.Size)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if args == nil {
+		return nil, fmt.Errorf("%w: no member args", errSpecLayout)
+	}
+	arr, ok := btf.UnderlyingType(args.Type).(*btf.Array)
+	if !ok || args.BitfieldSize != 0 || args.Offset%8 != 0 {
+		return nil, fmt.Errorf("%w: args is not an array", errSpecLayout)
+	}
+	elem, ok := btf.UnderlyingType(arr.Type).(*btf.Struct)
+	if !ok {
+		return nil, fmt.Errorf("%w: args is not an array of structs", errSpecLayout)
+	}
+	l.argsOff = args.Offset.Bytes()
+	l.argStride = elem.Size
+	l.argCap = int(arr.Nelems)
+	if l.argCap < 1 || l.argCap > maxSpecArgs || elem.Size == 0 ||
+		uint64(l.argsOff)+uint64(l.argStride)*uint64(l.argCap) > uint64(st.Size) {
+		return nil, fmt.Errorf("%w: args[%d] of %d bytes does not fit a %d-byte spec", errSpecLayout, arr.Nelems, elem.Size, st.Size)
+	}
+	for i := range elem.Members {
+		m := &elem.Members[i]
+		f := map[string]*specField{
+			"val_off":        &l.valOff,
+			"arg_type":       &l.argType,
+			"reg_off":        &l.regOff,
+			"arg_signed":     &l.signed,
+			"arg_bitshift":   &l.bitShift,
+			"idx_reg_off":    &l.idxRegOff,
+			"scale_bitshift": &l.scaleShift,
+		}[m.Name]
+		if f == nil {
+			continue
+		}
+		var err error
+		if *f, err = intField(m, elem.Size); err != nil {
+			return nil, err
+		}
+	}
+	// The narrowest width each field can have and still hold what the
+	// BPF side expects: val_off and the cookie are 64-bit values, arg_type
+	// holds 0..4, reg_off a pt_regs offset, arg_bitshift up to 56,
+	// arg_cnt up to 12.
+	need := []struct {
+		name string
+		f    specField
+		min  uint32
+	}{
+		{"usdt_cookie", l.cookie, 64},
+		{"arg_cnt", l.argCnt, 4},
+		{"val_off", l.valOff, 64},
+		{"arg_type", l.argType, 3},
+		{"reg_off", l.regOff, 9},
+		{"arg_signed", l.signed, 1},
+		{"arg_bitshift", l.bitShift, 6},
+	}
+	for _, n := range need {
+		if n.f.bits < n.min {
+			if n.f.bits == 0 {
+				return nil, fmt.Errorf("%w: no member %s", errSpecLayout, n.name)
+			}
+			return nil, fmt.Errorf("%w: %s has %d bits, needs %d", errSpecLayout, n.name, n.f.bits, n.min)
+		}
+	}
+	if (l.idxRegOff.bits == 0) != (l.scaleShift.bits == 0) {
+		return nil, fmt.Errorf("%w: idx_reg_off and scale_bitshift must come together", errSpecLayout)
+	}
+	if l.idxRegOff.bits != 0 && l.scaleShift.bits < 2 {
+		return nil, fmt.Errorf("%w: scale_bitshift has %d bits, needs 2", errSpecLayout, l.scaleShift.bits)
+	}
+	return l, nil
+}
+
+// intField is where an integer, enum or bool member lies, checked to lie
+// within a struct of size bytes.
+func intField(m *btf.Member, size uint32) (specField, error) {
+	t := btf.UnderlyingType(m.Type)
+	switch t.(type) {
+	case *btf.Int, *btf.Enum:
+	default:
+		return specField{}, fmt.Errorf("%w: member %s is %v, not an integer", errSpecLayout, m.Name, t)
+	}
+	f := specField{bitOff: uint32(m.Offset), bits: uint32(m.BitfieldSize)}
+	if f.bits == 0 {
+		n, err := btf.Sizeof(t)
+		if err != nil {
+			return specField{}, fmt.Errorf("%w: member %s: %w", errSpecLayout, m.Name, err)
+		}
+		if m.Offset%8 != 0 {
+			return specField{}, fmt.Errorf("%w: member %s is not byte-aligned", errSpecLayout, m.Name)
+		}
+		f.bits = uint32(n) * 8
+	}
+	if f.bits > 64 || uint64(f.bitOff)+uint64(f.bits) > uint64(size)*8 {
+		return specField{}, fmt.Errorf("%w: member %s (bits %d+%d) outside its %d-byte struct", errSpecLayout, m.Name, f.bitOff, f.bits, size)
+	}
+	return f, nil
+}
+
+// size is the byte size of one spec (the map's value size).
+func (l *specLayout) size() int { return l.valueSize }
+
+// hasSIB reports whether the layout has an index register (libbpf 1.7+).
+func (l *specLayout) hasSIB() bool { return l.idxRegOff.bits != 0 }
+
+// fit marks unavailable, in place, the arguments of s the layout cannot
+// express (SIB in the pre-1.7 layout, an index register offset or scale
+// wider than its bitfield, more arguments than records) and returns why,
+// one error per argument, for the caller's warnings. encode calls it too.
+func (l *specLayout) fit(s *bpfSpec) []error {
+	var errs []error
+	if len(s.Args) > l.argCap {
+		for i := l.argCap; i < len(s.Args); i++ {
+			errs = append(errs, &argUnavailableError{Index: i,
+				Reason: fmt.Sprintf("the BPF object's spec holds %d arguments; dropped", l.argCap)})
+		}
+		s.Args = s.Args[:l.argCap]
+	}
+	for i := range s.Args {
+		a := &s.Args[i]
+		reason := ""
+		switch {
+		case a.Type == argSIB && !l.hasSIB():
+			reason = "base+index*scale operand needs the libbpf 1.7 spec layout; the BPF object was built with an older usdt.bpf.h (rebuild it with probekit's)"
+		case a.Type == argSIB && (!fits(uint64(a.IdxRegOff), l.idxRegOff.bits) || !fits(uint64(a.ScaleShift), l.scaleShift.bits)):
+			reason = fmt.Sprintf("index register offset %d or scale shift %d does not fit the spec's bitfields", a.IdxRegOff, a.ScaleShift)
+		case !fitsSigned(int64(a.RegOff), l.regOff.bits):
+			reason = fmt.Sprintf("register offset %d does not fit the spec's %d-bit reg_off", a.RegOff, l.regOff.bits)
+		case !fits(uint64(a.Type), l.argType.bits):
+			reason = fmt.Sprintf("argument type %d does not fit the spec's %d-bit arg_type", a.Type, l.argType.bits)
+		}
+		if reason != "" {
+			*a = bpfArg{Type: argUnavailable, BitShift: a.BitShift}
+			errs = append(errs, &argUnavailableError{Index: i, Reason: reason})
+		}
+	}
+	return errs
+}
+
+func fits(v uint64, bits uint32) bool { return bits >= 64 || v < 1<<bits }
+
+func fitsSigned(v int64, bits uint32) bool {
+	if bits >= 64 {
+		return true
+	}
+	lim := int64(1) << (bits - 1)
+	return v >= -lim && v < lim
+}
+
+// hostBigEndian is the byte order of the kernel that reads the specs.
+var hostBigEndian = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
+
+// encode marshals s in the layout, in the host's byte order (the BPF
+// program runs on the host). Arguments the layout cannot express are first
+// made unavailable, as fit does (call fit beforehand to collect the
+// reasons).
+func (l *specLayout) encode(s *bpfSpec) ([]byte, error) {
+	return l.encodeOrder(s, hostBigEndian)
+}
+
+func (l *specLayout) encodeOrder(s *bpfSpec, bigEndian bool) ([]byte, error) {
+	l.fit(s)
+	buf := make([]byte, l.valueSize)
+	w := bitWriter{buf: buf, bigEndian: bigEndian}
+	w.put(0, l.cookie, s.Cookie)
+	w.put(0, l.argCnt, uint64(len(s.Args)))
+	for i, a := range s.Args {
+		base := uint64(l.argsOff) + uint64(i)*uint64(l.argStride)
+		w.put(base, l.valOff, a.ValOff)
+		w.put(base, l.argType, uint64(a.Type))
+		w.put(base, l.regOff, uint64(int64(a.RegOff)))
+		if l.hasSIB() {
+			w.put(base, l.idxRegOff, uint64(a.IdxRegOff))
+			w.put(base, l.scaleShift, uint64(a.ScaleShift))
+		}
+		var signed uint64
+		if a.Signed {
+			signed = 1
+		}
+		w.put(base, l.signed, signed)
+		w.put(base, l.bitShift, uint64(a.BitShift))
+	}
+	return buf, nil
+}
+
+// bitWriter stores values into fields placed by BTF bit offsets. Bit
+// offsets count from the least significant bit of the first byte on a
+// little-endian target and from the most significant bit on a big-endian
+// one (as clang's BTF and libbpf's CO-RE bitfield relocations interpret
+// them), which makes a whole-byte field an ordinary integer in that byte
+// order.
+type bitWriter struct {
+	buf       []byte
+	bigEndian bool
+}
+
+// put stores the low f.bits bits of v into the field f of the struct
+// starting at byte base. Bits of v above the field's width are dropped
+// (fit has checked the values that could have any).
+func (w bitWriter) put(base uint64, f specField, v uint64) {
+	start := base*8 + uint64(f.bitOff)
+	for i := range uint64(f.bits) {
+		bit := v >> i & 1
+		var p uint64
+		var mask byte
+		if w.bigEndian {
+			p = start + uint64(f.bits) - 1 - i
+			mask = 0x80 >> (p % 8)
+		} else {
+			p = start + i
+			mask = 1 << (p % 8)
+		}
+		if bit != 0 {
+			w.buf[p/8] |= mask
+		} else {
+			w.buf[p/8] &^= mask
+		}
+	}
+}
+
+// symbolResolver returns the link-time address of a symbol defined in f's
+// .symtab or .dynsym, for PC-relative arguments ("-4@counter(%rip)").
+// Undefined, absolute, common, TLS, section and file symbols are left out:
+// none is an address relative to the file's load base. A name defined more
+// than once with different addresses (two static variables of the same
+// name in different units, libbpf/usdt#13) resolves to nothing rather
+// than to a guess. The tables are read at once, so f may be closed after
+// the call.
+func symbolResolver(f *elf.File) func(string) (uint64, bool) {
+	addrs := map[string]uint64{}
+	ambiguous := map[string]bool{}
+	add := func(syms []elf.Symbol) {
+		for _, s := range syms {
+			switch {
+			case s.Name == "",
+				s.Section == elf.SHN_UNDEF, s.Section == elf.SHN_ABS, s.Section == elf.SHN_COMMON,
+				elf.ST_TYPE(s.Info) == elf.STT_TLS, elf.ST_TYPE(s.Info) == elf.STT_SECTION,
+				elf.ST_TYPE(s.Info) == elf.STT_FILE:
+				continue
+			}
+			if prev, ok := addrs[s.Name]; ok && prev != s.Value {
+				ambiguous[s.Name] = true
+			}
+			addrs[s.Name] = s.Value
+		}
+	}
+	// debug/elf is not hardened against hostile files (golang/go#47445 and
+	// others): a table that cannot be read is one that resolves nothing.
+	read := func(get func() ([]elf.Symbol, error)) {
+		defer func() { _ = recover() }()
+		if syms, err := get(); err == nil {
+			add(syms)
+		}
+	}
+	read(f.Symbols)
+	read(f.DynamicSymbols)
+	return func(name string) (uint64, bool) {
+		if ambiguous[name] {
+			return 0, false
+		}
+		v, ok := addrs[name]
+		return v, ok
+	}
+}
