@@ -67,18 +67,37 @@ func parse(r io.ReaderAt) (f *File, err error) {
 	}
 	f = &File{Machine: ef.Machine, Class: ef.Class, ByteOrder: ef.ByteOrder, Type: ef.Type}
 	l := newLayout(ef)
+
+	// Group notes into probes, in order of first appearance, and give
+	// every probe its exact share of one Location array.
 	index := make(map[[2]string]int)
-	argsCache := make(map[string]parsedArgs)
+	probeOf := make([]int, len(notes))
+	var counts []int
 	for i := range notes {
-		n := &notes[i]
-		key := [2]string{n.provider, n.name}
+		key := [2]string{notes[i].provider, notes[i].name}
 		pi, ok := index[key]
 		if !ok {
 			pi = len(f.Probes)
 			index[key] = pi
-			f.Probes = append(f.Probes, Probe{Provider: n.provider, Name: n.name})
+			f.Probes = append(f.Probes, Probe{Provider: notes[i].provider, Name: notes[i].name})
+			counts = append(counts, 0)
 		}
-		p := &f.Probes[pi]
+		probeOf[i] = pi
+		counts[pi]++
+	}
+	all := make([]Location, 0, len(notes))
+	for pi := range f.Probes {
+		start := len(all)
+		all = all[:start+counts[pi]]
+		// Full slice expression: an append to one probe's locations
+		// cannot overwrite the next probe's.
+		f.Probes[pi].Locations = all[start : start : start+counts[pi]]
+	}
+
+	argsCache := make(map[string]parsedArgs)
+	for i := range notes {
+		n := &notes[i]
+		p := &f.Probes[probeOf[i]]
 		delta := l.prelinkDelta(n.base)
 		loc := Location{
 			Address:  (n.location + delta) & l.addrMask,
@@ -93,7 +112,7 @@ func parse(r io.ReaderAt) (f *File, err error) {
 			pa = decodeArgs(ef.Machine, n.args)
 			argsCache[n.args] = pa
 		}
-		loc.Args, loc.ArgsErr = pa.copy(), pa.err
+		loc.Args, loc.ArgsErr = pa.args, pa.err
 		name := p.String()
 		l.resolve(name, &loc)
 		if loc.SiteErr == nil {
@@ -107,15 +126,6 @@ func parse(r io.ReaderAt) (f *File, err error) {
 type parsedArgs struct {
 	args []argspec.Arg
 	err  error
-}
-
-// copy gives each location its own slice, so that a caller changing one
-// location's arguments does not change another's.
-func (p parsedArgs) copy() []argspec.Arg {
-	if p.args == nil {
-		return nil
-	}
-	return append([]argspec.Arg(nil), p.args...)
 }
 
 // decodeArgs decodes a note's argument string. An empty string, or one

@@ -74,9 +74,13 @@ func readNotes(f *safeelf.File) ([]rawNote, error) {
 	if err != nil {
 		return nil, err
 	}
-	var notes []rawNote
+	type loaded struct {
+		area noteArea
+		data []byte
+	}
+	var all []loaded
 	budget := uint64(maxNoteBytes)
-	in := newInterner()
+	count := 0
 	for _, a := range areas {
 		if a.size == 0 {
 			continue
@@ -89,7 +93,20 @@ func readNotes(f *safeelf.File) ([]rawNote, error) {
 			return nil, err
 		}
 		budget -= a.size
-		if notes, err = parseNotes(notes, data, a.off, a.align, f.Class, f.ByteOrder, in); err != nil {
+		// Count first so the result is allocated once, at its size.
+		err = walkNotes(data, a.off, a.align, f.ByteOrder, func(int64, []byte, []byte) error {
+			count++
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, loaded{a, data})
+	}
+	notes := make([]rawNote, 0, count)
+	in := newInterner()
+	for _, l := range all {
+		if notes, err = parseNotes(notes, l.data, l.area.off, l.area.align, f.Class, f.ByteOrder, in); err != nil {
 			return nil, err
 		}
 	}
@@ -99,19 +116,34 @@ func readNotes(f *safeelf.File) ([]rawNote, error) {
 // parseNotes appends the NT_STAPSDT notes found in data (a note area that
 // starts at file offset base) to notes. Notes of other owners and types
 // are skipped.
-//
-// Entries are padded to 4 bytes, or to 8 in an area aligned to 8 (the
-// GNU property notes); binutils treats other alignments the same way.
 func parseNotes(notes []rawNote, data []byte, base, align uint64, class elf.Class, bo binary.ByteOrder, in *interner) ([]rawNote, error) {
-	pad := uint64(4)
-	if align == 8 {
-		pad = 8
-	}
 	addrSize := uint64(8)
 	if class == elf.ELFCLASS32 {
 		addrSize = 4
 	} else if class != elf.ELFCLASS64 {
 		return nil, &FormatError{Msg: fmt.Sprintf("unknown ELF class %v", class)}
+	}
+	err := walkNotes(data, base, align, bo, func(at int64, _, desc []byte) error {
+		n, err := parseStapsdt(desc, addrSize, bo, in)
+		if err != nil {
+			return &FormatError{Off: at, Msg: err.Error()}
+		}
+		n.off = at
+		notes = append(notes, n)
+		return nil
+	})
+	return notes, err
+}
+
+// walkNotes calls fn for each stapsdt note of data (a note area at file
+// offset base), with the note's file offset, owner and desc bytes.
+//
+// Entries are padded to 4 bytes, or to 8 in an area aligned to 8 (the
+// GNU property notes), as binutils reads them.
+func walkNotes(data []byte, base, align uint64, bo binary.ByteOrder, fn func(at int64, name, desc []byte) error) error {
+	pad := uint64(4)
+	if align == 8 {
+		pad = 8
 	}
 	size := uint64(len(data))
 	for pos := uint64(0); pos < size; {
@@ -119,35 +151,31 @@ func parseNotes(notes []rawNote, data []byte, base, align uint64, class elf.Clas
 		if size-pos < noteHdrSize {
 			// Trailing padding is allowed; anything else is a cut note.
 			if !allZero(data[pos:]) {
-				return nil, &FormatError{Off: at, Msg: "note header cut by the end of the note area"}
+				return &FormatError{Off: at, Msg: "note header cut by the end of the note area"}
 			}
-			break
+			return nil
 		}
 		namesz := uint64(bo.Uint32(data[pos:]))
 		descsz := uint64(bo.Uint32(data[pos+4:]))
 		typ := bo.Uint32(data[pos+8:])
-		// All sums below are of values < 2^32 + 2^33, no overflow.
 		// Padding aligns the desc and the next note relative to the
-		// note's start (binutils elf_parse_notes).
+		// note's start (binutils elf_parse_notes). All sums are of values
+		// below 2^34: no overflow.
 		nameOff := pos + noteHdrSize
 		descOff := pos + alignUp(noteHdrSize+namesz, pad)
 		descEnd := descOff + descsz
 		if descOff > size || descEnd > size {
-			return nil, &FormatError{Off: at, Msg: fmt.Sprintf("note (namesz %d, descsz %d) crosses the end of its area (%d bytes left)", namesz, descsz, size-pos)}
+			return &FormatError{Off: at, Msg: fmt.Sprintf("note (namesz %d, descsz %d) crosses the end of its area (%d bytes left)", namesz, descsz, size-pos)}
 		}
-		next := min(pos+alignUp(descEnd-pos, pad), size)
 		name := data[nameOff : nameOff+namesz]
 		if typ == ntStapsdt && string(bytes.TrimRight(name, "\x00")) == stapsdtOwner {
-			n, err := parseStapsdt(data[descOff:descEnd], addrSize, bo, in)
-			if err != nil {
-				return nil, &FormatError{Off: at, Msg: err.Error()}
+			if err := fn(at, name, data[descOff:descEnd]); err != nil {
+				return err
 			}
-			n.off = at
-			notes = append(notes, n)
 		}
-		pos = next
+		pos = min(pos+alignUp(descEnd-pos, pad), size)
 	}
-	return notes, nil
+	return nil
 }
 
 // parseStapsdt decodes a stapsdt note's desc.

@@ -38,7 +38,8 @@ type Location struct {
 	// ("-4@%edi 8@-8(%rbp)").
 	ArgsSpec string
 	// Args are ArgsSpec decoded for the file's machine; nil when there are
-	// no arguments or ArgsErr is set.
+	// no arguments or ArgsErr is set. Locations with the same ArgsSpec
+	// share one slice: treat it as read-only.
 	Args []argspec.Arg
 	// ArgsErr is why ArgsSpec did not decode. The location stays listed;
 	// attaching a program that reads its arguments is the caller's call.
