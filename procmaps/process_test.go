@@ -335,5 +335,5 @@ func reusePID(t *testing.T, pid int) *exec.Cmd {
 	return nil
 }
 
-func second[T any](_ T, err error) error       { return err }
+func second[T any](_ T, err error) error        { return err }
 func third[T, U any](_ T, _ U, err error) error { return err }
