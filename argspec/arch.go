@@ -17,9 +17,52 @@ type grammar struct {
 	vector []string
 	// pc lists the base register names that make an address PC-relative.
 	pc []string
-	// operand decodes the text after '@'; format writes it back.
-	operand func(*scanner, *Arg) error
-	format  func([]byte, *Arg) []byte
+	// syntax selects the operand grammar and its canonical writer.
+	syntax syntax
+}
+
+// syntax is an operand grammar family. Parse dispatches with a switch
+// rather than through a function value so that escape analysis keeps the
+// scanner on the stack (an indirect call would cost an allocation per
+// argument).
+type syntax uint8
+
+const (
+	syntaxATT     syntax = iota // x86-64, i386: parseX86
+	syntaxBracket               // arm64, arm, loongarch64: parseBracket
+	syntaxS390                  // parseS390
+	syntaxRISCV                 // parseRISCV
+	syntaxPPC                   // parsePPC
+)
+
+func (g *grammar) operand(sc *scanner, a *Arg) error {
+	switch g.syntax {
+	case syntaxATT:
+		return parseX86(sc, a)
+	case syntaxBracket:
+		return parseBracket(sc, a)
+	case syntaxS390:
+		return parseS390(sc, a)
+	case syntaxRISCV:
+		return parseRISCV(sc, a)
+	default:
+		return parsePPC(sc, a)
+	}
+}
+
+func (g *grammar) format(b []byte, a *Arg) []byte {
+	switch g.syntax {
+	case syntaxATT:
+		return appendX86(b, a)
+	case syntaxBracket:
+		return appendBracket(b, a)
+	case syntaxS390:
+		return appendS390(b, a)
+	case syntaxRISCV:
+		return appendRISCV(b, a)
+	default:
+		return appendPPC(b, a)
+	}
 }
 
 var grammars = map[elf.Machine]*grammar{
@@ -29,63 +72,55 @@ var grammars = map[elf.Machine]*grammar{
 		special: x86Special,
 		vector:  []string{"xmm", "ymm", "zmm", "mm", "st", "k"},
 		pc:      x8664PC,
-		operand: parseX86,
-		format:  appendX86,
+		syntax:  syntaxATT,
 	},
 	elf.EM_386: {
 		machine: elf.EM_386,
 		regs:    i386Regs,
 		special: x86Special,
 		vector:  []string{"xmm", "ymm", "zmm", "mm", "st", "k"},
-		operand: parseX86,
-		format:  appendX86,
+		syntax:  syntaxATT,
 	},
 	elf.EM_AARCH64: {
 		machine: elf.EM_AARCH64,
 		regs:    arm64Regs,
 		zero:    arm64Zero,
 		// v/q/d/s/h/b: SIMD&FP views; z/p: SVE.
-		vector:  []string{"v", "q", "d", "s", "h", "b", "z", "p"},
-		operand: parseBracket,
-		format:  appendBracket,
+		vector: []string{"v", "q", "d", "s", "h", "b", "z", "p"},
+		syntax: syntaxBracket,
 	},
 	elf.EM_ARM: {
 		machine: elf.EM_ARM,
 		regs:    armRegs,
 		vector:  []string{"s", "d", "q"},
-		operand: parseBracket,
-		format:  appendBracket,
+		syntax:  syntaxBracket,
 	},
 	elf.EM_LOONGARCH: {
 		machine: elf.EM_LOONGARCH,
 		regs:    loong64Regs,
 		zero:    loong64Zero,
 		vector:  []string{"fa", "ft", "fs", "f", "vr", "xr"},
-		operand: parseBracket,
-		format:  appendBracket,
+		syntax:  syntaxBracket,
 	},
 	elf.EM_S390: {
 		machine: elf.EM_S390,
 		regs:    s390xRegs,
 		// f: floating point, v: vector, a: access, c: control registers.
-		vector:  []string{"f", "v", "a", "c"},
-		operand: parseS390,
-		format:  appendS390,
+		vector: []string{"f", "v", "a", "c"},
+		syntax: syntaxS390,
 	},
 	elf.EM_RISCV: {
 		machine: elf.EM_RISCV,
 		regs:    riscv64Regs,
 		zero:    riscv64Zero,
 		vector:  []string{"fa", "ft", "fs", "f", "v"},
-		operand: parseRISCV,
-		format:  appendRISCV,
+		syntax:  syntaxRISCV,
 	},
 	elf.EM_PPC64: {
 		machine: elf.EM_PPC64,
 		regs:    ppc64Regs,
 		vector:  []string{"vs", "f", "v", "cr"},
-		operand: parsePPC,
-		format:  appendPPC,
+		syntax:  syntaxPPC,
 	},
 }
 

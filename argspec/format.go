@@ -1,6 +1,9 @@
 package argspec
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // String returns the argument in the canonical syntax of its Machine:
 // "[-]SIZE[f]@OPERAND" with no optional whitespace, decimal numbers, and
@@ -10,20 +13,23 @@ import "strconv"
 // argument keeps its operand as written, so that it parses back to the
 // same Unsupported argument.
 func (a Arg) String() string {
-	return string(a.appendTo(make([]byte, 0, 24)))
+	var buf [64]byte
+	return string(a.appendTo(buf[:0]))
 }
 
 // Format joins the canonical form of args with single spaces: the
 // argument string of a note, as String gives each argument.
 func Format(args []Arg) string {
-	b := make([]byte, 0, 16*len(args))
+	var sb strings.Builder
+	sb.Grow(16 * len(args)) // "-4@-1204(%rbp)" is typical
+	var buf [64]byte
 	for i := range args {
 		if i > 0 {
-			b = append(b, ' ')
+			sb.WriteByte(' ')
 		}
-		b = args[i].appendTo(b)
+		sb.Write(args[i].appendTo(buf[:0]))
 	}
-	return string(b)
+	return sb.String()
 }
 
 func (a *Arg) appendTo(b []byte) []byte {

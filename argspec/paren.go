@@ -278,6 +278,11 @@ func appendPPC(b []byte, a *Arg) []byte {
 	case Reg:
 		return append(append(b, '%'), a.Reg.Name...)
 	case Mem:
+		if a.Reg.Name == "r0" && a.Offset == 0 {
+			// "0(%r0)" would read as address 0: RA=0 is the value 0.
+			// The X-form "0,%r0" (from "0,0") is r0 itself.
+			return append(b, "0,%r0"...)
+		}
 		b = strconv.AppendInt(b, a.Offset, 10)
 		b = append(b, "(%"...)
 		b = append(b, a.Reg.Name...)
