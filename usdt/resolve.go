@@ -1,6 +1,7 @@
 package usdt
 
 import (
+	"bytes"
 	"debug/elf"
 	"fmt"
 
@@ -78,7 +79,7 @@ func describe(p *safeelf.Prog) string {
 	if p.Flags&elf.PF_X != 0 {
 		flags[2] = 'E'
 	}
-	return fmt.Sprintf("LOAD [%#x,%#x) offset %#x %s", p.Vaddr, p.Vaddr+p.Memsz, p.Off, flags)
+	return fmt.Sprintf("LOAD [%#x,%#x) offset %#x %s", p.Vaddr, p.Vaddr+p.Memsz, p.Off, bytes.TrimRight(flags, " "))
 }
 
 // resolve fills loc's file offsets from its addresses. The probe must be
