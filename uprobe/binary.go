@@ -89,7 +89,7 @@ func OpenProcess(pid int, path string) (*Binary, error) {
 	return open(host, path, pid)
 }
 
-func open(path, display string, pid int) (_ *Binary, err error) {
+func open(path, display string, pid int) (*Binary, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("uprobe: open %s: %w", display, err)
@@ -104,17 +104,26 @@ func open(path, display string, pid int) (_ *Binary, err error) {
 	}
 
 	b := &Binary{path: path, display: display, pid: pid, ident: identify(fi)}
+	if err := b.parse(f); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// parse reads the segments, the functions and the Go build info of the
+// ELF file in r.
+func (b *Binary) parse(r io.ReaderAt) (err error) {
 	// debug/elf is not hardened against hostile files (golang/go#47445,
 	// #70584); a tracer running as root parses binaries others control, so
 	// a panic in it becomes an error naming the file.
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("uprobe: %s: malformed ELF (parser panic: %v)", display, r)
+			err = fmt.Errorf("uprobe: %s: malformed ELF (parser panic: %v)", b.display, r)
 		}
 	}()
-	ef, err := elf.NewFile(f)
+	ef, err := elf.NewFile(r)
 	if err != nil {
-		return nil, fmt.Errorf("uprobe: %s: not a usable ELF file: %w", display, err)
+		return fmt.Errorf("uprobe: %s: not a usable ELF file: %w", b.display, err)
 	}
 	b.machine = ef.Machine
 	for _, p := range ef.Progs {
@@ -127,13 +136,10 @@ func open(path, display string, pid int) (_ *Binary, err error) {
 		})
 	}
 	if len(b.segments) == 0 {
-		return nil, fmt.Errorf("uprobe: %s: no PT_LOAD segment (not an executable or shared library)", display)
+		return fmt.Errorf("uprobe: %s: no PT_LOAD segment (not an executable or shared library)", b.display)
 	}
-	b.goVersion = goVersion(ef, f)
-	if err := b.loadFunctions(ef); err != nil {
-		return nil, err
-	}
-	return b, nil
+	b.goVersion = goVersion(ef, r)
+	return b.loadFunctions(ef)
 }
 
 // goVersion returns the Go toolchain version of a Go program, "" for any

@@ -1,6 +1,7 @@
 package uprobe
 
 import (
+	"bytes"
 	"debug/elf"
 	"errors"
 	"os"
@@ -423,6 +424,30 @@ func BenchmarkResolve(b *testing.B) {
 			if len(bin.Functions("JVM_*")) == 0 {
 				b.Fatal("no match")
 			}
+		}
+	})
+}
+
+// FuzzParse feeds hostile ELF files to the parser: no panic, and every
+// function it returns lies in an executable segment.
+func FuzzParse(f *testing.F) {
+	// Whole small fixtures (a Go binary is too large for the mutator to
+	// make progress; its first pages carry the headers).
+	for _, path := range []string{mallocUser, "../testdata/bin/usdt_sample_aarch64", goprogStripped} {
+		if data, err := os.ReadFile(path); err == nil {
+			f.Add(data[:min(len(data), 32<<10)])
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b := &Binary{display: "fuzz"}
+		if err := b.parse(bytes.NewReader(data)); err != nil {
+			return
+		}
+		for _, fn := range b.Functions("") {
+			if off, ok := b.fileOffset(fn.Address); !ok || off != fn.Offset {
+				t.Fatalf("%s: offset %#x, translation %#x %v", fn, fn.Offset, off, ok)
+			}
+			_, _ = b.Function(fn.String())
 		}
 	})
 }
