@@ -1,0 +1,18 @@
+package semaphore
+
+import (
+	"os"
+	"testing"
+
+	"github.com/probekit/probekit/internal/testkit"
+)
+
+func TestMain(m *testing.M) {
+	code := testkit.RunWithLeakCheck(m)
+	if code == 0 && Outstanding() != 0 {
+		// Every test releases what it activates.
+		os.Stderr.WriteString("semaphore: activations left outstanding\n")
+		code = 1
+	}
+	os.Exit(code)
+}
