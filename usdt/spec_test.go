@@ -28,7 +28,7 @@ import (
 
 // --- layouts ---------------------------------------------------------------
 
-func specsValue(t *testing.T, load func() (*ebpf.CollectionSpec, error)) btf.Type {
+func specsValue(t testing.TB, load func() (*ebpf.CollectionSpec, error)) btf.Type {
 	t.Helper()
 	spec, err := load()
 	if err != nil {
@@ -813,5 +813,193 @@ func TestKernelNoSpec(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKernelExactSizeRead: a memory argument ending at the last byte of
+// a mapping is read (libbpf reads 8 bytes whatever the size and faults
+// there), and a read that does cross the end faults. The operands are
+// made relative to the probe's IP, like PC-relative ones, and point at the
+// top of the fixture's stack, whose last page is resident (argv and envp)
+// and has nothing mapped above it.
+func TestKernelExactSizeRead(t *testing.T) {
+	testkit.RequireKernel(t)
+	path := testkit.Fixture("usdt_sample")
+	var zero testLocation
+	for _, l := range readTestLocations(t, path) {
+		if l.probe == "zero" {
+			zero = l
+		}
+	}
+	p := testkit.Start(t, path)
+	top := stackTop(t, p.PID())
+	ip := runtimeAddr(t, p.PID(), path, zero.fileOff)
+	mem := make([]byte, 8)
+	mf, err := os.Open(fmt.Sprintf("/proc/%d/mem", p.PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = mf.ReadAt(mem, int64(top-8))
+	mf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ne := binary.NativeEndian
+	at := func(end uint64, size int) bpfArg { // the size bytes ending end bytes below the top
+		return bpfArg{Type: argRegDeref, RegOff: 128, ValOff: top - end - ip, BitShift: uint8(64 - 8*size)}
+	}
+	s := bpfSpec{Args: []bpfArg{at(1, 1), at(2, 2), at(4, 4), at(8, 8), at(4, 8), at(1, 2)}}
+	want := []struct {
+		ret int32
+		val int64
+	}{
+		{0, int64(mem[7])},
+		{0, int64(ne.Uint16(mem[6:]))},
+		{0, int64(ne.Uint32(mem[4:]))},
+		{0, int64(ne.Uint64(mem))},
+		{-14, 0}, // -EFAULT: 4 bytes past the top
+		{-14, 0},
+	}
+
+	spec, err := bpftest.LoadArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout, err := newSpecLayout(spec.Maps[specsMapName].Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coll.Close()
+	b, err := layout.encode(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := coll.Maps[specsMapName].Update(uint32(0), b, ebpf.UpdateAny); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := link.OpenExecutable(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ex.Uprobe("", coll.Programs["args_reader"], &link.UprobeOptions{Address: zero.fileOff, PID: p.PID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rd, err := ringbuf.NewReader(coll.Maps["hits"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	p.Fire("zero", 1)
+	h := readHit(t, rd, p.PID())
+	for n, w := range want {
+		if h.ArgRet[n] != w.ret || h.ArgVal[n] != w.val {
+			t.Errorf("arg %d: ret %d val %#x, want %d %#x", n, h.ArgRet[n], h.ArgVal[n], w.ret, w.val)
+		}
+	}
+}
+
+// stackTop returns the end of pid's [stack] mapping, skipping the test
+// when another mapping starts right there.
+func stackTop(t *testing.T, pid int) uint64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top uint64
+	starts := map[uint64]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		var start, end uint64
+		if _, err := fmt.Sscanf(line, "%x-%x", &start, &end); err != nil {
+			continue
+		}
+		starts[start] = true
+		if strings.HasSuffix(line, "[stack]") {
+			top = end
+		}
+	}
+	if top == 0 {
+		t.Fatal("no [stack] mapping")
+	}
+	if starts[top] {
+		t.Skip("a mapping follows the stack; no unmapped page to fault on")
+	}
+	return top
+}
+
+// FuzzBuildSpec: any argument string of any machine, on any host, builds a
+// spec that both layouts encode to their size without panicking, with
+// every argument either expressed or reported.
+func FuzzBuildSpec(f *testing.F) {
+	for _, s := range []string{
+		"-1@%dil 1@%r8b -2@%cx 2@%r10w -4@%edx 4@%ebp -8@%r11 8@%rax",
+		"-4@(%rdi,%rsi,4) -8@%rsi",
+		"-4@sample_global_counter(%rip) 8@sample_global_wide(%rip)",
+		"8@%xmm0 -4@$-9 -4@40+CheckpointStats(%rip)",
+		"8@x22 8@[sp, 112] -4@[x30,-40]",
+		"-4@[fp, #96] -4@[sp] 4@#5 -8@r4",
+	} {
+		f.Add(uint8(0), uint8(0), s)
+	}
+	machines := []elf.Machine{elf.EM_X86_64, elf.EM_386, elf.EM_AARCH64, elf.EM_ARM, elf.EM_S390, elf.EM_RISCV, elf.EM_PPC64, elf.EM_LOONGARCH}
+	v17, err := newSpecLayout(specsValue(f, bpftest.LoadArgs))
+	if err != nil {
+		f.Fatal(err)
+	}
+	pre17, err := newSpecLayout(specsValue(f, bpftest.LoadArgsPre17))
+	if err != nil {
+		f.Fatal(err)
+	}
+	sym := func(name string) (uint64, bool) { return uint64(len(name)) * 0x1000, len(name)%2 == 0 }
+	f.Fuzz(func(t *testing.T, host, machine uint8, s string) {
+		h, m := machines[int(host)%len(machines)], machines[int(machine)%len(machines)]
+		args, err := argspec.Parse(m, s)
+		if err != nil {
+			return
+		}
+		spec, errs := buildSpecFor(h, m, 0x1234, args, sym, 1)
+		if want := min(len(args), maxSpecArgs); len(spec.Args) != want {
+			t.Fatalf("%d args from %d", len(spec.Args), len(args))
+		}
+		reported := len(errs)
+		for _, a := range spec.Args {
+			if a.Type == argUnavailable {
+				reported--
+			}
+		}
+		if reported < 0 {
+			t.Fatalf("an unavailable argument without an error: %v", errs)
+		}
+		for _, l := range []*specLayout{v17, pre17} {
+			c := bpfSpec{Args: slices.Clone(spec.Args), Cookie: spec.Cookie}
+			b, err := l.encode(&c)
+			if err != nil || len(b) != l.size() {
+				t.Fatalf("encode: %d bytes, %v", len(b), err)
+			}
+		}
+	})
+}
+
+func BenchmarkSpecEncode(b *testing.B) {
+	l, err := newSpecLayout(specsValue(b, bpftest.LoadArgs))
+	if err != nil {
+		b.Fatal(err)
+	}
+	args, err := argspec.Parse(elf.EM_X86_64, "-1@%dil 1@%r8b -2@%cx 2@%r10w -4@%edx 4@%ebp -8@%r11 8@%rax -4@(%rdi,%rsi,4) -8@8(%rsp) -4@$5 8@%r9")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		s, _ := buildSpec(elf.EM_X86_64, 0x1000, args, nil, 1)
+		if _, err := l.encode(&s); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
