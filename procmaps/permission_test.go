@@ -1,0 +1,62 @@
+package procmaps
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/probekit/probekit/internal/testkit"
+)
+
+// permPIDEnv carries the target PID to the test binary re-run as nobody.
+const permPIDEnv = "PROBEKIT_PROCMAPS_PERM_PID"
+
+// TestPermissionDenied: an unprivileged user reading a root process gets
+// an error that wraps os.ErrPermission and says what to do.
+func TestPermissionDenied(t *testing.T) {
+	testkit.RequireKernel(t)
+	fx := testkit.Start(t, fixturePath(t, "usdt_sample"))
+	// The test binary sits in a 0700 build directory; nobody needs a copy
+	// it can execute.
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for d := filepath.Dir(dir); d != "/" && strings.HasPrefix(d, os.TempDir()); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	bin := filepath.Join(dir, "procmaps.test")
+	copyFile(t, os.Args[0], bin)
+	cmd := exec.Command(bin, "-test.run=^TestPermissionHelper$", "-test.v")
+	cmd.Env = append(os.Environ(), permPIDEnv+"="+strconv.Itoa(fx.PID()))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestPermissionHelper") {
+		t.Fatalf("as nobody: %v\n%s", err, out)
+	}
+}
+
+func TestPermissionHelper(t *testing.T) {
+	pid, err := strconv.Atoi(os.Getenv(permPIDEnv))
+	if err != nil {
+		t.Skip("run by TestPermissionDenied")
+	}
+	p, err := Open(pid) // /proc/PID/stat is world-readable
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Objects()
+	if !errors.Is(err, os.ErrPermission) || !strings.Contains(err.Error(), "root") {
+		t.Fatalf("Objects as uid %d: %v, want os.ErrPermission with a hint", os.Getuid(), err)
+	}
+	t.Log(err)
+	_, err = p.OpenInRoot("/etc/hostname")
+	if !errors.Is(err, os.ErrPermission) {
+		t.Fatalf("OpenInRoot as uid %d: %v", os.Getuid(), err)
+	}
+}
