@@ -166,10 +166,17 @@ func bind(info byte) elf.SymBind { return elf.ST_BIND(info) }
 // next one; '[' is literal, since C++ names contain it. A glob with '@'
 // is matched against name@VERSION / name@@VERSION. "" or "*" lists all.
 func (b *Binary) Functions(glob string) []Function {
+	versioned := strings.Contains(glob, "@")
+	// The literal head of the pattern rejects most names without running
+	// the matcher (uv_fs_* over Node's ~100k symbols).
+	prefix := glob[:strings.IndexFunc(glob+"*", func(r rune) bool { return r == '*' || r == '?' || r == '\\' })]
 	var out []Function
 	for _, fn := range b.funcs {
+		if !strings.HasPrefix(fn.Name, prefix) && !(versioned && strings.HasPrefix(fn.String(), prefix)) {
+			continue
+		}
 		name := fn.Name
-		if strings.Contains(glob, "@") {
+		if versioned {
 			name = fn.String()
 		}
 		if glob == "" || matchGlob(glob, name) {

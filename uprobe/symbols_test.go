@@ -451,3 +451,26 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestNodeLibuv lists Node's exported libuv functions by glob.
+func TestNodeLibuv(t *testing.T) {
+	const node = "/usr/bin/node"
+	if _, err := os.Stat(node); err != nil {
+		t.Skip("node not installed")
+	}
+	b := mustOpen(t, node)
+	fns := b.Functions("uv_fs_*")
+	if len(fns) < 10 {
+		t.Fatalf("Functions(uv_fs_*) = %d functions", len(fns))
+	}
+	for _, fn := range fns {
+		if !strings.HasPrefix(fn.Name, "uv_fs_") || fn.Size == 0 {
+			t.Errorf("%s size %d", fn, fn.Size)
+		}
+	}
+	open, err := b.Function("uv_fs_open")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOffset(t, b, node, open)
+}
