@@ -39,7 +39,16 @@ func startContainer(t *testing.T) (fx *testkit.Process, root string) {
 			testkit.Unavailable(t, "container test needs %s (util-linux): %v", tool, err)
 		}
 	}
-	root = t.TempDir()
+	root = buildRoot(t)
+	t.Setenv("ROOT", root)
+	fx = testkit.Start(t, "unshare", "--mount", "--propagation", "private", "sh", "-c", containerScript)
+	return fx, root
+}
+
+// buildRoot makes a directory that can serve as usdt_lib_user's root.
+func buildRoot(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
 	for dst, src := range map[string]string{
 		"app/usdt_lib_user":              fixturePath(t, "usdt_lib_user"),
 		"app/libusdt_lib.so":             fixturePath(t, "libusdt_lib.so"),
@@ -49,9 +58,7 @@ func startContainer(t *testing.T) (fx *testkit.Process, root string) {
 	} {
 		copyFile(t, src, filepath.Join(root, dst))
 	}
-	t.Setenv("ROOT", root)
-	fx = testkit.Start(t, "unshare", "--mount", "--propagation", "private", "sh", "-c", containerScript)
-	return fx, root
+	return root
 }
 
 func copyFile(t *testing.T, src, dst string) {
@@ -198,4 +205,37 @@ func checkFileID(t *testing.T, f *os.File, id FileID) {
 	if err := checkIdentity(f, id); err != nil {
 		t.Error(err)
 	}
+}
+
+// TestChroot: a process that chroot()ed without a mount namespace of its
+// own has maps paths outside its root (the kernel prints them from the
+// namespace's root). The object is still opened, by the path from our
+// root, and checked by identity.
+func TestChroot(t *testing.T) {
+	testkit.RequireKernel(t)
+	if _, err := exec.LookPath("chroot"); err != nil {
+		testkit.Unavailable(t, "chroot: %v", err)
+	}
+	root := buildRoot(t)
+	t.Setenv("LD_LIBRARY_PATH", "/app") // $ORIGIN needs /proc in the root
+	fx := testkit.Start(t, "chroot", root, "/app/usdt_lib_user")
+	hostLib := filepath.Join(root, "app", "libusdt_lib.so")
+	id, err := IDOf(hostLib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc, objs, err := Objects(fx.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := objectByPath(t, objs, hostLib)
+	if o.ID() != id || o.HostPath != hostLib {
+		t.Fatalf("id %v (want %v), HostPath %q (want %q)", o.ID(), id, o.HostPath, hostLib)
+	}
+	// Inside its root, the process's own name for the file works too.
+	f, err := proc.OpenInRoot("/app/libusdt_lib.so")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFileID(t, f, id)
 }
