@@ -1003,3 +1003,74 @@ func BenchmarkSpecEncode(b *testing.B) {
 		}
 	}
 }
+
+// TestKernelBPFUSDTMacro: BPF_USDT hands the body the arguments in order,
+// 0 for those past the count, with ctx still usable.
+func TestKernelBPFUSDTMacro(t *testing.T) {
+	testkit.RequireKernel(t)
+	path := testkit.Fixture("usdt_sample")
+	ef, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sym := symbolResolver(ef)
+	ef.Close()
+	p := testkit.Start(t, path)
+	spec, err := bpftest.LoadArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout, err := newSpecLayout(spec.Maps[specsMapName].Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coll.Close()
+	ex, err := link.OpenExecutable(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes := []string{"twelve", "sizes", "global"}
+	byCookie := map[uint64]testLocation{}
+	for _, loc := range readTestLocations(t, path) {
+		if !slices.Contains(probes, loc.probe) {
+			continue
+		}
+		id := uint32(len(byCookie))
+		s, errs := buildSpec(elf.EM_X86_64, loc.addr, loc.args, sym, 500+uint64(id))
+		b, err := layout.encode(&s)
+		if err != nil || len(errs) != 0 {
+			t.Fatal(err, errs)
+		}
+		if err := coll.Maps[specsMapName].Update(id, b, ebpf.UpdateAny); err != nil {
+			t.Fatal(err)
+		}
+		l, err := ex.Uprobe("", coll.Programs["args_macro"], &link.UprobeOptions{Address: loc.fileOff, PID: p.PID(), Cookie: uint64(id)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		byCookie[s.Cookie] = loc
+	}
+	rd, err := ringbuf.NewReader(coll.Maps["hits"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	for _, probe := range probes {
+		for _, w := range p.Fire(probe, 2) {
+			h := readHit(t, rd, p.PID())
+			if loc := byCookie[h.Cookie]; loc.probe != probe || int(h.ArgCnt) != len(w.Args) {
+				t.Fatalf("%s: hit of %q (cookie %d) with %d args", probe, loc.probe, h.Cookie, h.ArgCnt)
+			}
+			var want [maxSpecArgs + 1]int64
+			copy(want[:], w.Args)
+			if h.ArgVal != want {
+				t.Errorf("%s: macro arguments %v, want %v", probe, h.ArgVal, want)
+			}
+		}
+	}
+}

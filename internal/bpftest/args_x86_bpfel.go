@@ -47,6 +47,7 @@ const (
 	ArgsMapBpfUsdtIpToSpecId      = "__bpf_usdt_ip_to_spec_id"
 	ArgsMapBpfUsdtSpecs           = "__bpf_usdt_specs"
 	ArgsMapHits                   = "hits"
+	ArgsProgArgsMacro             = "args_macro"
 	ArgsProgArgsReader            = "args_reader"
 	ArgsVarProbekitUsdtHaveCookie = "probekit_usdt_have_cookie"
 )
@@ -93,6 +94,7 @@ type ArgsSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ArgsProgramSpecs struct {
+	ArgsMacro  *ebpf.ProgramSpec `ebpf:"args_macro"`
 	ArgsReader *ebpf.ProgramSpec `ebpf:"args_reader"`
 }
 
@@ -156,11 +158,13 @@ type ArgsVariables struct {
 //
 // It can be passed to LoadArgsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ArgsPrograms struct {
+	ArgsMacro  *ebpf.Program `ebpf:"args_macro"`
 	ArgsReader *ebpf.Program `ebpf:"args_reader"`
 }
 
 func (p *ArgsPrograms) Close() error {
 	return _ArgsClose(
+		p.ArgsMacro,
 		p.ArgsReader,
 	)
 }

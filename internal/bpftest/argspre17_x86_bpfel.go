@@ -46,6 +46,7 @@ const (
 	ArgsPre17MapBpfUsdtIpToSpecId      = "__bpf_usdt_ip_to_spec_id"
 	ArgsPre17MapBpfUsdtSpecs           = "__bpf_usdt_specs"
 	ArgsPre17MapHits                   = "hits"
+	ArgsPre17ProgArgsMacro             = "args_macro"
 	ArgsPre17ProgArgsReader            = "args_reader"
 	ArgsPre17VarProbekitUsdtHaveCookie = "probekit_usdt_have_cookie"
 )
@@ -92,6 +93,7 @@ type ArgsPre17Specs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ArgsPre17ProgramSpecs struct {
+	ArgsMacro  *ebpf.ProgramSpec `ebpf:"args_macro"`
 	ArgsReader *ebpf.ProgramSpec `ebpf:"args_reader"`
 }
 
@@ -155,11 +157,13 @@ type ArgsPre17Variables struct {
 //
 // It can be passed to LoadArgsPre17Objects or ebpf.CollectionSpec.LoadAndAssign.
 type ArgsPre17Programs struct {
+	ArgsMacro  *ebpf.Program `ebpf:"args_macro"`
 	ArgsReader *ebpf.Program `ebpf:"args_reader"`
 }
 
 func (p *ArgsPre17Programs) Close() error {
 	return _ArgsPre17Close(
+		p.ArgsMacro,
 		p.ArgsReader,
 	)
 }

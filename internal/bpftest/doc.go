@@ -7,6 +7,7 @@
 //     bpf_usdt_arg and the result of bpf_usdt_arg_size, plus PT_REGS_IP and
 //     the process id. The kernel tests of the header and of the Go spec
 //     encoder (usdt/spec_test.go) compare it with what the fixture passed.
+//     args_macro sends the same record from BPF_USDT's named arguments.
 //   - ArgsPre17: the same program built against libbpf's pre-1.7 spec
 //     layout (usdt_pre17.h), to prove that objects built with an older
 //     usdt.bpf.h are filled correctly.
