@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -649,7 +649,7 @@ func ParseSection(s string) (file, provider, name string, err error) {
 	if j <= 0 || j == i-1 || i == len(s)-1 {
 		return "", "", "", fmt.Errorf("%q: want PATH:PROVIDER:NAME", s)
 	}
-	return s[:j], s[j+1:i], s[i+1:], nil
+	return s[:j], s[j+1 : i], s[i+1:], nil
 }
 
 func closeAll(links []*Link) error {
