@@ -70,7 +70,7 @@ func parse(r io.ReaderAt) (f *File, err error) {
 
 	// Group notes into probes, in order of first appearance, and give
 	// every probe its exact share of one Location array.
-	index := make(map[[2]string]int)
+	index := make(map[[2]string]int, len(notes))
 	probeOf := make([]int, len(notes))
 	var counts []int
 	for i := range notes {
@@ -113,13 +113,10 @@ func parse(r io.ReaderAt) (f *File, err error) {
 			argsCache[n.args] = pa
 		}
 		loc.Args, loc.ArgsErr = pa.args, pa.err
-		name := p.String()
-		l.resolve(name, &loc)
-		if loc.SiteErr == nil {
-			checkSite(ef, &l, name, &loc)
-		}
+		l.resolve(p, &loc)
 		p.Locations = append(p.Locations, loc)
 	}
+	checkSites(ef, &l, f.Probes)
 	return f, nil
 }
 

@@ -35,7 +35,7 @@ func FuzzNotes(f *testing.F) {
 		if big {
 			bo, m = binary.BigEndian, elf.EM_S390
 		}
-		notes, err := parseNotes(nil, data, 0, 4, class, bo, newInterner())
+		notes, err := parseNotes(nil, data, 0, 4, class, bo, newInterner(0))
 		if err == nil {
 			for _, n := range notes {
 				if n.provider == "" || n.name == "" {

@@ -245,7 +245,7 @@ func TestNotesEightByteAligned(t *testing.T) {
 	d = bo.AppendUint32(d, 5)
 	d = append(d, "GNU\x00"...)
 	d = append(d, make([]byte, 16)...)
-	notes, err := parseNotes(nil, d, 0, 8, elf.ELFCLASS64, bo, newInterner())
+	notes, err := parseNotes(nil, d, 0, 8, elf.ELFCLASS64, bo, newInterner(0))
 	if err != nil || len(notes) != 0 {
 		t.Fatalf("got %v, %v", notes, err)
 	}
@@ -278,7 +278,7 @@ func TestHostileNotes(t *testing.T) {
 		{"empty name", encodeNotes(elf.ELFCLASS64, bo, []testNote{{provider: "p", name: "", args: ""}}), "empty provider or name"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := parseNotes(nil, c.data, 0x400, 4, elf.ELFCLASS64, bo, newInterner())
+			_, err := parseNotes(nil, c.data, 0x400, 4, elf.ELFCLASS64, bo, newInterner(0))
 			var fe *FormatError
 			if !errors.As(err, &fe) || !strings.Contains(fe.Msg, c.msg) || fe.Off < 0x400 {
 				t.Errorf("err = %v, want FormatError containing %q at offset >= 0x400", err, c.msg)
@@ -291,7 +291,7 @@ func TestHostileNotes(t *testing.T) {
 		})
 	}
 	// Trailing zero padding is not an error.
-	if n, err := parseNotes(nil, append(append([]byte{}, good...), 0, 0, 0, 0), 0, 4, elf.ELFCLASS64, bo, newInterner()); err != nil || len(n) != 1 {
+	if n, err := parseNotes(nil, append(append([]byte{}, good...), 0, 0, 0, 0), 0, 4, elf.ELFCLASS64, bo, newInterner(0)); err != nil || len(n) != 1 {
 		t.Errorf("padding: %v, %v", n, err)
 	}
 }

