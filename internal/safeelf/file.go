@@ -169,14 +169,15 @@ const (
 
 func (f *File) readHeader() error {
 	ident := make([]byte, elf.EI_NIDENT)
-	if _, err := f.r.ReadAt(ident, 0); err != nil {
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return errorf(0, "file too short for an ELF header")
-		}
+	n, err := f.r.ReadAt(ident, 0)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
 		return err
 	}
-	if string(ident[:4]) != elf.ELFMAG {
-		return errorf(0, "bad magic %q: not an ELF file", ident[:4])
+	if n < 4 || string(ident[:4]) != elf.ELFMAG {
+		return errorf(0, "bad magic %q: not an ELF file", ident[:min(n, 4)])
+	}
+	if n < elf.EI_NIDENT {
+		return errorf(0, "file too short for an ELF header")
 	}
 	f.Class = elf.Class(ident[elf.EI_CLASS])
 	f.Data = elf.Data(ident[elf.EI_DATA])
