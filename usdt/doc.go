@@ -1,4 +1,88 @@
 // Package usdt reads USDT probes (the .note.stapsdt probes of sys/sdt.h,
 // DTrace-style providers and runtimes such as CPython, OpenJDK, PostgreSQL
 // and Ruby) from ELF files and attaches BPF programs to them.
+//
+// # What a USDT probe is
+//
+// A program built with sys/sdt.h carries, at each STAP_PROBE call site, a
+// single NOP instruction and an ELF note describing it: owner "stapsdt",
+// type 3, holding the NOP's link-time address, the address of the
+// .stapsdt.base section at link time, the address of an optional 2-byte
+// semaphore (a counter the program tests before computing costly
+// arguments), and three strings: provider, name, and the arguments as
+// assembler operands ("-4@%edi 8@-8(%rbp)"). A tracer places a uprobe on
+// the NOP and reads the arguments from the registers and memory the
+// operands name. One provider:name can have many call sites (inlining,
+// repeated uses), each with its own operands and possibly its own
+// semaphore, so a Probe has Locations, never a single address.
+//
+// # Phases
+//
+// Reading is pure and deterministic, so an amd64 machine lists an arm64 or
+// big-endian s390x binary exactly:
+//
+//  1. note.go walks the note areas of the file (the SHT_NOTE sections, or
+//     the PT_NOTE segments of a file without section headers, as readelf
+//     -n does) and decodes each stapsdt note with the file's class and byte
+//     order, never the host's.
+//  2. file.go groups notes into probes and decodes arguments with argspec
+//     for the file's e_machine. A location whose arguments do not decode
+//     keeps its raw string and the error (Location.ArgsErr); the rest of
+//     the file is still listed.
+//  3. resolve.go applies the prelink delta and turns addresses into file
+//     offsets through the PT_LOAD that contains them.
+//  4. site.go checks that the bytes at each location are the architecture's
+//     NOP (Location.Site), reading nearby sites together.
+//  5. cache.go keeps parsed files by identity for the attacher.
+//
+// Attaching (attach.go, link.go, spec.go) happens afterwards and is where
+// the kernel, processes and privileges come in.
+//
+// # Decisions
+//
+// File offsets, not addresses. Uprobes take file offsets for executables
+// and libraries alike. Each address is translated through its own
+// PT_LOAD (off = addr − p_vaddr + p_offset), never one global delta:
+// linkers emit several PT_LOADs with different deltas, and libraries can
+// start at a non-zero p_vaddr. An address in no PT_LOAD is an error, not
+// kept as is.
+//
+// Executable probes, writable semaphores. The probe must lie in a segment
+// with PF_X and in its file-backed part; the semaphore in a segment
+// without PF_X. A location breaking either rule gets a SiteError wrapping
+// ErrBadSite instead of an offset: attaching there would plant a
+// breakpoint in data or make the kernel increment a counter inside code.
+//
+// The NOP check. A wrong offset puts an int3 in the middle of someone's
+// instruction and crashes their process. Every location's bytes are
+// compared with the NOPs producers emit (x86 90, also followed by a 5- or
+// 10-byte NOP as libbpf/usdt emits; arm64 d503201f; arm e320f000, e1a00000
+// and Thumb bf00; s390x 47000000 and 0700; riscv 00000013 and c.nop 0001;
+// ppc 60000000; loongarch 03400000). The result is computed while parsing
+// from the file's content (Location.Site, Location.SiteErr), so the
+// attacher refuses a bad site without reading the file again, and
+// probekit list shows it. The alternative, checking at attach time only,
+// would hide broken notes from the listing.
+//
+// Prelink. Prelink moves sections but not note contents, so each note's
+// location and semaphore move by sh_addr(.stapsdt.base) − note base. The
+// delta applies only when both are non-zero (libbpf 69d85c5f): a zeroed
+// note base or a garbage-collected section would otherwise shift probes
+// onto unrelated code and semaphores onto unrelated data. The semaphore
+// moves with the location, as the SystemTap wiki says (libbpf does not).
+//
+// Hostile files. A tracer runs as root over binaries that other users
+// control. The ELF reader (internal/safeelf) and the note walker check
+// every offset and size against the file, allocate by what the file
+// actually holds and never by a header's count or size, and stop at named
+// ceilings (16 MiB of notes, 2^18 sections); a panic would still be
+// recovered into an error. Corruption is a *FormatError with the file
+// offset; absence of notes is ErrNoProbes. debug/elf is not used for
+// parsing: it documents that it is not hardened, and a reader of the few
+// structures we need is smaller than a wrapper around all of it.
+//
+// Sharing. Files from a Cache are shared between callers, and locations
+// with the same argument string share one []argspec.Arg: treat them as
+// read-only. In exchange, listing libjvm.so (531 notes) allocates once per
+// location, not once per argument.
 package usdt
