@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -307,6 +308,12 @@ func (a *Attacher) resolve(proc *procmaps.Process, target, provider, name string
 	// open descriptor's /proc/self/fd name: re-resolving the path from our
 	// root could reach another file. A process that has not mapped the
 	// file (yet) still gets a path-wide attach filtered to it.
+	if !filepath.IsAbs(target) {
+		// Relative to the tracer's directory, like a path-wide attach.
+		if target, err = filepath.Abs(target); err != nil {
+			return nil, err
+		}
+	}
 	fh, err := proc.OpenInRoot(target)
 	if err != nil {
 		return nil, err

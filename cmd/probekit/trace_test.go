@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf/link"
+
+	"github.com/probekit/probekit/internal/bpftest"
+	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/usdt"
+)
+
+// traceJSON runs probekit trace --json with args and decodes its lines.
+func traceJSON(t *testing.T, args ...string) []hitLine {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(append([]string{"trace", "--json"}, args...), &out, &errOut)
+	if code != 0 {
+		t.Fatalf("probekit trace %v: exit %d: %s", args, code, errOut.String())
+	}
+	var hits []hitLine
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var h hitLine
+		if err := json.Unmarshal([]byte(line), &h); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		hits = append(hits, h)
+	}
+	return hits
+}
+
+// hitLine decodes arguments as json.Number to keep uint64 exact.
+type hitLine struct {
+	Provider string        `json:"provider"`
+	Name     string        `json:"name"`
+	PID      int           `json:"pid"`
+	TID      int           `json:"tid"`
+	Address  uint64        `json:"address"`
+	Args     []json.Number `json:"args"`
+}
+
+// Launch mode: the fixture fires sample:sizes three times as soon as it
+// starts; every hit is printed with its values, unsigned ones unsigned,
+// and the command's exit ends the trace.
+func TestTraceLaunch(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := testkit.Fixture("usdt_sample")
+	hits := traceJSON(t, fixture+":sample:sizes", "--", fixture, "--loop", "sizes", "3")
+
+	// The same rounds, as the fixture reports them when driven.
+	want := testkit.Start(t, fixture).Fire("sizes", 3)
+	f, err := usdt.Open(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe, _ := f.Find("sample", "sizes")
+	if len(hits) != len(want) {
+		t.Fatalf("%d hits, want %d: %+v", len(hits), len(want), hits)
+	}
+	for i, h := range hits {
+		if h.Provider != "sample" || h.Name != "sizes" || h.Address != probe.Locations[0].Address || h.PID == 0 || h.PID != h.TID {
+			t.Errorf("hit %d: %+v", i, h)
+		}
+		for n, a := range h.Args {
+			arg := probe.Locations[0].Args[n]
+			w := want[i].Args[n]
+			exp := json.Number(signedOrUnsigned(w, arg.Signed))
+			if a != exp {
+				t.Errorf("hit %d arg %d (%s): %s, want %s", i, n, arg, a, exp)
+			}
+		}
+	}
+}
+
+func signedOrUnsigned(v int64, signed bool) string {
+	if signed {
+		return jsonInt(v)
+	}
+	return jsonUint(uint64(v))
+}
+
+func jsonInt(v int64) string   { b, _ := json.Marshal(v); return string(b) }
+func jsonUint(v uint64) string { b, _ := json.Marshal(v); return string(b) }
+
+// Globs and several sites: sample:inlined's three locations each report
+// their own address.
+func TestTraceGlobSites(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := testkit.Fixture("usdt_sample")
+	hits := traceJSON(t, fixture+":sam*:inl?ned", "--", fixture, "--loop", "inlined", "2")
+	if len(hits) != 6 {
+		t.Fatalf("%d hits, want 6", len(hits))
+	}
+	addrs := map[uint64]int{}
+	for _, h := range hits {
+		addrs[h.Address]++
+	}
+	if len(addrs) != 3 {
+		t.Fatalf("addresses %v, want three sites twice each", addrs)
+	}
+	for a, n := range addrs {
+		if n != 2 {
+			t.Errorf("site %#x fired %d times, want 2", a, n)
+		}
+	}
+}
+
+// -n stops after COUNT hits of an attached process (-p).
+func TestTracePIDCount(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := testkit.Fixture("usdt_sample")
+	p := testkit.Start(t, fixture)
+	done := make(chan []hitLine, 1)
+	go func() {
+		done <- traceJSON(t, "-p", itoa(p.PID()), "-n", "4", fixture+":sample:consts")
+	}()
+	// Fire until the tracer has attached and seen four hits.
+	for i := 0; ; i++ {
+		select {
+		case hits := <-done:
+			if len(hits) != 4 {
+				t.Fatalf("%d hits with -n 4", len(hits))
+			}
+			for _, h := range hits {
+				if h.PID != p.PID() || len(h.Args) != 5 || h.Args[4] != "9223372036854775807" || h.Args[3] != "65535" {
+					t.Fatalf("hit %+v", h)
+				}
+			}
+			return
+		default:
+		}
+		if i > 2000 {
+			t.Fatal("tracer did not finish")
+		}
+		p.Fire("consts", 1)
+	}
+}
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// Python's probes are gated by semaphores: a plain uprobe on
+// function__entry sees nothing, probekit trace raises the semaphore and
+// sees every call.
+func TestTracePython(t *testing.T) {
+	testkit.RequireKernel(t)
+	const python = "/usr/bin/python3.11"
+	if _, err := os.Stat(python); err != nil {
+		testkit.Unavailable(t, "%s: %v", python, err)
+	}
+	// CPython 3.11 fires function__entry only while a trace or profile
+	// function is set (its ceval checks use_tracing first), so the script
+	// installs an empty one.
+	script := "import sys\nsys.setprofile(lambda *a: None)\ndef probekit_fn(n):\n    return n + 1\nfor i in range(7):\n    probekit_fn(i)\n"
+	f, err := usdt.Open(python)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe, err := f.Find("python", "function__entry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if probe.Locations[0].Semaphore == 0 {
+		t.Fatal("python:function__entry has no semaphore; the test means nothing")
+	}
+
+	// Without the semaphore: a bare uprobe at the site never fires.
+	var objs bpftest.CountObjects
+	if err := bpftest.LoadCountObjects(&objs, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer objs.Close()
+	ex, err := link.OpenExecutable(python)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ex.Uprobe("", objs.CountHits, &link.UprobeOptions{Address: probe.Locations[0].FileOffset})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := execOutput(python, "-c", script)
+	l.Close()
+	if err != nil {
+		t.Fatalf("python: %v: %s", err, out)
+	}
+	var n uint64
+	if err := objs.Counts.Lookup(uint32(0), &n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("function__entry fired %d times without its semaphore", n)
+	}
+
+	// With probekit trace, every call of probekit_fn is seen: its line
+	// number (the third argument) is 3.
+	hits := traceJSON(t, python+":python:function__entry", "--", "python3.11", "-c", script)
+	calls := 0
+	for _, h := range hits {
+		if len(h.Args) == 3 && h.Args[2] == "3" {
+			calls++
+		}
+	}
+	if calls != 7 {
+		t.Fatalf("%d entries at line 3 among %d hits, want 7", calls, len(hits))
+	}
+}
+
+func TestTraceErrors(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := testkit.Fixture("usdt_sample")
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"trace"}, 2, "want at least one"},
+		{[]string{"trace", "nocolons"}, 2, "PATH:PROVIDER:NAME"},
+		{[]string{"trace", "-p", "1", fixture + ":sample:zero", "--", "true"}, 2, "exclude"},
+		{[]string{"trace", "/nonexistent:p:n"}, 1, "no such file"},
+		{[]string{"trace", fixture + ":sample:nosuch"}, 1, "not found"},
+		{[]string{"trace", "/bin/true:p:n"}, 1, "no USDT probes"},
+		{[]string{"trace", fixture + ":sample:zero", "--"}, 2, "needs a command"},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(c.args, &out, &errOut)
+		if code != c.code || !strings.Contains(errOut.String(), c.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errOut.String(), c.code, c.msg)
+		}
+	}
+}
+
+func execOutput(name string, args ...string) ([]byte, error) {
+	return exec.Command(name, args...).CombinedOutput()
+}
