@@ -17,7 +17,7 @@ import (
 func init() {
 	register(&command{
 		name:    "list",
-		usage:   "list [--json] TARGET [GLOB]",
+		usage:   "list [--json] TARGET [GLOB] | list [--json] -p PID [GLOB]",
 		summary: "list the USDT probes of TARGET (a path, a program on PATH or a library name), with every location, semaphore and argument; GLOB is provider:name with * and ?",
 		run:     runList,
 	})
@@ -27,13 +27,24 @@ func runList(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("list", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print one JSON document")
+	pid := fs.Int("p", 0, "list the probes of every object process PID has mapped")
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stdout, "usage: probekit list [--json] TARGET [GLOB]")
+		fmt.Fprintln(stdout, "usage: probekit list [--json] TARGET [GLOB] | list [--json] -p PID [GLOB]")
 		return err
 	}
 	if err != nil {
 		return usagef("%v", err)
+	}
+	if *pid != 0 {
+		if *pid < 0 || len(pos) > 1 {
+			return usagef("with -p PID, want at most a GLOB")
+		}
+		glob := ""
+		if len(pos) == 1 {
+			glob = pos[0]
+		}
+		return listProcess(stdout, *pid, glob, *asJSON)
 	}
 	if len(pos) < 1 || len(pos) > 2 {
 		return usagef("want TARGET and an optional GLOB, got %d arguments", len(pos))
@@ -183,6 +194,18 @@ func writeJSON(out io.Writer, f *usdt.File, probes []*usdt.Probe) error {
 	w.open('{')
 	w.str("path", f.Path)
 	w.str("machine", machineName(f.Machine))
+	if err := writeProbesJSON(out, w, probes); err != nil {
+		return err
+	}
+	w.close('}')
+	w.buf = append(w.buf, '\n')
+	_, err := out.Write(w.buf)
+	return err
+}
+
+// writeProbesJSON writes the "probes" member, flushing w to out as it
+// grows.
+func writeProbesJSON(out io.Writer, w *jsonWriter, probes []*usdt.Probe) error {
 	w.key("probes")
 	w.open('[')
 	for _, p := range probes {
@@ -205,10 +228,7 @@ func writeJSON(out io.Writer, f *usdt.File, probes []*usdt.Probe) error {
 		}
 	}
 	w.close(']')
-	w.close('}')
-	w.buf = append(w.buf, '\n')
-	_, err := out.Write(w.buf)
-	return err
+	return nil
 }
 
 func writeLocationJSON(w *jsonWriter, l *usdt.Location) {
