@@ -844,3 +844,74 @@ func TestAutoAttachSection(t *testing.T) {
 		}
 	}
 }
+
+// A program in SEC("usdt/PATH:PROVIDER:NAME") attaches itself.
+func TestAutoAttach(t *testing.T) {
+	testkit.RequireKernel(t)
+	spec, err := bpftest.LoadArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixture := testkit.Fixture("usdt_sample")
+	// The section names the fixture as libbpf users write it; the path
+	// depends on the checkout, so it is set here.
+	spec.Programs["args_reader"].SectionName = "usdt/" + fixture + ":sample:consts"
+	delete(spec.Programs, "args_macro") // not auto-attached: plain "usdt"
+	if err := usdt.Prepare(spec); err != nil {
+		t.Fatal(err)
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coll.Close()
+	att, err := usdt.NewAttacher(spec, coll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testkit.Start(t, fixture)
+	links, err := att.AutoAttach(spec, coll, &usdt.AttachOptions{PID: p.PID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, l := range links {
+			l.Close()
+		}
+	}()
+	if len(links) != 1 {
+		t.Fatalf("%d links, want 1", len(links))
+	}
+	rd, err := ringbuf.NewReader(coll.Maps["hits"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	tr := &tracer{t: t, rd: rd}
+	want := p.Fire("consts", 1)
+	got := tr.hits(1)
+	file := openSample(t)
+	probe, _ := file.Find("sample", "consts")
+	checkValues(t, "consts", &probe.Locations[0], want[0], got[0])
+
+	// A section naming a probe that does not exist fails, and leaves
+	// nothing attached.
+	spec2, _ := bpftest.LoadArgs()
+	spec2.Programs["args_reader"].SectionName = "usdt/" + fixture + ":sample:nosuch"
+	delete(spec2.Programs, "args_macro")
+	if err := usdt.Prepare(spec2); err != nil {
+		t.Fatal(err)
+	}
+	coll2, err := ebpf.NewCollection(spec2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coll2.Close()
+	att2, _ := usdt.NewAttacher(spec2, coll2)
+	if _, err := att2.AutoAttach(spec2, coll2, nil); !errors.Is(err, usdt.ErrNotFound) {
+		t.Fatalf("got %v, want ErrNotFound", err)
+	}
+	if n := att2.SpecsInUse(); n != 0 {
+		t.Fatalf("%d spec ids in use", n)
+	}
+}
