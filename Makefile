@@ -59,7 +59,7 @@ fuzz:
 	@set -e; for pkg in $$($(GO) list ./...); do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 			echo "== $$pkg $$f"; \
-			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
+			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 0 $$pkg; \
 		done; \
 	done
 
@@ -98,14 +98,23 @@ testdata: deps $(SDTINC)/sys/sdt.h
 	gcc $(CFLAGS_FX) -o $(BIN)/usdt_lib_user $(TD)/usdt_lib_user.c -L$(BIN) -lusdt_lib -Wl,-rpath,'$$ORIGIN'
 	@if [ -x $(TD)/goprog/build.sh ]; then $(TD)/goprog/build.sh; fi
 	@if [ -x $(TD)/cfix/build.sh ]; then $(TD)/cfix/build.sh; fi
-	@if [ -d internal/tools/golden ]; then $(GO) run ./internal/tools/golden -o $(TD)/golden $(BIN)/*; fi
+	$(GO) run ./internal/tools/golden -o $(TD)/golden $(BIN)/*
+	$(GO) run ./internal/tools/golden -o $(TD)/golden -name python3.11 /usr/bin/python3.11
+	argspec/testdata/regen.sh
 	file $(BIN)/* | sed 's/, BuildID[^,]*//'
 
 # --- the main job ---------------------------------------------------------
 
 PYTHON ?= /usr/bin/python3.11
 
+# CPython 3.11 fires function__entry only while a profile or trace
+# function is set, hence the sys.setprofile in the traced script.
+DEMO_SCRIPT := import sys; sys.setprofile(lambda *a: None)\ndef fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\nprint("fib(5) =", fib(5))
+
 demo: deps
 	$(GO) build -o bin/probekit ./cmd/probekit
 	@echo "== USDT probes of $(PYTHON)"
 	./bin/probekit list $(PYTHON)
+	@echo
+	@echo "== every Python function entry of a small program (probekit trace, launched and attached before it runs)"
+	./bin/probekit trace --str 1,2 $(PYTHON):python:function__entry -- $(PYTHON) -c "$$(printf '$(DEMO_SCRIPT)')"

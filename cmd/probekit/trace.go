@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -21,7 +22,7 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
-const traceUsage = "trace [--json] [-p PID] [-n COUNT] TARGET:PROVIDER:NAME... [-- CMD ARGS...]"
+const traceUsage = "trace [--json] [-p PID] [-n COUNT] [--str N,...] TARGET:PROVIDER:NAME... [-- CMD ARGS...]"
 
 func init() {
 	register(&command{
@@ -37,6 +38,9 @@ type traceRequest struct {
 	json   bool
 	pid    int
 	count  int
+	// strMask has bit n set to print argument n (0-based) as the string
+	// it points to.
+	strMask uint32
 	probes []probeSpec
 	cmd    []string
 }
@@ -59,9 +63,22 @@ func parseTrace(args []string) (*traceRequest, error) {
 	fs.BoolVar(&req.json, "json", false, "one JSON object per hit")
 	fs.IntVar(&req.pid, "p", 0, "trace only this process")
 	fs.IntVar(&req.count, "n", 0, "exit after COUNT hits")
+	strs := fs.String("str", "", "comma-separated argument numbers (from 1) to print as strings")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return nil, err
+	}
+	if *strs != "" {
+		for _, f := range strings.Split(*strs, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > traceprog.MaxArgs {
+				return nil, usagef("--str %q: want argument numbers from 1 to %d", *strs, traceprog.MaxArgs)
+			}
+			req.strMask |= 1 << (n - 1)
+		}
+		if bits.OnesCount32(req.strMask) > traceprog.MaxStrs {
+			return nil, usagef("--str %q: at most %d string arguments", *strs, traceprog.MaxStrs)
+		}
 	}
 	switch {
 	case len(pos) == 0:
@@ -126,6 +143,9 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 		return err
 	}
 	if err := usdt.Prepare(spec); err != nil {
+		return err
+	}
+	if err := spec.Variables[traceprog.StrMaskName].Set(req.strMask); err != nil {
 		return err
 	}
 	objs, err := traceprog.LoadSpec(spec)
@@ -297,12 +317,9 @@ func (t *tracer) print(ev *traceprog.Event) error {
 		for i, a := range args {
 			h.Args[i] = json.RawMessage(a)
 		}
-		b, err := json.Marshal(h)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(t.out, "%s\n", b)
-		return flush(t.out, err)
+		enc := json.NewEncoder(t.out)
+		enc.SetEscapeHTML(false) // "<string>" stays readable
+		return flush(t.out, enc.Encode(h))
 	}
 	_, err := fmt.Fprintf(t.out, "%d/%d %s:%s @%#x [%s]\n", ev.PID, ev.TID,
 		site.probe.Provider, site.probe.Name, site.loc.Address, strings.Join(args, " "))
@@ -314,6 +331,10 @@ func (t *tracer) print(ev *traceprog.Event) error {
 func formatArg(ev *traceprog.Event, i int, loc *usdt.Location) string {
 	if ev.Errors&(1<<i) != 0 {
 		return "null"
+	}
+	if str, ok := ev.Str(i); ok {
+		// A JSON string is a fine quoted form for people too.
+		return jsonString(str)
 	}
 	v := ev.Args[i]
 	var a *argspec.Arg
@@ -337,4 +358,13 @@ func flush(w io.Writer, err error) error {
 		return f.Flush()
 	}
 	return nil
+}
+
+// jsonString quotes s as JSON, without escaping <, > and &.
+func jsonString(s string) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -37,14 +37,15 @@ func traceJSON(t *testing.T, args ...string) []hitLine {
 	return hits
 }
 
-// hitLine decodes arguments as json.Number to keep uint64 exact.
+// hitLine keeps arguments as their JSON text: uint64 stays exact, and a
+// string argument (--str) is its quoted text.
 type hitLine struct {
-	Provider string        `json:"provider"`
-	Name     string        `json:"name"`
-	PID      int           `json:"pid"`
-	TID      int           `json:"tid"`
-	Address  uint64        `json:"address"`
-	Args     []json.Number `json:"args"`
+	Provider string            `json:"provider"`
+	Name     string            `json:"name"`
+	PID      int               `json:"pid"`
+	TID      int               `json:"tid"`
+	Address  uint64            `json:"address"`
+	Args     []json.RawMessage `json:"args"`
 }
 
 // Launch mode: the fixture fires sample:sizes three times as soon as it
@@ -72,8 +73,8 @@ func TestTraceLaunch(t *testing.T) {
 		for n, a := range h.Args {
 			arg := probe.Locations[0].Args[n]
 			w := want[i].Args[n]
-			exp := json.Number(signedOrUnsigned(w, arg.Signed))
-			if a != exp {
+			exp := signedOrUnsigned(w, arg.Signed)
+			if string(a) != exp {
 				t.Errorf("hit %d arg %d (%s): %s, want %s", i, n, arg, a, exp)
 			}
 		}
@@ -130,7 +131,7 @@ func TestTracePIDCount(t *testing.T) {
 				t.Fatalf("%d hits with -n 4", len(hits))
 			}
 			for _, h := range hits {
-				if h.PID != p.PID() || len(h.Args) != 5 || h.Args[4] != "9223372036854775807" || h.Args[3] != "65535" {
+				if h.PID != p.PID() || len(h.Args) != 5 || string(h.Args[4]) != "9223372036854775807" || string(h.Args[3]) != "65535" {
 					t.Fatalf("hit %+v", h)
 				}
 			}
@@ -198,12 +199,13 @@ func TestTracePython(t *testing.T) {
 		t.Fatalf("function__entry fired %d times without its semaphore", n)
 	}
 
-	// With probekit trace, every call of probekit_fn is seen: its line
-	// number (the third argument) is 3.
-	hits := traceJSON(t, python+":python:function__entry", "--", "python3.11", "-c", script)
+	// With probekit trace, every call of probekit_fn is seen: the
+	// strings its first two arguments point to are the file and the
+	// function, the third is the line of the def.
+	hits := traceJSON(t, "--str", "1,2", python+":python:function__entry", "--", "python3.11", "-c", script)
 	calls := 0
 	for _, h := range hits {
-		if len(h.Args) == 3 && h.Args[2] == "3" {
+		if len(h.Args) == 3 && string(h.Args[0]) == `"<string>"` && string(h.Args[1]) == `"probekit_fn"` && string(h.Args[2]) == "3" {
 			calls++
 		}
 	}
@@ -227,6 +229,8 @@ func TestTraceErrors(t *testing.T) {
 		{[]string{"trace", fixture + ":sample:nosuch"}, 1, "not found"},
 		{[]string{"trace", "/bin/true:p:n"}, 1, "no USDT probes"},
 		{[]string{"trace", fixture + ":sample:zero", "--"}, 2, "needs a command"},
+		{[]string{"trace", "--str", "0", fixture + ":sample:zero"}, 2, "from 1 to 12"},
+		{[]string{"trace", "--str", "1,2,3,4,5", fixture + ":sample:zero"}, 2, "at most 4"},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(c.args, &out, &errOut)

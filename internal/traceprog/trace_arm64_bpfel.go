@@ -30,13 +30,16 @@ type traceBpfUsdtSpec struct {
 }
 
 type traceEvent struct {
-	_      structs.HostLayout
-	Cookie uint64
-	Pid    uint32
-	Tid    uint32
-	ArgCnt int32
-	Errors uint32
-	Args   [12]int64
+	_       structs.HostLayout
+	Cookie  uint64
+	Pid     uint32
+	Tid     uint32
+	ArgCnt  int32
+	Errors  uint32
+	Args    [12]int64
+	StrArgs uint32
+	Pad     uint32
+	Strs    [4][96]int8
 }
 
 // Names of all BPF objects in the ELF.
@@ -48,6 +51,7 @@ const (
 	traceMapDropped                = "dropped"
 	traceMapEvents                 = "events"
 	traceProgTraceUsdt             = "trace_usdt"
+	traceVarProbekitTraceStrMask   = "probekit_trace_str_mask"
 	traceVarProbekitUsdtHaveCookie = "probekit_usdt_have_cookie"
 )
 
@@ -110,6 +114,7 @@ type traceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceVariableSpecs struct {
+	ProbekitTraceStrMask   *ebpf.VariableSpec `ebpf:"probekit_trace_str_mask"`
 	ProbekitUsdtHaveCookie *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
 }
 
@@ -152,6 +157,7 @@ func (m *traceMaps) Close() error {
 //
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type traceVariables struct {
+	ProbekitTraceStrMask   *ebpf.Variable `ebpf:"probekit_trace_str_mask"`
 	ProbekitUsdtHaveCookie *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
 }
 

@@ -1,6 +1,7 @@
 package traceprog
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -17,14 +18,24 @@ const (
 	// CookieFlagName is usdt.bpf.h's constant choosing BPF cookies (true)
 	// or the IP map (false) to find a probe's spec.
 	CookieFlagName = "probekit_usdt_have_cookie"
+	// StrMaskName is the constant whose bit n makes the program read
+	// argument n as a pointer to a NUL-terminated string.
+	StrMaskName = "probekit_trace_str_mask"
 )
 
 // MaxArgs is the number of argument slots of an event (usdt.bpf.h's
 // BPF_USDT_MAX_ARG_CNT).
 const MaxArgs = 12
 
+// MaxStrs is how many arguments of one hit can be read as strings, and
+// StrLen the buffer of each (TRACE_MAX_STRS, TRACE_STR_LEN in trace.c).
+const (
+	MaxStrs = 4
+	StrLen  = 96
+)
+
 // EventSize is the size of one event record (struct event of trace.c).
-const EventSize = 8 + 4 + 4 + 4 + 4 + 8*MaxArgs
+const EventSize = 8 + 4 + 4 + 4 + 4 + 8*MaxArgs + 4 + 4 + MaxStrs*StrLen
 
 // Event is one hit.
 type Event struct {
@@ -43,6 +54,28 @@ type Event struct {
 	// Args holds the ArgCnt arguments, each truncated to its size and sign-
 	// or zero-extended as the note says; slots past ArgCnt are 0.
 	Args [MaxArgs]int64
+	// StrArgs has bit n set when argument n was read as a string: the
+	// k-th such argument's string is Strs[k].
+	StrArgs uint32
+	// Strs are the strings read, without their NUL.
+	Strs [MaxStrs]string
+}
+
+// Str returns argument n's string, if it was read as one.
+func (e *Event) Str(n int) (string, bool) {
+	if n < 0 || n >= MaxArgs || e.StrArgs&(1<<n) == 0 {
+		return "", false
+	}
+	k := 0
+	for i := 0; i < n; i++ {
+		if e.StrArgs&(1<<i) != 0 {
+			k++
+		}
+	}
+	if k >= MaxStrs {
+		return "", false
+	}
+	return e.Strs[k], true
 }
 
 // ErrShortEvent is returned by UnmarshalBinary for a record smaller than
@@ -63,6 +96,16 @@ func (e *Event) UnmarshalBinary(b []byte) error {
 	e.Errors = ne.Uint32(b[20:])
 	for i := range e.Args {
 		e.Args[i] = int64(ne.Uint64(b[24+8*i:]))
+	}
+	off := 24 + 8*MaxArgs
+	e.StrArgs = ne.Uint32(b[off:])
+	off += 8
+	for k := range e.Strs {
+		s := b[off+k*StrLen : off+(k+1)*StrLen]
+		if i := bytes.IndexByte(s, 0); i >= 0 {
+			s = s[:i]
+		}
+		e.Strs[k] = string(s)
 	}
 	return nil
 }

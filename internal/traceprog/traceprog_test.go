@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,7 +31,8 @@ func TestEventLayout(t *testing.T) {
 	if ev.Size != EventSize {
 		t.Errorf("struct event is %d bytes, EventSize %d", ev.Size, EventSize)
 	}
-	want := map[string]uint32{"cookie": 0, "pid": 8, "tid": 12, "arg_cnt": 16, "errors": 20, "args": 24}
+	want := map[string]uint32{"cookie": 0, "pid": 8, "tid": 12, "arg_cnt": 16, "errors": 20, "args": 24,
+		"str_args": 24 + 8*MaxArgs, "pad": 28 + 8*MaxArgs, "strs": 32 + 8*MaxArgs}
 	for _, m := range ev.Members {
 		off, ok := want[m.Name]
 		if !ok {
@@ -45,8 +47,8 @@ func TestEventLayout(t *testing.T) {
 	if len(want) != 0 {
 		t.Errorf("members missing: %v", want)
 	}
-	if n := spec.Maps[EventsMapName].MaxEntries; n != 256*1024 {
-		t.Errorf("ring buffer %d bytes, want 256 KiB", n)
+	if n := spec.Maps[EventsMapName].MaxEntries; n != 1024*1024 {
+		t.Errorf("ring buffer %d bytes, want 1 MiB", n)
 	}
 }
 
@@ -61,12 +63,25 @@ func TestUnmarshalBinary(t *testing.T) {
 	for i := range MaxArgs {
 		ne.PutUint64(b[24+8*i:], uint64(int64(-i)))
 	}
+	// Arguments 1 and 3 read as strings: slots 0 and 1.
+	ne.PutUint32(b[24+8*MaxArgs:], 0b1010)
+	copy(b[32+8*MaxArgs:], "first\x00garbage")
+	copy(b[32+8*MaxArgs+StrLen:], strings.Repeat("x", StrLen)) // no NUL: whole buffer
 	var e Event
 	if err := e.UnmarshalBinary(b); err != nil {
 		t.Fatal(err)
 	}
 	if e.Cookie != 0xdeadbeef00 || e.PID != 100 || e.TID != 101 || e.ArgCnt != -3 || e.Errors != 0b1010 || e.Args[11] != -11 || e.Args[1] != -1 {
 		t.Errorf("decoded %+v", e)
+	}
+	if s, ok := e.Str(1); !ok || s != "first" {
+		t.Errorf("Str(1) = %q %v", s, ok)
+	}
+	if s, ok := e.Str(3); !ok || s != strings.Repeat("x", StrLen) {
+		t.Errorf("Str(3) = %q %v", s, ok)
+	}
+	if _, ok := e.Str(2); ok {
+		t.Error("Str(2): not a string argument")
 	}
 	if err := e.UnmarshalBinary(b[:EventSize-1]); !errors.Is(err, ErrShortEvent) {
 		t.Errorf("short record: %v", err)
