@@ -35,14 +35,14 @@ func init() {
 
 // traceRequest is a parsed command line.
 type traceRequest struct {
-	json   bool
-	pid    int
-	count  int
+	json  bool
+	pid   int
+	count int
 	// strMask has bit n set to print argument n (0-based) as the string
 	// it points to.
 	strMask uint32
-	probes []probeSpec
-	cmd    []string
+	probes  []probeSpec
+	cmd     []string
 }
 
 type probeSpec struct {
