@@ -51,8 +51,8 @@ func buildManySites(b *testing.B, n int) string {
 	return bin
 }
 
-// benchTracer loads the counting program for the attach benchmarks.
-func benchTracer(b *testing.B) (*usdt.Attacher, *ebpf.Program) {
+// loadCount loads internal/bpftest's counting programs with an Attacher.
+func loadCount(b *testing.B) (*usdt.Attacher, *ebpf.Collection) {
 	b.Helper()
 	spec, err := bpftest.LoadCount()
 	if err != nil {
@@ -70,7 +70,7 @@ func benchTracer(b *testing.B) (*usdt.Attacher, *ebpf.Program) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return att, coll.Programs["count_hits"]
+	return att, coll
 }
 
 // BenchmarkAttachDetach attaches one probe at every one of n sites, then
@@ -96,7 +96,8 @@ func BenchmarkAttachDetach(b *testing.B) {
 				b.Cleanup(features.ForceOff(features.UprobeMulti))
 			}
 			bin := buildManySites(b, c.sites)
-			att, prog := benchTracer(b)
+			att, coll := loadCount(b)
+			prog := coll.Programs["count_hits"]
 			// Parse once outside the timer: the cache serves the rest.
 			if _, err := usdt.Open(bin); err != nil {
 				b.Fatal(err)
@@ -125,22 +126,7 @@ func BenchmarkAttachDetach(b *testing.B) {
 // reads the 4 arguments through bpf_usdt_arg. ns/op is per hit.
 func BenchmarkHit(b *testing.B) {
 	testkit.RequireKernel(b)
-	spec, err := bpftest.LoadCount()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := usdt.Prepare(spec); err != nil {
-		b.Fatal(err)
-	}
-	coll, err := ebpf.NewCollection(spec)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer coll.Close()
-	att, err := usdt.NewAttacher(spec, coll)
-	if err != nil {
-		b.Fatal(err)
-	}
+	att, coll := loadCount(b)
 	p, err := testkit.StartProcess(testkit.Fixture("usdt_sample"))
 	if err != nil {
 		b.Fatal(err)
