@@ -85,4 +85,67 @@
 // with the same argument string share one []argspec.Arg: treat them as
 // read-only. In exchange, listing libjvm.so (531 notes) allocates once per
 // location, not once per argument.
+//
+// # Attaching
+//
+// The BPF side is usdt/bpf/usdt.bpf.h: libbpf's BPF-side API (BPF_USDT,
+// bpf_usdt_arg, bpf_usdt_arg_cnt, bpf_usdt_arg_size, bpf_usdt_cookie) and
+// map names, with libbpf 1.7's spec layout, loadable by cilium/ebpf. A
+// program written for libbpf ports by changing its include. The Go side:
+//
+//	spec, _ := loadMyTracer()          // bpf2go
+//	usdt.Prepare(spec)                 // before load: see below
+//	coll, _ := ebpf.NewCollection(spec)
+//	att, _ := usdt.NewAttacher(spec, coll)
+//	l, _ := att.Attach(coll.Programs["handler"], "/usr/bin/python3.11",
+//		"python", "function__*", &usdt.AttachOptions{PID: pid, Cookie: 7})
+//	defer l.Close()
+//
+// Prepare, because two choices are fixed when the program is loaded. The
+// uprobe_multi attach type (Linux 6.6, used only with its PID-filter fix,
+// 46ba0e49b642) is set on programs in "usdt" sections: one link then
+// carries every location of a file, and closing it costs one grace period
+// instead of one per location (tens of ms each, measured.md). And
+// usdt.bpf.h's constant probekit_usdt_have_cookie says whether the BPF
+// side finds a location's spec through the BPF cookie (5.15) or through
+// the IP map; a kernel constant replaces libbpf's kconfig extern, which
+// cilium/ebpf cannot fill.
+//
+// Specs. Each location's arguments become a spec (spec.go), encoded for the
+// layout the object's BTF describes: libbpf 1.7's (base+index operands) or
+// the older one, where such an operand alone becomes unavailable. An
+// operand no BPF program can read (a SIMD register, a symbol that cannot
+// be resolved) makes bpf_usdt_arg return -EINVAL for that argument only,
+// and Link.Warnings says why; libbpf fails the whole attach instead.
+// PC-relative operands (sym+8(%rip)) are read relative to the probe's
+// runtime IP, so no PID is needed. Identical specs share a slot within an
+// attach; slots come from a free list and go back on Close, so attach and
+// detach can cycle forever (the tests run 10,000 cycles).
+//
+// Semaphores. The kernel raises a location's semaphore when it installs
+// the breakpoint in a process and lowers it when the uprobe goes, even if
+// the tracer is killed (ref_ctr_offset, Linux 4.20). It counts installed
+// breakpoints, not links: two links on one site leave the counter at 1.
+// Without ref_ctr_offset, or with AttachOptions.UserSemaphores, the
+// counter is raised through /proc/PID/mem (package semaphore), which needs
+// a PID and is undone on Close, not on a crash. A registration the kernel
+// refuses because another uprobe holds the site with another ref_ctr
+// offset is reported as ErrRefCtrConflict.
+//
+// All or nothing. Every resource an attach takes (links, spec slots, IP
+// map entries, semaphore counts) is recorded in the Link as it is taken;
+// on any error the Link is closed before Attach returns, so nothing stays
+// behind. The site check (Location.SiteErr) runs before anything is
+// attached. Close releases everything even when one step fails, joins the
+// errors, and is idempotent.
+//
+// Targets. A path attaches in every process that maps the file, now and
+// later. With a PID, the path is resolved inside the process's root (a
+// container's view), and an empty path means every object the process has
+// mapped. Without BPF cookies a position-independent file needs that PID:
+// the IP map is keyed by runtime address. Launch starts a command stopped
+// right after exec so that a short-lived program misses no probe.
+//
+// *Link satisfies cilium/ebpf's link.Link; as that interface has an
+// unexported method, Link embeds a nil link.Link to carry it.
 package usdt
