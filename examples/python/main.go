@@ -18,15 +18,17 @@
 // The BPF side (pycalls.c) is written in C against probekit's usdt.bpf.h,
 // the libbpf-compatible API: BPF_USDT names the probe's arguments, and
 // bpf_probe_read_user_str copies the two strings into a ring buffer event.
-// It also keeps each thread's call depth and each open call's start time
-// in BPF maps, keyed by thread id and depth, so a return carries its
+// It also keeps each thread's stack of open calls in BPF maps: the depth
+// per thread id, and each open call's start time and code per thread id
+// and depth, so that a return is matched with its entry and carries its
 // call's latency.
 //
 // # CPython 3.11 fires function__entry only while tracing
 //
 // CPython 3.11's interpreter loop reaches the function__entry probe only
 // while a trace or profile function is set (sys.settrace, sys.setprofile):
-// it checks its use_tracing flag first. An empty profile function is
+// it checks its use_tracing flag first (the one exception seen: closing or
+// throwing into a generator fires it anyway). An empty profile function is
 // enough:
 //
 //	sudo go run ./examples/python -- /usr/bin/python3.11 -c '
@@ -40,7 +42,8 @@
 // Those returns match no entry; the BPF side matches each return with the
 // innermost open call of its thread (same code) and drops the others
 // unless -unmatched is given. -unmatched also shows, with -p, the returns
-// of the calls that were running when tracing began.
+// of the calls that were running when tracing began. With -p, the process
+// must have set a trace or profile function itself.
 //
 // Use /usr/bin/python3.11 explicitly: python3.11 on PATH may be a wrapper
 // (pyenv's shim) that runs another interpreter than the one whose probes
@@ -49,8 +52,8 @@
 package main
 
 import (
+	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -63,6 +66,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf/ringbuf"
 
@@ -87,7 +91,7 @@ func main() {
 	log.SetPrefix("python: ")
 	pid := flag.Int("p", 0, "trace this running Python process")
 	python := flag.String("python", defaultPython, "the CPython 3.11 executable that holds the probes")
-	count := flag.Int("n", 0, "stop after `COUNT` lines (0: no limit)")
+	count := flag.Int("n", 0, "stop tracing after `COUNT` lines (0: no limit); a command runs on untraced")
 	unmatched := flag.Bool("unmatched", false, "also show returns whose entry was not seen")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: python [-n COUNT] [-python PATH] [-unmatched] (-p PID | -- CMD ARGS...)\n")
@@ -117,12 +121,21 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop)
 
+	// Lines are written when no more calls are waiting, not one write
+	// per line: a busy program makes calls faster than lines can be
+	// written one at a time.
+	out := bufio.NewWriter(os.Stdout)
 	lines := 0
-	err := trace(ctx, opts, func(c Call) bool {
-		fmt.Println(format(c))
+	err := trace(ctx, opts, func(c Call, more bool) bool {
+		out.WriteString(format(c))
+		out.WriteByte('\n')
 		lines++
+		if !more {
+			out.Flush()
+		}
 		return *count == 0 || lines < *count
 	})
+	out.Flush()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -160,9 +173,10 @@ type Call struct {
 
 // trace loads the BPF programs, attaches them to the probes in the traced
 // process, and passes every call to handle until handle returns false,
-// the process exits, or ctx is done. A launched command is waited for
+// the process exits, or ctx is done. more tells handle whether other calls
+// are already waiting. A launched command is waited for
 // (untraced once handle said stop), and its exit error is returned.
-func trace(ctx context.Context, opts options, handle func(Call) bool) error {
+func trace(ctx context.Context, opts options, handle func(c Call, more bool) bool) error {
 	// Load: Prepare adapts the spec to this kernel (BPF cookies,
 	// uprobe_multi) before the programs are loaded.
 	spec, err := loadPycalls()
@@ -214,17 +228,21 @@ func trace(ctx context.Context, opts options, handle func(Call) bool) error {
 
 	// Attach: each probe in opts.Python as the process sees it, for this
 	// process only. The kernel raises the probes' semaphores in it.
-	entry, err := att.Attach(objs.OnEntry, opts.Python, "python", "function__entry", &usdt.AttachOptions{Process: proc})
-	if err != nil {
-		return err
-	}
-	defer entry.Close()
+	// Returns first: in a running process (-p), an entry seen before its
+	// return is attached could stay open forever and shift every later
+	// depth of its thread, while a return seen before entries are is
+	// merely unmatched.
 	ret, err := att.Attach(objs.OnReturn, opts.Python, "python", "function__return", &usdt.AttachOptions{Process: proc})
 	if err != nil {
 		return err
 	}
 	defer ret.Close()
-	for _, w := range append(entry.Warnings(), ret.Warnings()...) {
+	entry, err := att.Attach(objs.OnEntry, opts.Python, "python", "function__entry", &usdt.AttachOptions{Process: proc})
+	if err != nil {
+		return err
+	}
+	defer entry.Close()
+	for _, w := range append(ret.Warnings(), entry.Warnings()...) {
 		log.Printf("warning: %v", w) // an argument that will read as 0
 	}
 
@@ -300,7 +318,7 @@ func trace(ctx context.Context, opts options, handle func(Call) bool) error {
 
 // readCalls decodes events until handle returns false or the reader is
 // flushed.
-func readCalls(rd *ringbuf.Reader, handle func(Call) bool) error {
+func readCalls(rd *ringbuf.Reader, handle func(Call, bool) bool) error {
 	var rec ringbuf.Record
 	for {
 		err := rd.ReadInto(&rec)
@@ -310,14 +328,26 @@ func readCalls(rd *ringbuf.Reader, handle func(Call) bool) error {
 		if err != nil {
 			return fmt.Errorf("read ring buffer: %w", err)
 		}
-		var ev pycallsEvent
-		if _, err := binary.Decode(rec.RawSample, binary.NativeEndian, &ev); err != nil {
-			return fmt.Errorf("decode event: %w", err)
+		ev, err := eventOf(rec.RawSample)
+		if err != nil {
+			return err
 		}
-		if !handle(callOf(&ev)) {
+		if !handle(callOf(ev), rd.AvailableBytes() > 0) {
 			return nil
 		}
 	}
+}
+
+// eventOf reads a ring buffer sample in place as the struct event that
+// pycalls.c wrote on this machine: bpf2go generated pycallsEvent with the
+// C layout (structs.HostLayout), and ReadInto's buffer is 8-byte aligned.
+// binary.Decode would copy it through reflection at about 3 µs per event,
+// slower than a busy Python makes calls.
+func eventOf(sample []byte) (*pycallsEvent, error) {
+	if len(sample) < int(unsafe.Sizeof(pycallsEvent{})) {
+		return nil, fmt.Errorf("event of %d bytes, want %d: rebuild pycalls.c (go generate)", len(sample), unsafe.Sizeof(pycallsEvent{}))
+	}
+	return (*pycallsEvent)(unsafe.Pointer(&sample[0])), nil
 }
 
 // callOf converts the BPF event (struct event of pycalls.c).

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/probekit/probekit/internal/testkit"
 )
@@ -86,7 +87,7 @@ func traceScript(t *testing.T, script string, opts options) ([]Call, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var calls []Call
-	err := trace(ctx, opts, func(c Call) bool {
+	err := trace(ctx, opts, func(c Call, _ bool) bool {
 		if c.File == path {
 			calls = append(calls, c)
 		}
@@ -196,7 +197,7 @@ func TestTraceStop(t *testing.T) {
 	cmd := exec.Command(defaultPython, writeScript(t, nestedScript))
 	cmd.Stdout = &out
 	n := 0
-	err := trace(context.Background(), options{Python: defaultPython, Cmd: cmd}, func(c Call) bool {
+	err := trace(context.Background(), options{Python: defaultPython, Cmd: cmd}, func(c Call, _ bool) bool {
 		n++
 		return n < 3
 	})
@@ -215,7 +216,7 @@ func TestTraceStop(t *testing.T) {
 func TestTraceCommandFails(t *testing.T) {
 	requirePython(t)
 	cmd := exec.Command(defaultPython, "-c", "raise SystemExit(3)")
-	err := trace(context.Background(), options{Python: defaultPython, Cmd: cmd}, func(Call) bool { return true })
+	err := trace(context.Background(), options{Python: defaultPython, Cmd: cmd}, func(Call, bool) bool { return true })
 	if err == nil || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("got %v, want exit status 3", err)
 	}
@@ -256,7 +257,7 @@ func TestTracePID(t *testing.T) {
 	defer cancel()
 	var entries, returns int
 	var last Call
-	err = trace(ctx, options{Python: defaultPython, PID: cmd.Process.Pid}, func(c Call) bool {
+	err = trace(ctx, options{Python: defaultPython, PID: cmd.Process.Pid}, func(c Call, _ bool) bool {
 		if c.File != path {
 			return true
 		}
@@ -299,7 +300,7 @@ func TestTracePIDNotPython(t *testing.T) {
 	}
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
-	err := trace(context.Background(), options{Python: defaultPython, PID: cmd.Process.Pid}, func(Call) bool { return true })
+	err := trace(context.Background(), options{Python: defaultPython, PID: cmd.Process.Pid}, func(Call, bool) bool { return true })
 	if err == nil || !strings.Contains(err.Error(), "does not run "+defaultPython) {
 		t.Fatalf("got %v, want \"does not run\"", err)
 	}
@@ -352,5 +353,22 @@ func TestCString(t *testing.T) {
 	}
 	if got := cString([]byte("abcd")); got != "abcd" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// The cost per event on the Go side: decoding and formatting one line.
+func BenchmarkEventFormat(b *testing.B) {
+	var ev pycallsEvent
+	ev.Pid, ev.Tid, ev.Depth, ev.Lineno, ev.Kind, ev.EntrySeen, ev.LatencyNs = 4242, 4242, 3, 12, 1, 1, 12345
+	copy(ev.Filename[:], "/usr/lib/python3.11/json/decoder.py")
+	copy(ev.Funcname[:], "raw_decode")
+	sample := unsafe.Slice((*byte)(unsafe.Pointer(&ev)), unsafe.Sizeof(ev))
+	b.ReportAllocs()
+	for b.Loop() {
+		e, err := eventOf(sample)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = format(callOf(e))
 	}
 }
