@@ -112,7 +112,7 @@ PYTHON ?= /usr/bin/python3.11
 DEMO_SCRIPT := import sys; sys.setprofile(lambda *a: None)\ndef fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\nprint("fib(5) =", fib(5))
 
 demo: deps
-	$(GO) build -o bin/probekit ./cmd/probekit
+	CGO_ENABLED=0 $(GO) build -o bin/probekit ./cmd/probekit
 	@echo "== USDT probes of $(PYTHON)"
 	./bin/probekit list $(PYTHON)
 	@echo
