@@ -599,9 +599,13 @@ func TestFailedAttachRollsBack(t *testing.T) {
 			defer blocker.Close()
 
 			addr := semaphoreAddress(t, p.PID())
+			fds := countFDs(t)
 			_, err = tr.att.Attach(tr.prog(), testkit.Fixture("usdt_sample"), "sample", "*", &usdt.AttachOptions{PID: p.PID()})
 			if err == nil {
 				t.Fatal("attach over a conflicting uprobe succeeded")
+			}
+			if n := countFDs(t); n != fds {
+				t.Errorf("%d fds open after a failed attach, %d before", n, fds)
 			}
 			if mode.name != "no-cookie" && !errors.Is(err, usdt.ErrRefCtrConflict) {
 				t.Errorf("error %v does not wrap ErrRefCtrConflict", err)
