@@ -16,77 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// containerScript runs in a new mount namespace: it makes $ROOT the root
-// (pivot_root, as container runtimes do, so maps shows paths relative to
-// it) and execs the fixture from there. The old root stays mounted at
-// /old: umount is not in the container. Nothing from the host is mounted
-// into $ROOT, so removing it afterwards cannot touch host files.
-const containerScript = `set -e
-mount --make-rprivate /
-mount --bind "$ROOT" "$ROOT"
-cd "$ROOT"
-pivot_root . old
-# $ORIGIN needs /proc/self/exe, and the container has no /proc.
-LD_LIBRARY_PATH=/app exec /app/usdt_lib_user
-`
-
-// startContainer builds a root directory holding usdt_lib_user, its
-// library and the C runtime, and runs the fixture inside it.
-func startContainer(t *testing.T) (fx *testkit.Process, root string) {
-	t.Helper()
-	for _, tool := range []string{"unshare", "pivot_root", "mount"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			testkit.Unavailable(t, "container test needs %s (util-linux): %v", tool, err)
-		}
-	}
-	root = buildRoot(t)
-	t.Setenv("ROOT", root)
-	fx = testkit.Start(t, "unshare", "--mount", "--propagation", "private", "sh", "-c", containerScript)
-	return fx, root
-}
-
-// buildRoot makes a directory that can serve as usdt_lib_user's root.
-func buildRoot(t *testing.T) string {
-	t.Helper()
-	root := t.TempDir()
-	for dst, src := range map[string]string{
-		"app/usdt_lib_user":              fixturePath(t, "usdt_lib_user"),
-		"app/libusdt_lib.so":             fixturePath(t, "libusdt_lib.so"),
-		"lib/x86_64-linux-gnu/libc.so.6": "/lib/x86_64-linux-gnu/libc.so.6",
-		"lib64/ld-linux-x86-64.so.2":     "/lib64/ld-linux-x86-64.so.2",
-		"old/.keep":                      "",
-	} {
-		copyFile(t, src, filepath.Join(root, dst))
-	}
-	return root
-}
-
-func copyFile(t *testing.T, src, dst string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if src == "" {
-		return
-	}
-	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestContainer(t *testing.T) {
 	testkit.RequireKernel(t)
-	fx, root := startContainer(t)
+	fx, root := testkit.StartContainer(t)
 	pid := fx.PID()
 	hostLib := filepath.Join(root, "app", "libusdt_lib.so")
 	id, err := IDOf(hostLib)
@@ -140,7 +72,7 @@ func TestContainerSymlinks(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("host only"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fx, root := startContainer(t)
+	fx, root := testkit.StartContainer(t)
 	climb := strings.Repeat("../", 20) + strings.TrimPrefix(secret, "/")
 	for name, target := range map[string]string{
 		"abs.so": "/app/libusdt_lib.so", // absolute, meant inside the container
@@ -216,7 +148,7 @@ func TestChroot(t *testing.T) {
 	if _, err := exec.LookPath("chroot"); err != nil {
 		testkit.Unavailable(t, "chroot: %v", err)
 	}
-	root := buildRoot(t)
+	root := testkit.ContainerRoot(t)
 	t.Setenv("LD_LIBRARY_PATH", "/app") // $ORIGIN needs /proc in the root
 	fx := testkit.Start(t, "chroot", root, "/app/usdt_lib_user")
 	hostLib := filepath.Join(root, "app", "libusdt_lib.so")

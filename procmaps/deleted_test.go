@@ -17,7 +17,7 @@ import (
 func TestDeletedObject(t *testing.T) {
 	testkit.RequireKernel(t)
 	exe := filepath.Join(t.TempDir(), "usdt sample copy") // a space, for good measure
-	copyFile(t, fixturePath(t, "usdt_sample"), exe)
+	testkit.CopyFile(t, fixturePath(t, "usdt_sample"), exe)
 	id, err := IDOf(exe)
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +88,7 @@ func TestFindPIDs(t *testing.T) {
 	}
 	// A copy is another file.
 	cp := filepath.Join(t.TempDir(), "copy.so")
-	copyFile(t, fixturePath(t, "libusdt_lib.so"), cp)
+	testkit.CopyFile(t, fixturePath(t, "libusdt_lib.so"), cp)
 	if pids, err := FindPIDs(cp); err != nil || len(pids) != 0 {
 		t.Errorf("FindPIDs(copy) = %v, %v; want none", pids, err)
 	}

@@ -31,7 +31,7 @@ func TestPermissionDenied(t *testing.T) {
 		os.Chmod(d, 0o755)
 	}
 	bin := filepath.Join(dir, "procmaps.test")
-	copyFile(t, os.Args[0], bin)
+	testkit.CopyFile(t, os.Args[0], bin)
 	cmd := exec.Command(bin, "-test.run=^TestPermissionHelper$", "-test.v")
 	cmd.Env = append(os.Environ(), permPIDEnv+"="+strconv.Itoa(fx.PID()))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}

@@ -919,3 +919,48 @@ func TestAutoAttach(t *testing.T) {
 		t.Fatalf("%d spec ids in use", n)
 	}
 }
+
+// A process in its own mount namespace and root (a container): a path is
+// resolved as the process sees it, and an empty path finds its executable
+// and library through its root. Sites are named by the container's paths.
+func TestContainerAttach(t *testing.T) {
+	testkit.RequireKernel(t)
+	fx, _ := testkit.StartContainer(t)
+	tr := newTracer(t, false)
+
+	l := tr.attach("/app/libusdt_lib.so", "sample", "libonly", &usdt.AttachOptions{PID: fx.PID()})
+	if s := l.Sites(); len(s) != 1 || s[0].Path != "/app/libusdt_lib.so" {
+		t.Fatalf("sites %+v", s)
+	}
+	want := fx.Fire("libonly", 2)
+	got := tr.hits(2)
+	for i := range want {
+		if got[i].ArgVal[0] != want[i].Args[0] || int(got[i].Pid) != fx.PID() {
+			t.Errorf("hit %d: pid %d arg %d, want %d %d", i, got[i].Pid, got[i].ArgVal[0], fx.PID(), want[i].Args[0])
+		}
+	}
+	l.Close()
+
+	// The host's copy of the library is another file: a path-wide attach
+	// to it does not reach the container.
+	host := tr.attach(testkit.Fixture("libusdt_lib.so"), "sample", "libonly", nil)
+	fx.Fire("libonly", 1)
+	tr.hits(0)
+	host.Close()
+
+	all := tr.attach("", "sample", "shared", &usdt.AttachOptions{PID: fx.PID()})
+	paths := map[string]bool{}
+	for _, s := range all.Sites() {
+		paths[s.Path] = true
+	}
+	if !paths["/app/usdt_lib_user"] || !paths["/app/libusdt_lib.so"] || len(paths) != 2 {
+		t.Fatalf("sites in %v, want the container's executable and library", paths)
+	}
+	want = fx.Fire("shared", 1)
+	got = tr.hits(len(want))
+	for i := range want {
+		if got[i].ArgVal[0] != want[i].Args[0] {
+			t.Errorf("hit %d: object %d, want %d", i, got[i].ArgVal[0], want[i].Args[0])
+		}
+	}
+}
