@@ -6,8 +6,9 @@
 //
 // With a command, the command is started stopped right after its execve
 // (usdt.Launch), the probes are attached to it, and only then does it run:
-// no call is missed, and the tracer exits when the command does. With -p,
-// a running process is traced until it exits or Ctrl-C.
+// no call is missed, and the tracer exits when the command does (Ctrl-C
+// goes to the command; SIGTERM to the tracer is passed on to it). With
+// -p, a running process is traced until it exits or Ctrl-C.
 //
 // It uses two USDT probes that CPython is built with (see
 // `probekit list /usr/bin/python3.11`):
@@ -116,9 +117,18 @@ func main() {
 		}
 	}
 
-	// The first Ctrl-C stops the trace (a launched command gets it too);
-	// a second one kills the tracer.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// -p: Ctrl-C or SIGTERM stops the trace (a second one kills the
+	// tracer). A command gets Ctrl-C from the terminal itself and decides
+	// whether to end (the Python REPL does not), and the tracer ends with
+	// it: so the tracer catches SIGINT and does nothing with it (caught,
+	// not ignored: an ignored signal would stay ignored in the command),
+	// and passes SIGTERM on through ctx.
+	stopOn := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if opts.Cmd != nil {
+		signal.Notify(make(chan os.Signal, 1), os.Interrupt)
+		stopOn = stopOn[1:]
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
 	context.AfterFunc(ctx, stop)
 
 	// Lines are written when no more calls are waiting, not one write
@@ -174,8 +184,9 @@ type Call struct {
 // trace loads the BPF programs, attaches them to the probes in the traced
 // process, and passes every call to handle until handle returns false,
 // the process exits, or ctx is done. more tells handle whether other calls
-// are already waiting. A launched command is waited for
-// (untraced once handle said stop), and its exit error is returned.
+// are already waiting. A launched command is sent SIGTERM when ctx is
+// done, and waited for in every case (untraced once handle said stop);
+// its exit error is returned.
 func trace(ctx context.Context, opts options, handle func(c Call, more bool) bool) error {
 	// Load: Prepare adapts the spec to this kernel (BPF cookies,
 	// uprobe_multi) before the programs are loaded.
@@ -255,6 +266,7 @@ func trace(ctx context.Context, opts options, handle func(c Call, more bool) boo
 	// exited is closed when the traced process is gone.
 	exited := make(chan struct{})
 	var waitErr error
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait() // after cancel (defers run last-first), before rd.Close
@@ -272,6 +284,9 @@ func trace(ctx context.Context, opts options, handle func(c Call, more bool) boo
 			waitErr = cmd.Wait()
 			close(exited)
 		}()
+		// On the caller's ctx: the one below is cancelled at return.
+		stopCmd := context.AfterFunc(parent, func() { cmd.Process.Signal(syscall.SIGTERM) })
+		defer stopCmd()
 	} else {
 		wg.Add(1)
 		go func() {

@@ -222,6 +222,31 @@ func TestTraceCommandFails(t *testing.T) {
 	}
 }
 
+// When ctx is done, a launched command is sent SIGTERM and waited for.
+func TestTraceCancel(t *testing.T) {
+	requirePython(t)
+	path := writeScript(t, "import sys, time\nsys.setprofile(lambda *a: None)\ndef f():\n    pass\nf()\ntime.sleep(60)\n")
+	cmd := exec.Command(defaultPython, path)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	err := trace(ctx, options{Python: defaultPython, Cmd: cmd}, func(c Call, _ bool) bool {
+		if c.File == path && c.Function == "f" && c.Return {
+			cancel() // python is about to sleep for a minute
+		}
+		return true
+	})
+	if err == nil || !strings.Contains(err.Error(), "signal: terminated") {
+		t.Errorf("got %v, want the command ended by SIGTERM", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("trace returned after %v: the command was not stopped", d)
+	}
+	if cmd.ProcessState == nil {
+		t.Error("the command was not waited for")
+	}
+}
+
 // pidScript announces itself once profiling is on, then calls tick() for
 // about a second and exits.
 const pidScript = `import sys, time
