@@ -266,10 +266,12 @@ func trace(ctx context.Context, opts options, handle func(c Call, more bool) boo
 	// exited is closed when the traced process is gone.
 	exited := make(chan struct{})
 	var waitErr error
-	parent := ctx
-	ctx, cancel := context.WithCancel(ctx)
+	// helpers is cancelled when trace returns, and ends the goroutines
+	// below; wg.Wait runs after cancel (defers run last-first) and before
+	// rd.Close.
+	helpers, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	defer wg.Wait() // after cancel (defers run last-first), before rd.Close
+	defer wg.Wait()
 	defer cancel()
 	if launched != nil {
 		cmd := launched.Cmd
@@ -284,14 +286,13 @@ func trace(ctx context.Context, opts options, handle func(c Call, more bool) boo
 			waitErr = cmd.Wait()
 			close(exited)
 		}()
-		// On the caller's ctx: the one below is cancelled at return.
-		stopCmd := context.AfterFunc(parent, func() { cmd.Process.Signal(syscall.SIGTERM) })
+		stopCmd := context.AfterFunc(ctx, func() { cmd.Process.Signal(syscall.SIGTERM) })
 		defer stopCmd()
 	} else {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			watchExit(ctx, proc, exited)
+			watchExit(helpers, proc, exited)
 		}()
 	}
 	// When the process is gone or ctx is done, Flush makes the reader
@@ -303,7 +304,7 @@ func trace(ctx context.Context, opts options, handle func(c Call, more bool) boo
 		defer wg.Done()
 		select {
 		case <-exited:
-		case <-ctx.Done():
+		case <-helpers.Done():
 		}
 		rd.Flush()
 	}()
