@@ -1,0 +1,276 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probekit/probekit/internal/testkit"
+)
+
+func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }
+
+const node = "/usr/bin/node"
+
+// requireNode skips (or fails under PROBEKIT_REQUIRE_KERNEL=1) without
+// root or without node.
+func requireNode(t *testing.T) {
+	t.Helper()
+	testkit.RequireKernel(t)
+	if _, err := os.Stat(node); err != nil {
+		testkit.Unavailable(t, "%s: %v", node, err)
+	}
+}
+
+// traceNode runs node -e script through trace and returns every call.
+func traceNode(t *testing.T, script string) []Call {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var calls []Call
+	pid := 0
+	err := trace(ctx, options{
+		Cmd:      exec.Command(node, "-e", script),
+		Attached: func(p int) { pid = p },
+	}, func(c Call) bool {
+		if int(c.PID) != pid {
+			t.Errorf("call from pid %d, traced %d: %+v", c.PID, pid, c)
+		}
+		calls = append(calls, c)
+		return true
+	})
+	if err != nil {
+		t.Fatalf("trace: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("trace did not return when node exited")
+	}
+	return calls
+}
+
+// find returns the calls of function fn on path (any path if "").
+func find(calls []Call, fn, path string) []Call {
+	var out []Call
+	for _, c := range calls {
+		if c.Function == fn && (path == "" || c.Path == path) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Synchronous calls (fs.*Sync): each uv_fs_* call is seen with its
+// arguments and the result the function returned, and the calls on one
+// file chain through its descriptor.
+func TestTraceSync(t *testing.T) {
+	requireNode(t)
+	path := filepath.Join(t.TempDir(), "x")
+	missing := path + ".missing"
+	calls := traceNode(t, `const fs = require('fs');
+fs.writeFileSync(`+"`"+path+"`"+`, 'hi');
+fs.readFileSync(`+"`"+path+"`"+`);
+try { fs.statSync(`+"`"+missing+"`"+`) } catch (e) {}`)
+	if b, err := os.ReadFile(path); err != nil || string(b) != "hi" {
+		t.Fatalf("node wrote %q, %v", b, err)
+	}
+
+	opens := find(calls, "uv_fs_open", path)
+	if len(opens) != 2 {
+		t.Fatalf("%d uv_fs_open calls on %s, want 2 (write, read); all calls: %+v", len(opens), path, calls)
+	}
+	w, r := opens[0], opens[1]
+	if w.Flags != unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC || w.Result < 0 || w.Async {
+		t.Errorf("open for writing: flags %s, result %d, async %v", openFlags(w.Flags), w.Result, w.Async)
+	}
+	if r.Flags != unix.O_RDONLY || r.Result < 0 || r.Async {
+		t.Errorf("open for reading: flags %s, result %d, async %v", openFlags(r.Flags), r.Result, r.Async)
+	}
+	// The descriptor each open returned is the one written, read, closed.
+	check := func(fn string, fd int, bytes uint64, result int) {
+		t.Helper()
+		for _, c := range find(calls, fn, "") {
+			if c.FD == fd && c.Bytes == bytes && c.Result == result && !c.Async {
+				return
+			}
+		}
+		t.Errorf("no %s(fd %d, %d bytes) = %d in %+v", fn, fd, bytes, result, find(calls, fn, ""))
+	}
+	check("uv_fs_write", w.Result, 2, 2)
+	check("uv_fs_close", w.Result, 0, 0)
+	check("uv_fs_read", r.Result, 2, 2)
+	check("uv_fs_close", r.Result, 0, 0)
+
+	st := find(calls, "uv_fs_stat", missing)
+	if len(st) != 1 || st[0].Result != -int(unix.ENOENT) {
+		t.Fatalf("stat of the missing file: %+v, want one call = -ENOENT", st)
+	}
+	if got := format(st[0]); !strings.Contains(got, `"`+missing+`"`) || !strings.Contains(got, "= -2 ENOENT") {
+		t.Errorf("format: %q", got)
+	}
+	for _, c := range calls {
+		if c.Latency <= 0 {
+			t.Errorf("%s: latency %v", c.Function, c.Latency)
+		}
+	}
+}
+
+// Calls with a callback only queue the request: their result is 0, and
+// they are marked async.
+func TestTraceAsync(t *testing.T) {
+	requireNode(t)
+	path := filepath.Join(t.TempDir(), "y")
+	if err := os.WriteFile(path, []byte("abc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	calls := traceNode(t, "require('fs').open(`"+path+"`, 'r', (err, fd) => { if (err) throw err })")
+	opens := find(calls, "uv_fs_open", path)
+	if len(opens) != 1 || !opens[0].Async || opens[0].Result != 0 || opens[0].Flags != unix.O_RDONLY {
+		t.Fatalf("uv_fs_open calls: %+v, want one queued O_RDONLY", opens)
+	}
+	if got := format(opens[0]); !strings.Contains(got, "queued") {
+		t.Errorf("format: %q", got)
+	}
+}
+
+// -p: a running process is traced from the attach on, and trace returns
+// when it exits.
+func TestTracePID(t *testing.T) {
+	requireNode(t)
+	path := filepath.Join(t.TempDir(), "z")
+	cmd := exec.Command(node, "-e", `console.log('ready');
+process.stdin.once('data', () => { require('fs').writeFileSync(`+"`"+path+"`"+`, 'z'); process.exit(0) })`)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	defer stdin.Close()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("node said %q, %v", line, err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var calls []Call
+	err = trace(ctx, options{
+		PID:      cmd.Process.Pid,
+		Attached: func(int) { stdin.Write([]byte("go\n")) },
+	}, func(c Call) bool {
+		calls = append(calls, c)
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("trace did not notice that node exited")
+	}
+	opens := find(calls, "uv_fs_open", path)
+	if len(opens) != 1 || opens[0].Result < 0 || int(opens[0].PID) != cmd.Process.Pid {
+		t.Fatalf("uv_fs_open calls on %s: %+v, want one from pid %d", path, opens, cmd.Process.Pid)
+	}
+}
+
+// When handle stops the trace (-n), node is detached and runs to its end.
+func TestTraceStop(t *testing.T) {
+	requireNode(t)
+	dir := t.TempDir()
+	cmd := exec.Command(node, "-e", "const fs = require('fs'); for (let i = 0; i < 5; i++) fs.writeFileSync(`"+dir+"/f` + i, 'x')")
+	n := 0
+	err := trace(context.Background(), options{Cmd: cmd}, func(Call) bool {
+		n++
+		return n < 2
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("handle called %d times after asking to stop at 2", n)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "f4")); err != nil || !cmd.ProcessState.Success() {
+		t.Errorf("node did not run to its end: %v, %v", err, cmd.ProcessState)
+	}
+}
+
+// Every function of the table is exported by the node here, with the
+// uv_fs_ prefix the glob selects.
+func TestTableMatchesNode(t *testing.T) {
+	ef, err := elf.Open(node)
+	if err != nil {
+		testkit.Unavailable(t, "%s: %v", node, err)
+	}
+	defer ef.Close()
+	syms, err := ef.DynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF {
+			exported[s.Name] = true
+		}
+	}
+	for i, f := range fsFunctions {
+		if !exported[f.name] {
+			t.Errorf("%s is not exported by %s", f.name, node)
+		}
+		if f.cb < 4 || f.cb > 7 {
+			t.Errorf("%s: callback at argument %d, nodefs.c reads 4 to 7", f.name, f.cb)
+		}
+		if slices.IndexFunc(fsFunctions[:i], func(g fsFunction) bool { return g.name == f.name }) >= 0 {
+			t.Errorf("%s listed twice", f.name)
+		}
+	}
+}
+
+func TestCookieOf(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		want uint64
+	}{
+		{"uv_fs_open", 6 | cookieStr3},
+		{"uv_fs_close", 4},
+		{"uv_fs_read", 7 | cookieBufs4},
+		{"uv_fs_rename", 5 | cookieStr3 | cookieStr4},
+		{"uv_fs_sendfile", 7},
+	} {
+		i := slices.IndexFunc(fsFunctions, func(f fsFunction) bool { return f.name == c.name })
+		if got := cookieOf(i); got != uint64(i)<<32|c.want {
+			t.Errorf("cookieOf(%s) = %#x, want %#x", c.name, got, uint64(i)<<32|c.want)
+		}
+	}
+}
+
+func TestOpenFlags(t *testing.T) {
+	for _, c := range []struct {
+		flags int
+		want  string
+	}{
+		{unix.O_RDONLY, "O_RDONLY"},
+		{unix.O_WRONLY | unix.O_CREAT | unix.O_TRUNC, "O_WRONLY|O_CREAT|O_TRUNC"},
+		{unix.O_RDWR | unix.O_APPEND | unix.O_CLOEXEC, "O_RDWR|O_APPEND|O_CLOEXEC"},
+		{unix.O_WRONLY | unix.O_SYNC, "O_WRONLY|O_DSYNC|O_SYNC"},
+		{unix.O_ACCMODE | 1<<30, "O_ACCMODE|0x40000000"},
+	} {
+		if got := openFlags(c.flags); got != c.want {
+			t.Errorf("openFlags(%#x) = %q, want %q", c.flags, got, c.want)
+		}
+	}
+}
