@@ -565,6 +565,11 @@ func (a *Attacher) link(l *Link, prog *ebpf.Program, sites []site, pid int) erro
 		return 0
 	}
 	explain := func(err error, s site) error {
+		// cilium/ebpf formats the perf link's errno without wrapping it.
+		if errors.Is(err, syscall.EMFILE) || strings.Contains(err.Error(), syscall.EMFILE.Error()) {
+			return fmt.Errorf("USDT %s:%s at %s+%#x: %w (without uprobe_multi each site holds a file descriptor: raise RLIMIT_NOFILE)",
+				s.probe.Provider, s.probe.Name, o.name, s.loc.FileOffset, err)
+		}
 		if s.refCtr != 0 && errors.Is(err, syscall.EINVAL) {
 			return fmt.Errorf("USDT %s:%s at %s+%#x: %w (%w)", s.probe.Provider, s.probe.Name, o.name, s.loc.FileOffset, ErrRefCtrConflict, err)
 		}

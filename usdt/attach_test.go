@@ -964,3 +964,93 @@ func TestContainerAttach(t *testing.T) {
 		}
 	}
 }
+
+// Running out of file descriptors half way through a perf-event attach
+// (one fd per site) rolls everything back and says why.
+func TestAttachOutOfFDs(t *testing.T) {
+	testkit.RequireKernel(t)
+	forceOff(t, []features.Feature{features.UprobeMulti})
+	tr := newTracer(t, false)
+	p := testkit.Start(t, testkit.Fixture("usdt_sample"))
+	addr := semaphoreAddress(t, p.PID())
+	file := openSample(t)
+	if _, err := file.Find("sample", "sema"); err != nil {
+		t.Fatal(err)
+	}
+
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	fds := countFDs(t)
+	// Room for the file and a few links, not for the fixture's 12 sites.
+	tight := lim
+	tight.Cur = uint64(fds + 6)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &tight); err != nil {
+		t.Fatal(err)
+	}
+	_, err := tr.att.Attach(tr.prog(), testkit.Fixture("usdt_sample"), "sample", "*", &usdt.AttachOptions{PID: p.PID()})
+	if rerr := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err == nil || !strings.Contains(err.Error(), "too many open files") || !strings.Contains(err.Error(), "RLIMIT_NOFILE") {
+		t.Fatalf("got %v, want EMFILE with the remedy", err)
+	}
+	if n := countFDs(t); n != fds {
+		t.Errorf("%d fds open after the failed attach, %d before", n, fds)
+	}
+	if n := tr.att.SpecsInUse(); n != 0 {
+		t.Errorf("%d spec ids in use", n)
+	}
+	if v := readSemaphore(t, p.PID(), addr); v != 0 {
+		t.Errorf("semaphore %d", v)
+	}
+	for _, name := range valueProbes {
+		p.Fire(name, 1)
+	}
+	tr.hits(0)
+}
+
+// Targets that die while attached: the survivors keep firing, and closing
+// the links of dead ones is clean (L4 of the reliability matrix, scaled to
+// a unit test).
+func TestTargetsKilled(t *testing.T) {
+	testkit.RequireKernel(t)
+	tr := newTracer(t, false)
+	const n = 12
+	var procs []*testkit.Process
+	var links []*usdt.Link
+	for i := 0; i < n; i++ {
+		p := testkit.Start(t, testkit.Fixture("usdt_sample"))
+		procs = append(procs, p)
+		links = append(links, tr.attach(testkit.Fixture("usdt_sample"), "sample", "sema", &usdt.AttachOptions{PID: p.PID()}))
+	}
+	// Kill every third one.
+	for i := 0; i < n; i += 3 {
+		procs[i].Kill()
+	}
+	for i, p := range procs {
+		if i%3 == 0 {
+			continue
+		}
+		if h := p.Fire("sema", 1); h[0].Skipped {
+			t.Fatalf("target %d: semaphore lowered by others' deaths", i)
+		}
+	}
+	got := tr.hits(n - (n+2)/3)
+	seen := map[uint32]bool{}
+	for _, h := range got {
+		seen[h.Pid] = true
+	}
+	if len(seen) != n-(n+2)/3 {
+		t.Errorf("hits from %d processes, want %d", len(seen), n-(n+2)/3)
+	}
+	for i, l := range links {
+		if err := l.Close(); err != nil {
+			t.Errorf("close link of target %d: %v", i, err)
+		}
+	}
+	if k := tr.att.SpecsInUse(); k != 0 {
+		t.Errorf("%d spec ids in use", k)
+	}
+}
