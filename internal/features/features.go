@@ -7,7 +7,6 @@ package features
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 	ciliumfeatures "github.com/cilium/ebpf/features"
 	"golang.org/x/sys/unix"
+
+	"github.com/probekit/probekit/semaphore"
 )
 
 // Feature names a kernel capability.
@@ -89,16 +90,10 @@ func probeCookie() (bool, error) {
 	return supported(err)
 }
 
-// refCtrFormat exists when the uprobe PMU takes a ref_ctr_offset
-// (a6ca88b241d5); its content is "config:32-63".
-const refCtrFormat = "/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset"
-
+// probeRefCtr asks package semaphore, which owns the ref_ctr probe (and
+// its own hook for callers of that package).
 func probeRefCtr() (bool, error) {
-	_, err := os.Stat(refCtrFormat)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	return err == nil, err
+	return supported(semaphore.HaveKernelRefCtr())
 }
 
 // probeUprobeMulti asks for a uprobe_multi link on "/" with pid -1. A
