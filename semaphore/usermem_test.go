@@ -1,7 +1,6 @@
 package semaphore
 
 import (
-	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -24,7 +23,7 @@ func fixtureSemaphore(t *testing.T) (*testkit.Process, *procmaps.Process, uint64
 	if err != nil {
 		t.Fatal(err)
 	}
-	off := symbolFileOffset(t, exe, "sample_sema_semaphore")
+	_, off := testkit.SymbolOffset(t, exe, "sample_sema_semaphore")
 	fx := testkit.Start(t, exe)
 	proc, err := procmaps.Open(fx.PID())
 	if err != nil {
@@ -39,31 +38,6 @@ func fixtureSemaphore(t *testing.T) (*testkit.Process, *procmaps.Process, uint64
 		t.Fatal(err)
 	}
 	return fx, proc, addr
-}
-
-func symbolFileOffset(t *testing.T, path, name string) uint64 {
-	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range syms {
-		if s.Name != name {
-			continue
-		}
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_LOAD && s.Value >= p.Vaddr && s.Value < p.Vaddr+p.Filesz {
-				return s.Value - p.Vaddr + p.Off
-			}
-		}
-	}
-	t.Fatalf("%s: no symbol %s in a PT_LOAD", path, name)
-	return 0
 }
 
 func counter(t *testing.T, pid int, addr uint64) uint16 {

@@ -444,35 +444,10 @@ type testLocation struct {
 
 func readTestLocations(t *testing.T, path string) []testLocation {
 	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sec := f.Section(".note.stapsdt")
-	if sec == nil {
-		t.Fatal("no .note.stapsdt")
-	}
-	data, err := sec.Data()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bo := f.ByteOrder
+	notes, f := testkit.Notes(t, path)
 	var locs []testLocation
-	for len(data) >= 12 {
-		namesz, descsz, typ := bo.Uint32(data), bo.Uint32(data[4:]), bo.Uint32(data[8:])
-		nameEnd := 12 + (int(namesz)+3)&^3
-		descEnd := nameEnd + (int(descsz)+3)&^3
-		if descEnd > len(data) {
-			t.Fatal("truncated note")
-		}
-		desc := data[nameEnd : nameEnd+int(descsz)]
-		data = data[descEnd:]
-		if typ != 3 || len(desc) < 27 {
-			continue
-		}
-		strs := strings.SplitN(string(desc[24:]), "\x00", 4)
-		loc := testLocation{probe: strs[1], addr: bo.Uint64(desc)}
+	for _, n := range notes {
+		loc := testLocation{probe: n.Name, addr: n.Location}
 		for _, p := range f.Progs {
 			if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && loc.addr >= p.Vaddr && loc.addr < p.Vaddr+p.Memsz {
 				loc.fileOff = loc.addr - p.Vaddr + p.Off
@@ -481,7 +456,7 @@ func readTestLocations(t *testing.T, path string) []testLocation {
 		if loc.fileOff == 0 {
 			t.Fatalf("%s at %#x: no executable segment", loc.probe, loc.addr)
 		}
-		loc.args = mustParseArgs(t, f.Machine, strs[2])
+		loc.args = mustParseArgs(t, f.Machine, n.Args)
 		locs = append(locs, loc)
 	}
 	return locs
