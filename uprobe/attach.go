@@ -50,6 +50,15 @@ type Options struct {
 	// older kernels).
 	Cookie uint64
 
+	// FunctionStart puts an entry probe on a Go function's first
+	// instruction. By default it goes right after the function's stack
+	// check (see prologue.go), so that it fires once per call: at the
+	// first instruction it fires again each time runtime.morestack grows
+	// the stack or preempts the goroutine and restarts the function. The
+	// arguments are in their registers at both places. No effect on
+	// native code, or on Go functions without a stack check.
+	FunctionStart bool
+
 	// Offset is added to the function's start for an entry probe: a
 	// probe inside the function. It must fall on an instruction boundary
 	// found by decoding from the function's start (a breakpoint in the
@@ -141,7 +150,9 @@ type probe struct {
 }
 
 // Entry attaches prog at the entry of function sym (or at Options.Offset
-// inside it). sym is a name, name@VERSION or name@@VERSION.
+// inside it). sym is a name, name@VERSION or name@@VERSION. On a Go
+// function the entry is after its stack check (Options.FunctionStart), so
+// the probe fires once per call.
 func (b *Binary) Entry(sym string, prog *ebpf.Program, opts *Options) (link.Link, error) {
 	o := optionsOrDefault(opts)
 	fn, err := b.Function(sym)
@@ -149,10 +160,17 @@ func (b *Binary) Entry(sym string, prog *ebpf.Program, opts *Options) (link.Link
 		return nil, err
 	}
 	off := fn.Offset
-	if o.Offset != 0 {
+	switch {
+	case o.Offset != 0:
 		if off, err = b.insideOffset(fn, o.Offset); err != nil {
 			return nil, err
 		}
+	case b.IsGo() && !o.FunctionStart && fn.Size != 0:
+		code, err := b.readCode(fn.Offset, min(fn.Size, maxPrologueBytes))
+		if err != nil {
+			return nil, err
+		}
+		off += goStackCheckEnd(b.machine, code)
 	}
 	return b.attach(probe{fn: fn, offsets: []uint64{off}, what: "entry"}, prog, o)
 }

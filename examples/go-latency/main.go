@@ -41,17 +41,16 @@
 // minus the stack pointer), which tells recursive calls apart and stays
 // the same when the runtime copies the stack to grow it.
 //
-// Entry probes on Go functions can fire twice for one call: when the
-// prologue finds the stack too small, or the scheduler has asked the
-// goroutine to yield (stackguard0 set to stackPreempt), it calls
-// runtime.morestack, which grows (copies) the stack or lets the goroutine
-// be preempted, then restarts the function from its first instruction.
-// The second entry finds its call already open at the same key and keeps
-// the first start time (the caller waited for that too); returns fire
-// once per call, so the count of calls is the count of returns. A call
-// that never returns (a panic unwinds through it) would stay open and be
-// taken for a restart of the next call at the same depth of the same
-// goroutine.
+// Entry probes fire once per call: uprobe.Entry places them after the
+// function's stack check. At the first instruction they would fire again
+// whenever runtime.morestack grows the stack or preempts the goroutine and
+// restarts the function. Should an entry still repeat (a prologue the
+// uprobe package does not recognise, or Options.FunctionStart), it finds
+// its call already open at the same key and keeps the first start time;
+// such entries are counted as Restarts. Returns fire once per call, so
+// the count of calls is the count of returns. A call that never returns
+// (a panic unwinds through it) would stay open and be taken for a restart
+// of the next call at the same depth of the same goroutine.
 //
 // Output (the fixture testdata/bin/goprog_stripped, whose recurse calls
 // itself 200 deep):
@@ -218,8 +217,8 @@ type Result struct {
 	// Matched counts the returns whose entry was seen: the calls in the
 	// histogram.
 	Matched uint64
-	// Entries counts entry hits, Restarts the ones that were a call
-	// restarting after runtime.morestack (stack growth or preemption).
+	// Entries counts entry hits, Restarts the ones that found their call
+	// already open (an entry probe the stack check does not precede).
 	Entries, Restarts uint64
 	// Sum of the matched latencies, in Unit.
 	Sum uint64
