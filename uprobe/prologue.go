@@ -139,4 +139,3 @@ func isGStackguard(a arm64asm.Arg) bool {
 	// MemImmediate keeps its offset unexported; its text is "[X28,#16]".
 	return m.String() == "[X28,#16]"
 }
-
