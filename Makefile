@@ -19,7 +19,7 @@ BENCHTIME   ?= 1s
 DEPS := systemtap-sdt-dev clang-19 llvm-19 libbpf-dev binutils file gcc libc6-dev \
 	gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
 	gcc-arm-linux-gnueabihf libc6-dev-armhf-cross \
-	gcc-i686-linux-gnu libc6-dev-i386-cross \
+	gcc-i686-linux-gnu libc6-dev-i386-cross libc6-i386 \
 	gcc-s390x-linux-gnu libc6-dev-s390x-cross \
 	gcc-riscv64-linux-gnu libc6-dev-riscv64-cross \
 	gcc-powerpc64le-linux-gnu libc6-dev-ppc64el-cross \

@@ -18,6 +18,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
+	"github.com/probekit/probekit/argspec"
 	"github.com/probekit/probekit/internal/bpftest"
 	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/testkit"
@@ -1053,4 +1054,57 @@ func TestTargetsKilled(t *testing.T) {
 	if k := tr.att.SpecsInUse(); k != 0 {
 		t.Errorf("%d spec ids in use", k)
 	}
+}
+
+// A 32-bit x86 process on the x86-64 kernel: its notes are ELF32, its
+// registers sit in the 64-bit pt_regs, and its PC-relative operands are
+// GOT-relative (sym@GOTOFF(%ebx)) — libbpf refuses such binaries. Every
+// argument reads as passed, except the 8-byte values the compiler keeps in
+// register pairs, which the BPF side reports unavailable (-EINVAL).
+func TestI386Process(t *testing.T) {
+	testkit.RequireKernel(t)
+	const fixture = "usdt_sample_i386"
+	if _, err := os.Stat("/lib/ld-linux.so.2"); err != nil {
+		testkit.Unavailable(t, "running the i386 fixture needs the 32-bit loader (libc6-i386): %v", err)
+	}
+	file, err := usdt.Open(testkit.Fixture(fixture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracer(t, false)
+	p := testkit.Start(t, testkit.Fixture(fixture))
+	checked := 0
+	for _, name := range valueProbes {
+		probe, err := file.Find("sample", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loc := &probe.Locations[0]
+		l := tr.attach(testkit.Fixture(fixture), "sample", name, &usdt.AttachOptions{PID: p.PID()})
+		want := p.Fire(name, 2)
+		got := tr.hits(len(want))
+		for i := range want {
+			if int(got[i].ArgCnt) != len(want[i].Args) {
+				t.Fatalf("%s: arg count %d, want %d", name, got[i].ArgCnt, len(want[i].Args))
+			}
+			for n, w := range want[i].Args {
+				a := loc.Args[n]
+				switch {
+				case a.Kind == argspec.Unsupported:
+					if got[i].ArgRet[n] != einval {
+						t.Errorf("%s arg %d (%s, unsupported): returned %d, want -EINVAL", name, n, a, got[i].ArgRet[n])
+					}
+				case got[i].ArgRet[n] != 0 || got[i].ArgVal[n] != w:
+					t.Errorf("%s arg %d (%s): read %d (ret %d), fixture passed %d", name, n, a, got[i].ArgVal[n], got[i].ArgRet[n], w)
+				default:
+					checked++
+				}
+			}
+		}
+		l.Close()
+	}
+	if checked < 40 {
+		t.Errorf("only %d argument values compared", checked)
+	}
+	t.Logf("%d argument values of a 32-bit process read as passed", checked)
 }
