@@ -272,3 +272,34 @@ func TestTraceThreads(t *testing.T) {
 		t.Fatalf("%d calls seen from the second thread, want 3", n)
 	}
 }
+
+// OpenJDK: every probe of libjvm.so (531 sites of 517 probes, one
+// uprobe_multi link) while `java -version` runs: the VM's own lifecycle
+// probes fire exactly once, class loading hundreds of times.
+func TestTraceJava(t *testing.T) {
+	testkit.RequireKernel(t)
+	const (
+		java   = "/usr/lib/jvm/java-17-openjdk-amd64/bin/java"
+		libjvm = "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"
+	)
+	if _, err := os.Stat(libjvm); err != nil {
+		testkit.Unavailable(t, "openjdk-17-jre-headless: %v", err)
+	}
+	hits := traceJSON(t, libjvm+":hotspot:*", "--", java, "-version")
+	count := map[string]int{}
+	for _, h := range hits {
+		if h.Provider != "hotspot" {
+			t.Fatalf("hit of %s:%s", h.Provider, h.Name)
+		}
+		count[h.Name]++
+	}
+	for _, once := range []string{"vm__init__begin", "vm__init__end", "vm__shutdown"} {
+		if count[once] != 1 {
+			t.Errorf("hotspot:%s fired %d times, want 1", once, count[once])
+		}
+	}
+	if count["class__loaded"] < 100 || count["thread__start"] < 1 {
+		t.Errorf("class__loaded %d, thread__start %d: too few", count["class__loaded"], count["thread__start"])
+	}
+	t.Logf("%d hits of %d hotspot probes", len(hits), len(count))
+}
