@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/probekit/probekit/argspec"
 	"github.com/probekit/probekit/internal/traceprog"
+	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/usdt"
 )
 
@@ -223,6 +225,21 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	defer signal.Stop(stop)
 
 	exited := make(chan error, 1)
+	if req.pid != 0 {
+		// Like a launched command, a traced process ends the trace when
+		// it exits.
+		proc, err := procmaps.Open(req.pid)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			if proc.WaitExit(ctx) == nil {
+				exited <- nil
+			}
+		}()
+	}
 	if launched != nil {
 		if err := launched.Resume(); err != nil {
 			return err

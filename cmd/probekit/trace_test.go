@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf/link"
 
@@ -302,4 +306,58 @@ func TestTraceJava(t *testing.T) {
 		t.Errorf("class__loaded %d, thread__start %d: too few", count["class__loaded"], count["thread__start"])
 	}
 	t.Logf("%d hits of %d hotspot probes", len(hits), len(count))
+}
+
+// -p: the trace ends, after printing every event, when the process exits.
+func TestTracePIDExit(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := testkit.Fixture("usdt_sample")
+	p := testkit.Start(t, fixture)
+	pr, pw := io.Pipe()
+	code := make(chan int, 1)
+	go func() {
+		var errOut bytes.Buffer
+		c := run([]string{"trace", "--json", "-p", itoa(p.PID()), fixture + ":sample:zero"}, pw, &errOut)
+		pw.CloseWithError(fmt.Errorf("exit %d: %s", c, errOut.String()))
+		code <- c
+	}()
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	// Fire until the tracer shows it is attached: its first hit.
+	deadline := time.After(10 * time.Second)
+	for attached := false; !attached; {
+		p.Fire("zero", 1)
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("trace ended before the process did")
+			}
+			if !strings.Contains(l, `"name":"zero"`) {
+				t.Fatalf("line %q", l)
+			}
+			attached = true
+		case <-time.After(20 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no hit within 10s")
+		}
+	}
+	p.Stop()
+	go func() {
+		for range lines {
+		}
+	}()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("exit %d", c)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("probekit trace -p did not exit with its process")
+	}
 }

@@ -94,10 +94,6 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
-// exitPollInterval is how often a traced PID (-p) is checked for having
-// exited; a launched command is waited for instead.
-const exitPollInterval = 200 * time.Millisecond
-
 // histSlots mirrors HIST_SLOTS of golat.c: slot 0 holds latencies of 0,
 // slot i > 0 those in [2^(i-1), 2^i) units.
 const histSlots = 65
@@ -474,19 +470,8 @@ func slotRange(i int) (lo, hi string) {
 }
 
 // waitExit returns when proc has exited (or its PID was reused) or ctx
-// is done. A process that is not our child cannot be waited for, so it is
-// polled.
+// is done. A process that is not our child cannot be waited for with
+// wait(2); procmaps waits on its pidfd.
 func waitExit(ctx context.Context, proc *procmaps.Process) {
-	tick := time.NewTicker(exitPollInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if proc.Check() != nil {
-				return
-			}
-		}
-	}
+	proc.WaitExit(ctx)
 }

@@ -83,10 +83,6 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
-// exitPollInterval is how often a traced PID (-p) is checked for having
-// exited; a launched command is waited for instead.
-const exitPollInterval = 200 * time.Millisecond
-
 // libDirs are where a node built against a shared libnode or libuv finds
 // it (Debian's multiarch directories first, as ld.so.conf lists them).
 var libDirs = []string{
@@ -687,20 +683,11 @@ func lostCount(objs *nodefsObjects) uint64 {
 }
 
 // watchExit closes exited when proc has exited (or its PID was reused).
-// A process that is not our child cannot be waited for, so it is polled.
+// A process that is not our child cannot be waited for with wait(2);
+// procmaps waits on its pidfd.
 func watchExit(ctx context.Context, proc *procmaps.Process, exited chan<- struct{}) {
-	tick := time.NewTicker(exitPollInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if proc.Check() != nil {
-				close(exited)
-				return
-			}
-		}
+	if proc.WaitExit(ctx) == nil {
+		close(exited)
 	}
 }
 

@@ -79,10 +79,6 @@ import (
 // libpython linked in, so its probes are in the executable itself.
 const defaultPython = "/usr/bin/python3.11"
 
-// exitPollInterval is how often a traced PID (-p) is checked for having
-// exited; a launched command is waited for instead.
-const exitPollInterval = 200 * time.Millisecond
-
 // maxIndent caps the indentation: deep recursion (Python allows 1000
 // frames by default) would otherwise push names off the screen.
 const maxIndent = 40
@@ -404,20 +400,11 @@ func lostCount(objs *pycallsObjects) uint64 {
 }
 
 // watchExit closes exited when proc has exited (or its PID was reused).
-// A process that is not our child cannot be waited for, so it is polled.
+// A process that is not our child cannot be waited for with wait(2);
+// procmaps waits on its pidfd.
 func watchExit(ctx context.Context, proc *procmaps.Process, exited chan<- struct{}) {
-	tick := time.NewTicker(exitPollInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if proc.Check() != nil {
-				close(exited)
-				return
-			}
-		}
+	if proc.WaitExit(ctx) == nil {
+		close(exited)
 	}
 }
 
