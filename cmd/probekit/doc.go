@@ -30,7 +30,7 @@
 // to 95 bytes). With -- CMD, probekit launches CMD stopped right after
 // exec, attaches (filtered to its PID), lets it run, and exits when it
 // exits, after printing every event; a bare CMD name prefers an ELF binary
-// on PATH over a wrapper script. -p PID traces one running process; -n
+// on PATH over a wrapper script. -p PID traces one running process until it exits; -n
 // COUNT exits after COUNT hits. Without -p or CMD every process running
 // TARGET is traced until interrupted.
 //
