@@ -29,19 +29,28 @@ type cacheEntry struct {
 	err  error
 }
 
+// maxCacheEntries bounds a Cache: a long-running tracer attaching by PID
+// parses every object of every process it meets (a Debian desktop process
+// maps 100-300 files, most without notes), and a cache that only grows
+// would keep all of them. Past the bound an arbitrary entry goes; it is
+// parsed again if it is needed again.
+const maxCacheEntries = 4096
+
 // Cache holds the parsed probes of files by identity (device and inode,
 // checked against size and mtime), so that two paths to one file (a
 // symlink, /proc/PID/root/..., a bind mount) share one entry and a
-// replaced binary is read again. It keeps one entry per inode and is safe
-// for concurrent use. The zero value is not ready: use NewCache.
+// replaced binary is read again. It keeps one entry per inode, at most
+// 4096 entries, and is safe for concurrent use. The zero value is not
+// ready: use NewCache.
 type Cache struct {
 	mu      sync.Mutex
 	entries map[inode]*cacheEntry
+	max     int
 }
 
 // NewCache returns an empty Cache.
 func NewCache() *Cache {
-	return &Cache{entries: make(map[inode]*cacheEntry)}
+	return &Cache{entries: make(map[inode]*cacheEntry), max: maxCacheEntries}
 }
 
 // Open returns the probes of the file at path, parsing it unless a file
@@ -71,6 +80,12 @@ func (c *Cache) Open(path string) (*File, error) {
 	c.mu.Lock()
 	e := c.entries[key]
 	if e == nil || e.id != id {
+		if e == nil && len(c.entries) >= c.max {
+			for k := range c.entries { // map order: an arbitrary victim
+				delete(c.entries, k)
+				break
+			}
+		}
 		e = &cacheEntry{id: id}
 		c.entries[key] = e
 	}

@@ -3,6 +3,7 @@ package usdt
 import (
 	"debug/elf"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -142,5 +143,40 @@ func TestCacheConcurrent(t *testing.T) {
 	wg.Wait()
 	if c.Len() != len(names) {
 		t.Errorf("%d entries, want %d", c.Len(), len(names))
+	}
+}
+
+// The cache stays within its bound; an evicted file is parsed again when
+// asked for.
+func TestCacheBound(t *testing.T) {
+	c := NewCache()
+	c.max = 3
+	dir := t.TempDir()
+	data, err := os.ReadFile(testkit.Fixture("usdt_sample"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for i := 0; i < 5; i++ {
+		p := filepath.Join(dir, fmt.Sprintf("copy%d", i))
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+		if _, err := c.Open(p); err != nil {
+			t.Fatal(err)
+		}
+		if n := c.Len(); n > 3 {
+			t.Fatalf("%d entries after %d files, bound 3", n, i+1)
+		}
+	}
+	for _, p := range paths {
+		f, err := c.Open(p)
+		if err != nil || len(f.Probes) == 0 || f.Path != p {
+			t.Fatalf("%s after eviction: %v", p, err)
+		}
+	}
+	if n := c.Len(); n != 3 {
+		t.Fatalf("%d entries, want the bound 3", n)
 	}
 }
