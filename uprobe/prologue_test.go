@@ -1,11 +1,7 @@
 package uprobe
 
 import (
-	"bufio"
-	"bytes"
 	"debug/elf"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -18,42 +14,19 @@ import (
 // first maxPrologue instructions; 0 for a function without one.
 func objdumpPrologues(tb testing.TB, tool, path string, arm64 bool) map[uint64]uint64 {
 	tb.Helper()
-	bin, err := exec.LookPath(tool)
-	if err != nil {
-		testkit.Unavailable(tb, "%s: %v", tool, err)
-	}
-	out, err := exec.Command(bin, "-d", "--no-show-raw-insn", "-w", path).Output()
-	if err != nil {
-		tb.Fatalf("%s -d %s: %v", tool, path, err)
-	}
 	type line struct {
 		addr uint64
 		text string
 	}
 	funcs := map[uint64][]line{}
 	var cur uint64
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		s := sc.Text()
-		if strings.HasSuffix(s, ">:") { // "00000000004ade00 <main.recurse>:"
-			a, err := strconv.ParseUint(strings.Fields(s)[0], 16, 64)
-			if err == nil {
-				cur = a
-				funcs[cur] = nil
+	walkObjdump(objdump(tb, tool, path),
+		func(start uint64) { cur = start; funcs[cur] = nil },
+		func(addr uint64, text string) {
+			if cur != 0 {
+				funcs[cur] = append(funcs[cur], line{addr, text})
 			}
-			continue
-		}
-		colon := strings.Index(s, ":\t")
-		if colon < 0 || cur == 0 {
-			continue
-		}
-		a, err := strconv.ParseUint(strings.TrimSpace(s[:colon]), 16, 64)
-		if err != nil {
-			continue
-		}
-		funcs[cur] = append(funcs[cur], line{a, strings.TrimSpace(s[colon+2:])})
-	}
+		})
 	ends := map[uint64]uint64{}
 	for start, lines := range funcs {
 		ends[start] = 0

@@ -19,6 +19,23 @@ import (
 // "retaa", "retab", with any prefix such as "repz" or "bnd").
 func objdumpReturns(tb testing.TB, tool, path string) map[uint64]bool {
 	tb.Helper()
+	rets := make(map[uint64]bool)
+	forEachInsn(objdump(tb, tool, path), func(addr uint64, text string) {
+		fields := strings.Fields(text)
+		for len(fields) > 0 && slices.Contains([]string{"repz", "rep", "bnd", "notrack", "ds", "cs"}, fields[0]) {
+			fields = fields[1:]
+		}
+		if len(fields) > 0 && slices.Contains([]string{"ret", "retq", "retaa", "retab"}, fields[0]) {
+			rets[addr] = true
+		}
+	})
+	return rets
+}
+
+// objdump disassembles path's executable sections with tool (skipping the
+// test when the tool is missing).
+func objdump(tb testing.TB, tool, path string) []byte {
+	tb.Helper()
 	bin, err := exec.LookPath(tool)
 	if err != nil {
 		testkit.Unavailable(tb, "%s: %v", tool, err)
@@ -27,12 +44,29 @@ func objdumpReturns(tb testing.TB, tool, path string) map[uint64]bool {
 	if err != nil {
 		tb.Fatalf("%s -d %s: %v", tool, path, err)
 	}
-	rets := make(map[uint64]bool)
+	return out
+}
+
+// forEachInsn calls f with the address and text of every instruction line
+// of objdump output ("  4adda0:\ttest   %rax,%rax").
+func forEachInsn(out []byte, f func(addr uint64, text string)) {
+	walkObjdump(out, nil, f)
+}
+
+// walkObjdump calls onFunc (when not nil) with the address of every symbol
+// header ("00000000004ade00 <main.recurse>:") and onInsn with every
+// instruction line, in order.
+func walkObjdump(out []byte, onFunc func(start uint64), onInsn func(addr uint64, text string)) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		// "  4adda0:\ttest   %rax,%rax"
 		line := sc.Text()
+		if onFunc != nil && strings.HasSuffix(line, ">:") {
+			if a, err := strconv.ParseUint(strings.Fields(line)[0], 16, 64); err == nil {
+				onFunc(a)
+			}
+			continue
+		}
 		colon := strings.Index(line, ":\t")
 		if colon < 0 {
 			continue
@@ -41,15 +75,8 @@ func objdumpReturns(tb testing.TB, tool, path string) map[uint64]bool {
 		if err != nil {
 			continue
 		}
-		fields := strings.Fields(line[colon+2:])
-		for len(fields) > 0 && slices.Contains([]string{"repz", "rep", "bnd", "notrack", "ds", "cs"}, fields[0]) {
-			fields = fields[1:]
-		}
-		if len(fields) > 0 && slices.Contains([]string{"ret", "retq", "retaa", "retab"}, fields[0]) {
-			rets[addr] = true
-		}
+		onInsn(addr, strings.TrimSpace(line[colon+2:]))
 	}
-	return rets
 }
 
 // compareWithObjdump checks, for every sized function of path, that the
@@ -95,25 +122,8 @@ func compareWithObjdump(t *testing.T, tool, path string, minFuncs int) {
 // objdumpStarts returns the address of every instruction objdump prints.
 func objdumpStarts(tb testing.TB, path string) map[uint64]bool {
 	tb.Helper()
-	bin, err := exec.LookPath("objdump")
-	if err != nil {
-		testkit.Unavailable(tb, "objdump: %v", err)
-	}
-	out, err := exec.Command(bin, "-d", "--no-show-raw-insn", "-w", path).Output()
-	if err != nil {
-		tb.Fatalf("objdump -d %s: %v", path, err)
-	}
 	starts := make(map[uint64]bool)
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if c := strings.Index(line, ":\t"); c >= 0 {
-			if a, err := strconv.ParseUint(strings.TrimSpace(line[:c]), 16, 64); err == nil {
-				starts[a] = true
-			}
-		}
-	}
+	forEachInsn(objdump(tb, "objdump", path), func(addr uint64, _ string) { starts[addr] = true })
 	return starts
 }
 
