@@ -357,7 +357,8 @@ func match(f *File, provider, name string) ([]*Probe, error) {
 	return probes, nil
 }
 
-func hasMeta(s string) bool { return strings.ContainsAny(s, "*?[") }
+// hasMeta reports the glob characters File.Match knows: * and ?.
+func hasMeta(s string) bool { return strings.ContainsAny(s, "*?") }
 
 // site is one location to attach, as planned.
 type site struct {

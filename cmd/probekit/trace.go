@@ -133,7 +133,6 @@ type tracer struct {
 	out   io.Writer
 	sites []traceSite
 	hits  int
-	objs  *traceprog.Objects
 }
 
 func trace(req *traceRequest, stdout io.Writer) (err error) {
@@ -159,7 +158,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	t := &tracer{req: req, out: stdout, objs: objs}
+	t := &tracer{req: req, out: stdout}
 
 	var launched *usdt.Launched
 	opts := &usdt.AttachOptions{PID: req.pid, LocationCookie: t.cookie}
