@@ -105,6 +105,10 @@ func openRegular(dirfd int, path string, resolve uint64, name string) (*os.File,
 		return nil, &os.PathError{Op: "openat2", Path: name,
 			Err: fmt.Errorf("%w (openat2 needs Linux 5.6)", err)}
 	}
+	if err == unix.ENXIO {
+		// open(2) of a Unix domain socket.
+		return nil, &os.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w (a socket)", ErrNotRegular)}
+	}
 	if err != nil {
 		return nil, &os.PathError{Op: "openat2", Path: name, Err: err}
 	}
@@ -113,15 +117,34 @@ func openRegular(dirfd int, path string, resolve uint64, name string) (*os.File,
 		unix.Close(fd)
 		return nil, &os.PathError{Op: "fstat", Path: name, Err: err}
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if kind := fileKind(st.Mode); kind != "" {
 		unix.Close(fd)
-		return nil, &os.PathError{Op: "open", Path: name, Err: errors.New("not a regular file")}
+		return nil, &os.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w (%s)", ErrNotRegular, kind)}
 	}
 	if err := unix.SetNonblock(fd, false); err != nil {
 		unix.Close(fd)
 		return nil, &os.PathError{Op: "fcntl", Path: name, Err: err}
 	}
 	return os.NewFile(uintptr(fd), name), nil
+}
+
+// fileKind names a file type that is not a regular file, "" for one.
+func fileKind(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return ""
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	}
+	return "not a regular file"
 }
 
 // OpenInRoot opens the regular file at path as the process sees it:

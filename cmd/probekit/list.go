@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/probekit/probekit/argspec"
+	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/usdt"
 )
 
@@ -49,7 +50,7 @@ func runList(args []string, stdout io.Writer) error {
 	if len(pos) < 1 || len(pos) > 2 {
 		return usagef("want TARGET and an optional GLOB, got %d arguments", len(pos))
 	}
-	path, err := resolveTarget(pos[0])
+	path, err := procmaps.Resolve(pos[0])
 	if err != nil {
 		return err
 	}

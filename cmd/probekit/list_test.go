@@ -126,18 +126,6 @@ func TestListErrors(t *testing.T) {
 	}
 }
 
-func TestResolveTarget(t *testing.T) {
-	if p, err := resolveTarget("libc.so.6"); err != nil || !strings.HasSuffix(p, "/libc.so.6") {
-		t.Errorf("libc.so.6: %q, %v", p, err)
-	}
-	if p, err := resolveTarget("sh"); err != nil || !filepath.IsAbs(p) {
-		t.Errorf("sh: %q, %v", p, err)
-	}
-	if p, _ := resolveTarget("./x"); p != "./x" {
-		t.Errorf("./x: %q", p)
-	}
-}
-
 func TestFlagsAfterTarget(t *testing.T) {
 	code, out, stderr := runCmd("list", testkit.Fixture("usdt_sample"), "--json", "sample:zero")
 	if code != 0 || !strings.HasPrefix(out, "{") || !strings.Contains(out, `"name": "zero"`) {

@@ -168,7 +168,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 			// As for TARGET: an ELF binary on PATH over a wrapper script
 			// (pyenv's shim would exec another python than the one
 			// whose probes were named).
-			if p := lookPathELF(name); p != "" {
+			if p := procmaps.LookPath(name); p != "" {
 				name = p
 			}
 		}
@@ -199,7 +199,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	for _, p := range req.probes {
 		// A bare name is looked up on PATH and in the library
 		// directories; a path is taken as the process sees it.
-		target, err := resolveTarget(p.target)
+		target, err := procmaps.Resolve(p.target)
 		if err != nil {
 			return err
 		}
