@@ -6,12 +6,14 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/probekit/probekit/internal/features"
 )
 
 func TestKernelRefCtr(t *testing.T) {
-	_, statErr := os.Stat(refCtrFormat)
+	_, statErr := os.Stat(features.RefCtrFormat)
 	if got := KernelRefCtrSupported(); got != (statErr == nil) {
-		t.Fatalf("KernelRefCtrSupported() = %v, stat %s: %v", got, refCtrFormat, statErr)
+		t.Fatalf("KernelRefCtrSupported() = %v, stat %s: %v", got, features.RefCtrFormat, statErr)
 	}
 	if statErr != nil {
 		if err := HaveKernelRefCtr(); !errors.Is(err, ebpf.ErrNotSupported) {

@@ -7,6 +7,8 @@ package features
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -16,8 +18,6 @@ import (
 	"github.com/cilium/ebpf/asm"
 	ciliumfeatures "github.com/cilium/ebpf/features"
 	"golang.org/x/sys/unix"
-
-	"github.com/probekit/probekit/semaphore"
 )
 
 // Feature names a kernel capability.
@@ -62,8 +62,8 @@ var probes = [numFeatures]func() (bool, error){
 	UprobeSyscall: sync.OnceValues(probeUprobeSyscall),
 }
 
-// forced holds, per feature, 0 (probe the kernel), 1 (forced off).
-var forced [numFeatures]atomic.Bool
+// forced counts, per feature, the ForceOff calls not yet restored.
+var forced [numFeatures]atomic.Int32
 
 // Have reports whether the kernel has f. A probe that fails for another
 // reason than absence (no privileges) returns its error.
@@ -71,29 +71,44 @@ func Have(f Feature) (bool, error) {
 	if f < 0 || f >= numFeatures {
 		return false, fmt.Errorf("unknown feature %d", int(f))
 	}
-	if forced[f].Load() {
+	if forced[f].Load() > 0 {
 		return false, nil
 	}
 	return probes[f]()
 }
 
 // ForceOff makes Have(f) report false until the returned function is
-// called. For tests of the fallbacks; not safe for tests running in
-// parallel with others that depend on f.
+// called. Calls nest, and each restore counts once. For tests of the
+// fallbacks; it affects the whole process, so tests that force a feature
+// off must not run in parallel with others that depend on it.
 func ForceOff(f Feature) (restore func()) {
-	forced[f].Store(true)
-	return func() { forced[f].Store(false) }
+	forced[f].Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { forced[f].Add(-1) }) }
 }
+
+// Forced reports whether f is forced off (ForceOff).
+func Forced(f Feature) bool { return forced[f].Load() > 0 }
 
 func probeCookie() (bool, error) {
 	err := ciliumfeatures.HaveProgramHelper(ebpf.Kprobe, asm.FnGetAttachCookie)
 	return supported(err)
 }
 
-// probeRefCtr asks package semaphore, which owns the ref_ctr probe (and
-// its own hook for callers of that package).
+// RefCtrFormat exists when the uprobe PMU takes a reference counter
+// offset (Linux 4.20, commits 1cc33161a83d and a6ca88b241d5); it reads
+// "config:32-63".
+const RefCtrFormat = "/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset"
+
 func probeRefCtr() (bool, error) {
-	return supported(semaphore.HaveKernelRefCtr())
+	_, err := os.Stat(RefCtrFormat)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	return false, err
 }
 
 // probeUprobeMulti asks for a uprobe_multi link on "/" with pid -1. A
