@@ -6,6 +6,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/probekit/probekit/procmaps"
 )
 
 // fileID identifies a file's content without reading it: the inode it
@@ -60,15 +62,28 @@ func NewCache() *Cache {
 //
 // The returned File shares its Probes with every caller of the same file:
 // treat it as read-only. Its Path is the path given here.
+//
+// Only a regular file is opened, without blocking: a FIFO, socket,
+// device or directory fails at once (procmaps.ErrNotRegular).
 func (c *Cache) Open(path string) (*File, error) {
-	fd, err := os.Open(path)
+	fd, err := procmaps.OpenFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("usdt: %w", err)
 	}
 	defer fd.Close()
+	return c.OpenFile(fd, path)
+}
+
+// OpenFile is Open for a file already open (procmaps.Target.File): it is
+// parsed from fd, and name is what errors and File.Path say.
+func (c *Cache) OpenFile(fd *os.File, name string) (*File, error) {
+	path := name
 	st, err := fd.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("usdt: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("usdt: %s: %w", name, procmaps.ErrNotRegular)
 	}
 	sys, ok := st.Sys().(*syscall.Stat_t)
 	if !ok {

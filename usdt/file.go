@@ -5,11 +5,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/probekit/probekit/argspec"
 	"github.com/probekit/probekit/internal/safeelf"
+	"github.com/probekit/probekit/procmaps"
 )
 
 // File is the USDT probes of one ELF file.
@@ -26,9 +26,11 @@ type File struct {
 
 // Open reads the USDT probes of the ELF file at path. It returns an error
 // wrapping ErrNoProbes for a file without stapsdt notes, a *FormatError
-// for a corrupt one.
+// for a corrupt one. Only a regular file is opened, without blocking: a
+// FIFO, socket, device or directory fails at once
+// (procmaps.ErrNotRegular).
 func Open(path string) (*File, error) {
-	fd, err := os.Open(path)
+	fd, err := procmaps.OpenFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("usdt: %w", err)
 	}

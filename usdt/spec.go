@@ -18,12 +18,6 @@ import (
 	"github.com/probekit/probekit/argspec"
 )
 
-// cookieFlagName is usdt.bpf.h's global constant choosing how the BPF side
-// finds a probe's spec: true, the spec id is the uprobe's BPF cookie
-// (kernel 5.15); false, it is looked up by the probe's runtime address in
-// __bpf_usdt_ip_to_spec_id.
-const cookieFlagName = "probekit_usdt_have_cookie"
-
 // maxSpecArgs is BPF_USDT_MAX_ARG_CNT: sys/sdt.h stops at STAP_PROBE12,
 // and both libbpf layouts hold 12 argument records.
 const maxSpecArgs = 12

@@ -134,6 +134,19 @@ func probeUprobeMulti() (bool, error) {
 	}
 	defer prog.Close()
 
+	errno := uprobeMultiOnRoot(prog.FD(), -1)
+	if errno == 0 {
+		return false, errors.New("uprobe_multi probe: unexpected success on path /")
+	}
+	return errno == unix.EINVAL, nil
+}
+
+// uprobeMultiOnRoot asks for a uprobe_multi link of prog at offset 0 of
+// "/", which can never succeed: the kernel checks the program's attach
+// type, then the flags and the pid, then that the path is a regular file
+// (kernel/trace/bpf_trace.c, bpf_uprobe_multi_link_attach), so the errno
+// tells how far it got.
+func uprobeMultiOnRoot(progFD int, pid int32) unix.Errno {
 	path := []byte("/\x00")
 	offset := uint64(0)
 	// union bpf_attr for BPF_LINK_CREATE with uprobe_multi (uapi
@@ -149,18 +162,28 @@ func probeUprobeMulti() (bool, error) {
 			*(*uint64)(unsafe.Pointer(&attr[off])) = v
 		}
 	}
-	ne(0, uint64(prog.FD()), 4)
+	ne(0, uint64(progFD), 4)
 	ne(8, uint64(ebpf.AttachTraceUprobeMulti), 4)
 	ne(16, uint64(uintptr(unsafe.Pointer(&path[0]))), 8)
 	ne(24, uint64(uintptr(unsafe.Pointer(&offset))), 8)
 	ne(48, 1, 4)
-	ne(56, 0xffffffff, 4) // pid -1
+	ne(56, uint64(uint32(pid)), 4)
 	fd, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_LINK_CREATE, uintptr(unsafe.Pointer(&attr[0])), unsafe.Sizeof(attr))
+	runtime.KeepAlive(path)
+	runtime.KeepAlive(&offset)
 	if errno == 0 {
 		unix.Close(int(fd))
-		return false, errors.New("uprobe_multi probe: unexpected success on path /")
 	}
-	return errno == unix.EINVAL, nil
+	return errno
+}
+
+// LoadedForUprobeMulti reports whether prog was loaded with the
+// uprobe_multi attach type, which no program info field tells: a
+// uprobe_multi link request on "/" fails with EBADF (not a regular file)
+// for such a program and with EINVAL for any other. Nothing is attached.
+// On a kernel without uprobe_multi the answer is always false.
+func LoadedForUprobeMulti(progFD int) bool {
+	return uprobeMultiOnRoot(progFD, 0) == unix.EBADF
 }
 
 // probeUprobeSyscall calls the uprobe syscall outside a trampoline: a

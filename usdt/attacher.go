@@ -1,0 +1,174 @@
+package usdt
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/internal/features"
+	"github.com/probekit/probekit/procmaps"
+)
+
+// Errors of the attach phase.
+var (
+	// ErrSpecsFull: the __bpf_usdt_specs map has no free slot for the
+	// specs an attach needs.
+	ErrSpecsFull = errors.New("USDT spec map is full")
+	// ErrNoSpecsMap: the collection does not define __bpf_usdt_specs,
+	// i.e. its BPF program does not include usdt.bpf.h.
+	ErrNoSpecsMap = errors.New("no " + specsMapName + " map (does the BPF program include usdt.bpf.h?)")
+	// ErrRefCtrConflict: the kernel refused a semaphore because another
+	// uprobe on the same file offset was created with another reference
+	// counter offset, or none: usually another tracer attached without
+	// the semaphore. The message says how to find it.
+	ErrRefCtrConflict = attach.ErrRefCtrConflict
+	// ErrIPCollision: without BPF cookies two attachments map the same
+	// runtime address to a spec.
+	ErrIPCollision = errors.New("IP collision: this probe site is already attached by this collection with another spec (kernels without BPF cookies key specs by address)")
+	// ErrNotPrepared: the program was loaded without Prepare.
+	ErrNotPrepared = attach.ErrNotPrepared
+)
+
+// Names shared with usdt.bpf.h.
+const (
+	specsMapName   = "__bpf_usdt_specs"
+	ipMapName      = "__bpf_usdt_ip_to_spec_id"
+	cookieFlagName = attach.CookieFlag
+)
+
+// Prepare readies spec before it is loaded: it is attach.Prepare (the
+// same call as uprobe.Prepare), after checking that the collection
+// includes usdt.bpf.h. It gives the programs in "usdt", "uprobe" and
+// "uretprobe" sections the attach type of the links this kernel gets
+// (uprobe_multi where the kernel has it with its PID-filter fix) and sets
+// usdt.bpf.h's cookie flag to what the kernel supports.
+func Prepare(spec *ebpf.CollectionSpec) error {
+	if spec == nil {
+		return errors.New("usdt: prepare: nil collection spec")
+	}
+	if _, ok := spec.Maps[specsMapName]; !ok {
+		return ErrNoSpecsMap
+	}
+	if _, ok := spec.Variables[cookieFlagName]; !ok {
+		cookie, err := features.Have(features.Cookie)
+		if err != nil {
+			return fmt.Errorf("probe BPF cookie support: %w", err)
+		}
+		if !cookie {
+			return fmt.Errorf("kernel lacks BPF cookies and the program has no %s flag: %w", cookieFlagName, ebpf.ErrNotSupported)
+		}
+	}
+	return attach.Prepare(spec)
+}
+
+// Attacher attaches programs of one loaded collection to USDT probes. It
+// owns the collection's spec map slots; use one Attacher per collection.
+// It is safe for concurrent use.
+type Attacher struct {
+	specs  *ebpf.Map
+	ipMap  *ebpf.Map
+	layout *specLayout
+	cookie bool // the BPF side finds specs by cookie, not IP
+	ids    *specIDs
+	cache  *Cache
+
+	mu sync.Mutex // guards ipRefs and the IP map
+	// ipRefs counts the links sharing each IP map entry. Without cookies
+	// the BPF side knows a spec only by the probe's address, so two
+	// attachments of one site can coexist only with the same spec bytes
+	// (libbpf refuses every second one: "IP collision detected").
+	ipRefs map[uint64]*ipEntry
+}
+
+type ipEntry struct {
+	specID uint32
+	spec   []byte
+	refs   int
+	// owned is set when the link that allocated specID closed while
+	// others still share the entry: the slot is then released with the
+	// entry, not with that link.
+	owned bool
+}
+
+// NewAttacher binds an Attacher to a collection loaded from spec (which
+// Prepare readied). The spec gives the specs map's BTF (its layout) and
+// the cookie flag Prepare set.
+func NewAttacher(spec *ebpf.CollectionSpec, coll *ebpf.Collection) (*Attacher, error) {
+	return NewAttacherWithMaps(spec, coll.Maps[specsMapName], coll.Maps[ipMapName])
+}
+
+// NewAttacherWithMaps is NewAttacher for objects loaded another way
+// (bpf2go's LoadAndAssign): specs is __bpf_usdt_specs and ipToSpecID
+// __bpf_usdt_ip_to_spec_id.
+func NewAttacherWithMaps(spec *ebpf.CollectionSpec, specs, ipToSpecID *ebpf.Map) (*Attacher, error) {
+	ms, ok := spec.Maps[specsMapName]
+	if !ok || specs == nil {
+		return nil, ErrNoSpecsMap
+	}
+	layout, err := newSpecLayout(ms.Value)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", specsMapName, err)
+	}
+	if int(specs.ValueSize()) != layout.size() {
+		return nil, fmt.Errorf("%s: value size %d, BTF says %d", specsMapName, specs.ValueSize(), layout.size())
+	}
+	a := &Attacher{
+		specs:  specs,
+		ipMap:  ipToSpecID,
+		layout: layout,
+		cookie: true,
+		ids:    newSpecIDs(specs.MaxEntries()),
+		cache:  NewCache(),
+		ipRefs: map[uint64]*ipEntry{},
+	}
+	if v, ok := spec.Variables[cookieFlagName]; ok {
+		var flag bool
+		if err := v.Get(&flag); err != nil {
+			return nil, fmt.Errorf("read %s: %w", cookieFlagName, err)
+		}
+		a.cookie = flag
+	}
+	if !a.cookie && ipToSpecID == nil {
+		return nil, fmt.Errorf("%s flag is off but there is no %s map", cookieFlagName, ipMapName)
+	}
+	return a, nil
+}
+
+// SpecsInUse is the number of spec map slots held by live links.
+func (a *Attacher) SpecsInUse() int { return a.ids.inUse() }
+
+// Options tune Attach, named as uprobe.Options names the same things. The
+// zero value (or nil) attaches to every process that runs the file, with
+// cookie 0.
+type Options struct {
+	// PID restricts the probe to one process (0: every process that maps
+	// the file, now and later). With a PID, the target is resolved as
+	// that process sees it (inside its container: a path in its root, a
+	// bare name among its mapped objects), and an empty target means
+	// every object the process has mapped: its executable and shared
+	// libraries. libbpf's pid -1 is 0 here; there is no "self" shortcut
+	// (pass os.Getpid()).
+	PID int
+	// Process pins the PID to a process identity (PID and start time), so
+	// that a PID reused by another process is refused. Optional; when set,
+	// PID may be 0.
+	Process *procmaps.Process
+	// Cookie is the value bpf_usdt_cookie() returns in the BPF program.
+	Cookie uint64
+	// LocationCookie, when set, gives each location its own cookie
+	// (overriding Cookie): index is the location's index in probe.Locations.
+	LocationCookie func(probe *Probe, index int) uint64
+	// UserSemaphores raises semaphores through /proc/PID/mem even when
+	// the kernel could manage them (needs a PID). Without it, the
+	// user-space counter is only used on kernels without ref_ctr_offset
+	// (before 4.20).
+	UserSemaphores bool
+}
+
+// AttachOptions is the former name of Options.
+//
+// Deprecated: use Options.
+type AttachOptions = Options

@@ -1,0 +1,144 @@
+package usdt
+
+// What an attach holds besides its uprobes, taken before the uprobes are
+// placed and released after they are gone: spec map slots, IP map
+// entries, user-space semaphore counts.
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/probekit/probekit/procmaps"
+	"github.com/probekit/probekit/semaphore"
+)
+
+type holding struct {
+	attacher   *Attacher
+	specIDs    []uint32
+	ips        []uint64
+	semaphores []*semaphore.Activation
+	warnings   []error
+}
+
+// raiseSemaphores increments each distinct semaphore once in proc.
+func (h *holding) raiseSemaphores(proc *procmaps.Process, sites []planned) error {
+	seen := map[*Location]bool{}
+	for _, s := range sites {
+		if s.loc.Semaphore == 0 || seen[s.loc] {
+			continue
+		}
+		seen[s.loc] = true
+		if s.obj.mapped == nil {
+			return fmt.Errorf("USDT %s:%s: pid %d has not mapped %s, so its semaphore cannot be raised from user space",
+				s.probe.Provider, s.probe.Name, proc.PID, s.obj.name)
+		}
+		// The counter's runtime address: the mapping of the file that holds
+		// its file offset.
+		addr, err := s.obj.mapped.Address(s.loc.SemaphoreOffset, procmaps.Write)
+		if err != nil {
+			return fmt.Errorf("USDT %s:%s semaphore at file offset %#x: %w", s.probe.Provider, s.probe.Name, s.loc.SemaphoreOffset, err)
+		}
+		act, err := semaphore.Activate(proc, addr)
+		if err != nil {
+			return fmt.Errorf("USDT %s:%s: %w", s.probe.Provider, s.probe.Name, err)
+		}
+		h.semaphores = append(h.semaphores, act)
+	}
+	return nil
+}
+
+// mapIPs fills the IP map for kernels without BPF cookies: the BPF side
+// looks the spec up by the probe's runtime address.
+func (h *holding) mapIPs(sites []planned) error {
+	a := h.attacher
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range sites {
+		s := &sites[i]
+		switch {
+		case s.obj.mapped != nil:
+			addr, err := s.obj.mapped.Address(s.loc.FileOffset, procmaps.Exec)
+			if err != nil {
+				return fmt.Errorf("USDT %s:%s at file offset %#x: %w", s.probe.Provider, s.probe.Name, s.loc.FileOffset, err)
+			}
+			s.ip = addr
+		case s.obj.file.Type == elf.ET_EXEC:
+			// A non-PIE executable runs at its link-time addresses.
+			s.ip = s.loc.Address
+		default:
+			return fmt.Errorf("USDT %s:%s in %s: without BPF cookies (Linux 5.15) a position-independent file needs a PID whose mapping gives the runtime address: %w",
+				s.probe.Provider, s.probe.Name, s.obj.name, ebpf.ErrNotSupported)
+		}
+		if e, ok := a.ipRefs[s.ip]; ok {
+			if !bytes.Equal(e.spec, s.spec) {
+				return fmt.Errorf("USDT %s:%s at %#x with another cookie or spec: %w", s.probe.Provider, s.probe.Name, s.ip, ErrIPCollision)
+			}
+			e.refs++
+		} else {
+			if err := a.ipMap.Update(s.ip, s.specID, ebpf.UpdateNoExist); err != nil {
+				if errors.Is(err, ebpf.ErrKeyExist) {
+					return fmt.Errorf("USDT %s:%s at %#x: %w", s.probe.Provider, s.probe.Name, s.ip, ErrIPCollision)
+				}
+				return fmt.Errorf("write %s: %w", ipMapName, err)
+			}
+			a.ipRefs[s.ip] = &ipEntry{specID: s.specID, spec: s.spec, refs: 1}
+		}
+		h.ips = append(h.ips, s.ip)
+	}
+	return nil
+}
+
+// release gives back the semaphore counts, IP map entries and spec ids.
+// It runs once, after the uprobes are gone (no hit can look up a spec
+// being released).
+func (h *holding) release() error {
+	var errs []error
+	for _, s := range h.semaphores {
+		if err := s.Release(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	h.semaphores = nil
+	a := h.attacher
+	a.mu.Lock()
+	var freed []uint32
+	for _, ip := range h.ips {
+		e := a.ipRefs[ip]
+		if e == nil {
+			continue
+		}
+		if e.refs--; e.refs > 0 {
+			continue
+		}
+		delete(a.ipRefs, ip)
+		if e.owned {
+			freed = append(freed, e.specID)
+		}
+		if err := a.ipMap.Delete(ip); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("delete %#x from %s: %w", ip, ipMapName, err))
+		}
+	}
+	// A slot still named by a shared IP entry stays allocated until the
+	// entry goes.
+	for _, id := range h.specIDs {
+		held := false
+		for _, e := range a.ipRefs {
+			if e.specID == id {
+				e.owned, held = true, true
+			}
+		}
+		if !held {
+			freed = append(freed, id)
+		}
+	}
+	a.mu.Unlock()
+	// The slots' contents are left as they are: nothing refers to them
+	// once the uprobes are gone, and the next attach overwrites.
+	a.ids.release(freed)
+	h.ips, h.specIDs = nil, nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,108 @@
+package usdt
+
+// The plan phase of an attach: a spec per location, deduplicated within
+// the attach, written to spec map slots.
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/probekit/probekit/internal/safeelf"
+)
+
+// planned is one location to attach, with its spec.
+type planned struct {
+	obj    *object
+	probe  *Probe
+	loc    *Location
+	specID uint32 // the slot of __bpf_usdt_specs holding spec
+	spec   []byte // the encoded spec
+	// refCtr is the semaphore's file offset for the kernel, 0 for none.
+	refCtr uint64
+	// ip is the location's runtime address (IP-map path only).
+	ip uint64
+}
+
+func (p *planned) String() string {
+	return fmt.Sprintf("USDT %s:%s at %#x in %s", p.probe.Provider, p.probe.Name, p.loc.Address, p.obj.name)
+}
+
+// plan builds and encodes the spec of every location of objs, and writes
+// the distinct specs to slots it allocates in h.
+func (a *Attacher) plan(h *holding, objs []object, opts *Options, userSema bool) ([]planned, error) {
+	var sites []planned
+	var encoded [][]byte
+	index := map[string]int{}
+	for oi := range objs {
+		o := &objs[oi]
+		sym := symbolsFor(o)
+		for _, p := range o.probes {
+			for li := range p.Locations {
+				loc := &p.Locations[li]
+				if loc.SiteErr != nil {
+					return nil, loc.SiteErr
+				}
+				s := planned{obj: o, probe: p, loc: loc}
+				cookie := opts.Cookie
+				if opts.LocationCookie != nil {
+					cookie = opts.LocationCookie(p, li)
+				}
+				spec, argErrs := buildSpec(o.file.Machine, loc.Address, loc.Args, sym, cookie)
+				argErrs = append(argErrs, a.layout.fit(&spec)...)
+				for _, e := range argErrs {
+					h.warnings = append(h.warnings, fmt.Errorf("%v: %w", &s, e))
+				}
+				if loc.ArgsErr != nil {
+					h.warnings = append(h.warnings, fmt.Errorf("%v: arguments unreadable: %w", &s, loc.ArgsErr))
+				}
+				b, err := a.layout.encode(&spec)
+				if err != nil {
+					return nil, fmt.Errorf("%v: %w", &s, err)
+				}
+				k, ok := index[string(b)]
+				if !ok {
+					k = len(encoded)
+					index[string(b)] = k
+					encoded = append(encoded, b)
+				}
+				s.specID, s.spec = uint32(k), encoded[k]
+				if loc.Semaphore != 0 && !userSema {
+					s.refCtr = loc.SemaphoreOffset
+				}
+				sites = append(sites, s)
+			}
+		}
+	}
+
+	ids, err := a.ids.alloc(len(encoded))
+	if err != nil {
+		return nil, err
+	}
+	h.specIDs = ids
+	for k, b := range encoded {
+		if err := a.specs.Update(ids[k], b, ebpf.UpdateAny); err != nil {
+			return nil, fmt.Errorf("write spec %d to %s: %w", ids[k], specsMapName, err)
+		}
+	}
+	for i := range sites {
+		sites[i].specID = ids[sites[i].specID]
+	}
+	return sites, nil
+}
+
+// symbolsFor returns a symbol resolver for PC-relative arguments of o's
+// probes, reading the symbol tables from o's descriptor only when an
+// argument needs them.
+func symbolsFor(o *object) func(string) (uint64, bool) {
+	var resolve func(string) (uint64, bool)
+	return func(name string) (uint64, bool) {
+		if resolve == nil {
+			resolve = func(string) (uint64, bool) { return 0, false }
+			if f, err := safeelf.NewDebugFile(o.fd); err == nil {
+				resolve = symbolResolver(f)
+			}
+		}
+		return resolve(name)
+	}
+}
