@@ -2,39 +2,12 @@ package uprobe
 
 import (
 	"debug/elf"
-	"errors"
 	"fmt"
-	"syscall"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/features"
-	"github.com/cilium/ebpf/link"
+
+	"github.com/probekit/probekit/attach"
 )
-
-// AttachMode says how the sites of one probe are attached.
-type AttachMode uint8
-
-const (
-	// PerEvent attaches one perf-event uprobe per site. It works with any
-	// program of type ebpf.Kprobe on any kernel with uprobes, but each
-	// link costs a descriptor and 50-77 ms to close (two RCU grace
-	// periods, see measured.md), so it suits probes with few sites.
-	PerEvent AttachMode = iota
-	// Multi attaches all sites with one uprobe_multi link (Linux 6.6).
-	// The program must have been loaded with AttachType
-	// ebpf.AttachTraceUprobeMulti: see PrepareProgramSpec.
-	Multi
-)
-
-func (m AttachMode) String() string {
-	switch m {
-	case PerEvent:
-		return "perf-event"
-	case Multi:
-		return "uprobe_multi"
-	}
-	return fmt.Sprintf("AttachMode(%d)", uint8(m))
-}
 
 // Options are the parameters of Entry, Return and Uretprobe. The zero
 // value (or a nil pointer) is the default.
@@ -66,13 +39,6 @@ type Options struct {
 	// probes.
 	Offset uint64
 
-	// Mode selects perf-event uprobes (the zero value: any Kprobe
-	// program) or one uprobe_multi link (a program prepared by
-	// PrepareProgramSpec, whose AttachMode result goes here). The choice
-	// is the caller's: a program loaded for one mode does not attach in
-	// the other, so there is no silent fallback.
-	Mode AttachMode
-
 	// AllowUretprobeOnGo lets Uretprobe put a kernel uretprobe on a Go
 	// binary. The Go runtime crashes ("unexpected return pc") when it
 	// walks or copies a stack whose return address the kernel replaced,
@@ -89,71 +55,37 @@ type Options struct {
 	ReturnSites bool
 }
 
-// PrepareProgramSpec readies a program spec for attaching through this
-// package before it is loaded. On kernels with uprobe_multi (6.6+) it sets
-// AttachType to ebpf.AttachTraceUprobeMulti and returns Multi; otherwise it
-// leaves the spec alone and returns PerEvent. Pass the result as
-// Options.Mode. The spec must be of type ebpf.Kprobe (SEC("uprobe")).
-func PrepareProgramSpec(spec *ebpf.ProgramSpec) (AttachMode, error) {
-	if spec == nil {
-		return PerEvent, errors.New("uprobe: nil program spec")
-	}
-	if spec.Type != ebpf.Kprobe {
-		return PerEvent, fmt.Errorf("uprobe: program %s is of type %s, want %s", spec.Name, spec.Type, ebpf.Kprobe)
-	}
-	err := features.HaveBPFLinkUprobeMulti()
-	switch {
-	case errors.Is(err, ebpf.ErrNotSupported):
-		return PerEvent, nil
-	case err != nil:
-		return PerEvent, fmt.Errorf("uprobe: probe for uprobe_multi support: %w", err)
-	}
-	spec.AttachType = ebpf.AttachTraceUprobeMulti
-	return Multi, nil
+// Prepare readies spec before it is loaded: it is attach.Prepare, the
+// same call as usdt.Prepare. Programs in "uprobe" and "uretprobe" sections
+// (and those named in programs) get the attach type of the links this
+// kernel gets: uprobe_multi where the kernel has it with its PID-filter
+// fix, perf-event uprobes elsewhere. Nothing is carried from here to
+// Entry, Return or Uretprobe: a program loaded without Prepare on a kernel
+// with uprobe_multi is refused with ErrNotPrepared.
+func Prepare(spec *ebpf.CollectionSpec, programs ...string) error {
+	return attach.Prepare(spec, programs...)
 }
 
-// PrepareCollectionSpec applies PrepareProgramSpec to the named programs
-// of spec, or to every Kprobe program when no name is given. All get the
-// same mode.
-func PrepareCollectionSpec(spec *ebpf.CollectionSpec, programs ...string) (AttachMode, error) {
-	if spec == nil {
-		return PerEvent, errors.New("uprobe: nil collection spec")
-	}
-	if len(programs) == 0 {
-		for name, p := range spec.Programs {
-			if p.Type == ebpf.Kprobe {
-				programs = append(programs, name)
-			}
-		}
-	}
-	mode := PerEvent
-	for _, name := range programs {
-		p, ok := spec.Programs[name]
-		if !ok {
-			return PerEvent, fmt.Errorf("uprobe: program %q: %w in the collection spec", name, ErrNotFound)
-		}
-		m, err := PrepareProgramSpec(p)
-		if err != nil {
-			return PerEvent, err
-		}
-		mode = m
-	}
-	return mode, nil
-}
+// ErrNotPrepared: the program was loaded without Prepare.
+var ErrNotPrepared = attach.ErrNotPrepared
+
+// Link is an attached function probe: one uprobe_multi link, or one
+// perf-event link per site. It is the link type of package usdt too.
+type Link = attach.Link
 
 // probe is one attach request after symbol resolution.
 type probe struct {
 	fn      Function
 	offsets []uint64 // file offsets
 	ret     bool     // a kernel uretprobe
-	what    string   // "entry", "return sites", "uretprobe" for messages
+	what    string   // "entry", "return site", "uretprobe" for messages
 }
 
 // Entry attaches prog at the entry of function sym (or at Options.Offset
 // inside it). sym is a name, name@VERSION or name@@VERSION. On a Go
 // function the entry is after its stack check (Options.FunctionStart), so
 // the probe fires once per call.
-func (b *Binary) Entry(sym string, prog *ebpf.Program, opts *Options) (link.Link, error) {
+func (b *Binary) Entry(sym string, prog *ebpf.Program, opts *Options) (*Link, error) {
 	o := optionsOrDefault(opts)
 	fn, err := b.Function(sym)
 	if err != nil {
@@ -181,7 +113,7 @@ func (b *Binary) Entry(sym string, prog *ebpf.Program, opts *Options) (link.Link
 // function, run before the instruction, with the caller's frame not yet
 // restored; elsewhere a kernel uretprobe. It refuses a function whose
 // return sites are uncertain (see ReturnSites) or that has none.
-func (b *Binary) Return(sym string, prog *ebpf.Program, opts *Options) (link.Link, error) {
+func (b *Binary) Return(sym string, prog *ebpf.Program, opts *Options) (*Link, error) {
 	o := optionsOrDefault(opts)
 	if o.Offset != 0 {
 		return nil, fmt.Errorf("uprobe: %s: return probe on %q: Options.Offset applies to entry probes only", b.display, sym)
@@ -197,13 +129,13 @@ func (b *Binary) Return(sym string, prog *ebpf.Program, opts *Options) (link.Lin
 	if err != nil {
 		return nil, err
 	}
-	return b.attach(probe{fn: fn, offsets: offs, what: "return sites"}, prog, o)
+	return b.attach(probe{fn: fn, offsets: offs, what: "return site"}, prog, o)
 }
 
 // Uretprobe attaches prog as a kernel uretprobe on function sym. On a Go
 // binary it fails with ErrGoUretprobe unless Options.AllowUretprobeOnGo is
 // set; Return is the safe choice there.
-func (b *Binary) Uretprobe(sym string, prog *ebpf.Program, opts *Options) (link.Link, error) {
+func (b *Binary) Uretprobe(sym string, prog *ebpf.Program, opts *Options) (*Link, error) {
 	o := optionsOrDefault(opts)
 	if b.IsGo() && !o.AllowUretprobeOnGo {
 		return nil, fmt.Errorf("uprobe: %s (%s): uretprobe on %q: %w (use Return for RET-site probes, or set Options.AllowUretprobeOnGo)",
@@ -284,10 +216,9 @@ func optionsOrDefault(o *Options) Options {
 	return *o
 }
 
-// attach is the one implementation behind Entry, Return and Uretprobe. It
-// is all-or-nothing: when one site fails, every link made so far is
-// closed before the error is returned.
-func (b *Binary) attach(p probe, prog *ebpf.Program, o Options) (link.Link, error) {
+// attach is the one implementation behind Entry, Return and Uretprobe;
+// the attach core makes it all-or-nothing.
+func (b *Binary) attach(p probe, prog *ebpf.Program, o Options) (*Link, error) {
 	if prog == nil {
 		return nil, fmt.Errorf("uprobe: %s: %s probe on %s: nil program", b.display, p.what, p.fn)
 	}
@@ -305,54 +236,13 @@ func (b *Binary) attach(p probe, prog *ebpf.Program, o Options) (link.Link, erro
 	if pid < 0 {
 		return nil, fmt.Errorf("uprobe: %s: invalid PID %d", b.display, pid)
 	}
-	ex, err := link.OpenExecutable(b.path)
+	file := attach.File{Path: b.path, Name: b.display}
+	for _, off := range p.offsets {
+		file.Sites = append(file.Sites, attach.Site{Probe: p.what + " of " + p.fn.String(), Offset: off, Cookie: o.Cookie})
+	}
+	l, err := attach.Attach(prog, []attach.File{file}, &attach.Options{PID: pid, Return: p.ret})
 	if err != nil {
-		return nil, fmt.Errorf("uprobe: %s: %w", b.display, err)
+		return nil, fmt.Errorf("uprobe: %w", err)
 	}
-	where := func(err error) error {
-		return fmt.Errorf("uprobe: %s: %s probe on %s (%d site(s), %s): %w", b.display, p.what, p.fn, len(p.offsets), o.Mode, err)
-	}
-
-	switch o.Mode {
-	case Multi:
-		mo := &link.UprobeMultiOptions{Addresses: p.offsets, PID: uint32(pid)}
-		if o.Cookie != 0 {
-			mo.Cookies = make([]uint64, len(p.offsets))
-			for i := range mo.Cookies {
-				mo.Cookies[i] = o.Cookie
-			}
-		}
-		var l link.Link
-		if p.ret {
-			l, err = ex.UretprobeMulti(nil, prog, mo)
-		} else {
-			l, err = ex.UprobeMulti(nil, prog, mo)
-		}
-		if err != nil {
-			return nil, where(err)
-		}
-		return newSitesLink([]link.Link{l}), nil
-	case PerEvent:
-		links := make([]link.Link, 0, len(p.offsets))
-		for _, off := range p.offsets {
-			// cilium/ebpf's PID 0 means every process, as ours does.
-			uo := &link.UprobeOptions{Address: off, PID: pid, Cookie: o.Cookie}
-			var l link.Link
-			if p.ret {
-				l, err = ex.Uretprobe("", prog, uo)
-			} else {
-				l, err = ex.Uprobe("", prog, uo)
-			}
-			if err != nil {
-				if errors.Is(err, syscall.EINVAL) {
-					err = fmt.Errorf("%w (a program loaded with AttachType AttachTraceUprobeMulti attaches only with Options.Mode = Multi)", err)
-				}
-				cerr := closeAll(links)
-				return nil, errors.Join(where(fmt.Errorf("site at file offset %#x: %w", off, err)), cerr)
-			}
-			links = append(links, l)
-		}
-		return newSitesLink(links), nil
-	}
-	return nil, where(fmt.Errorf("unknown attach mode %d", o.Mode))
+	return l, nil
 }

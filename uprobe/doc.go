@@ -2,9 +2,11 @@
 // programs: C and C++ functions (malloc in libc, libuv's uv_* in Node.js)
 // and Go functions, at their entry and at their return.
 //
-//	bin, err := uprobe.Open("/usr/lib/x86_64-linux-gnu/libc.so.6")
-//	mode, err := uprobe.PrepareProgramSpec(spec) // before loading
-//	l, err := bin.Entry("malloc", prog, &uprobe.Options{PID: pid, Mode: mode})
+//	err := uprobe.Prepare(spec) // the CollectionSpec, before loading it
+//	...
+//	bin, err := uprobe.Open("libc.so.6") // a path, a program on PATH or a library name
+//	defer bin.Close()
+//	l, err := bin.Entry("malloc", coll.Programs["on_malloc"], &uprobe.Options{PID: pid})
 //	defer l.Close()
 //
 // # Symbols
@@ -92,21 +94,22 @@
 //
 // # Attaching
 //
-// A probe with several sites (Return on Go: one per RET) attaches either
-// as one uprobe_multi link (Linux 6.6, Mode Multi) or as one perf-event
-// uprobe per site (Mode PerEvent, the zero value). The program decides:
-// one loaded with AttachType ebpf.AttachTraceUprobeMulti attaches only
-// through uprobe_multi and any other only through perf events (the kernel
-// answers EINVAL otherwise), so the mode is fixed before loading by
-// PrepareProgramSpec or PrepareCollectionSpec, which consult
-// features.HaveBPFLinkUprobeMulti, and passed in Options.Mode; there is no
-// silent fallback. uprobe_multi attaches hundreds of sites in a
-// millisecond and detaches them in one step; each perf-event link takes
-// tens of milliseconds to close.
+// Function probes attach through package attach, the core USDT probes use
+// too: a probe with several sites (Return on Go: one per RET) becomes one
+// uprobe_multi link (Linux 6.6 with the PID-filter fix) or one perf-event
+// uprobe per site on older kernels. The kernel fixes a program's attach
+// type at load, so Prepare (the same call as usdt.Prepare) runs on the
+// CollectionSpec before loading, and the attach later asks the same cached
+// feature probe: no mode is carried by hand. A program loaded without
+// Prepare on a uprobe_multi kernel is refused with ErrNotPrepared before
+// anything attaches; there is no silent fallback. uprobe_multi attaches
+// hundreds of sites in a millisecond and detaches them in one step; each
+// perf-event link takes tens of milliseconds to close.
 //
 // Attach is all-or-nothing: if one site fails, the links made so far are
-// closed before the error returns. The returned link.Link's Close
-// releases every site, joins their errors and is idempotent.
+// closed before the error returns. The returned *Link (the same type as
+// usdt's) releases every site on Close, joins their errors and is
+// idempotent.
 //
 // A Binary keeps no file open: code is read again when needed, after a
 // check that the file (device, inode, size, mtime) is the one parsed.

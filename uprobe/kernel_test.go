@@ -14,9 +14,9 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/testkit"
 )
 
@@ -35,9 +35,13 @@ type hitKey struct {
 }
 
 // recorder builds a program that counts hits in a hash map under
-// {attach cookie, the pt_regs word at offA, the word at offB}. mode Multi
-// loads it for uprobe_multi.
-func recorder(tb testing.TB, offA, offB int16, mode AttachMode) (*ebpf.Program, *ebpf.Map) {
+// {attach cookie, the pt_regs word at offA, the word at offB}, prepared
+// (Prepare) for the attach mode in force.
+func recorder(tb testing.TB, offA, offB int16) (*ebpf.Program, *ebpf.Map) {
+	return recorderPrepared(tb, offA, offB, true)
+}
+
+func recorderPrepared(tb testing.TB, offA, offB int16, prepare bool) (*ebpf.Program, *ebpf.Map) {
 	tb.Helper()
 	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 24, ValueSize: 8, MaxEntries: 1 << 14})
 	if err != nil {
@@ -83,13 +87,9 @@ func recorder(tb testing.TB, offA, offB int16, mode AttachMode) (*ebpf.Program, 
 			asm.Return(),
 		},
 	}
-	if mode == Multi {
-		got, err := PrepareProgramSpec(spec)
-		if err != nil {
+	if prepare {
+		if err := Prepare(&ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{spec.Name: spec}}, spec.Name); err != nil {
 			tb.Fatal(err)
-		}
-		if got != Multi {
-			testkit.Unavailable(tb, "uprobe_multi not supported by this kernel")
 		}
 	}
 	prog, err := ebpf.NewProgram(spec)
@@ -194,14 +194,31 @@ func (f *fixture) do(tb testing.TB, command string) []string {
 	return nil
 }
 
-func modes(tb testing.TB) []AttachMode {
-	if features.HaveBPFLinkUprobeMulti() == nil {
-		return []AttachMode{PerEvent, Multi}
+// attachMode is how a test attaches: one perf-event uprobe per site
+// (uprobe_multi forced off), or one uprobe_multi link.
+type attachMode string
+
+const (
+	perfEvent   attachMode = "perf-event"
+	uprobeMulti attachMode = "uprobe_multi"
+)
+
+func modes(tb testing.TB) []attachMode {
+	if ok, _ := features.Have(features.UprobeMulti); ok {
+		return []attachMode{perfEvent, uprobeMulti}
 	}
 	if testkit.KernelRequired() {
 		tb.Log("uprobe_multi unavailable: testing the perf-event mode only")
 	}
-	return []AttachMode{PerEvent}
+	return []attachMode{perfEvent}
+}
+
+// useMode makes the rest of the test attach in mode; programs must be
+// prepared after it.
+func useMode(tb testing.TB, mode attachMode) {
+	if mode == perfEvent {
+		tb.Cleanup(features.ForceOff(features.UprobeMulti))
+	}
 }
 
 func mustAttach(tb testing.TB, l link.Link, err error) link.Link {
@@ -224,17 +241,27 @@ func TestGoEntryReturn(t *testing.T) {
 	}
 }
 
-func testGoEntryReturn(t *testing.T, path string, mode AttachMode) {
+func testGoEntryReturn(t *testing.T, path string, mode attachMode) {
+	useMode(t, mode)
 	b := mustOpen(t, path)
 	fx := startFixture(t, path)
 	// Two recorders: arguments/results in (RAX, RBX), and the result with
 	// the probed instruction's address (RAX, RIP).
-	argProg, argMap := recorder(t, regRAX, regRBX, mode)
-	ripProg, ripMap := recorder(t, regRAX, regRIP, mode)
-	opts := func(cookie uint64) *Options { return &Options{PID: fx.pid, Cookie: cookie, Mode: mode} }
+	argProg, argMap := recorder(t, regRAX, regRBX)
+	ripProg, ripMap := recorder(t, regRAX, regRIP)
+	opts := func(cookie uint64) *Options { return &Options{PID: fx.pid, Cookie: cookie} }
 
 	l, err := b.Entry("main.add", argProg, opts(1))
 	mustAttach(t, l, err)
+	// The mode in force decides the kernel link, with nothing carried
+	// from Prepare to the attach.
+	want := link.PerfEventType
+	if mode == uprobeMulti {
+		want = link.UprobeMultiType
+	}
+	if info, err := l.Info(); err != nil || info.Type != want {
+		t.Fatalf("entry link: %v, %v; want type %v", info, err, want)
+	}
 	l, err = b.Return("main.add", argProg, opts(2))
 	mustAttach(t, l, err)
 	l, err = b.Entry("main.classify", argProg, opts(3))
@@ -337,14 +364,14 @@ func TestGoLoad(t *testing.T) {
 		t.Skip("load test")
 	}
 	ms := modes(t)
-	mode := ms[len(ms)-1]
+	useMode(t, ms[len(ms)-1])
 	for _, path := range []string{goprog, goprogStripped} {
 		t.Run(path[len("../testdata/bin/"):], func(t *testing.T) {
 			b := mustOpen(t, path)
 			fx := startFixture(t, path)
-			prog, m := recorder(t, regRAX, regRAX, mode)
+			prog, m := recorder(t, regRAX, regRAX)
 			for i, fn := range []string{"main.recurse", "main.add", "main.classify"} {
-				o := &Options{PID: fx.pid, Cookie: uint64(10 + 2*i), Mode: mode}
+				o := &Options{PID: fx.pid, Cookie: uint64(10 + 2*i)}
 				l, err := b.Entry(fn, prog, o)
 				mustAttach(t, l, err)
 				o.Cookie++
@@ -354,7 +381,7 @@ func TestGoLoad(t *testing.T) {
 			// The same entry at the function's first instruction, which
 			// runtime.morestack restarts: the contrast that proves the
 			// default placement matters.
-			l, err := b.Entry("main.recurse", prog, &Options{PID: fx.pid, Cookie: 20, Mode: mode, FunctionStart: true})
+			l, err := b.Entry("main.recurse", prog, &Options{PID: fx.pid, Cookie: 20, FunctionStart: true})
 			mustAttach(t, l, err)
 			const (
 				goroutines = 8
@@ -393,7 +420,7 @@ func TestGoUretprobeRefused(t *testing.T) {
 	}
 
 	testkit.RequireKernel(t)
-	prog, _ := recorder(t, regRAX, regRAX, PerEvent)
+	prog, _ := recorder(t, regRAX, regRAX)
 	if _, err := b.Uretprobe("main.add", prog, &Options{}); !errors.Is(err, ErrGoUretprobe) {
 		t.Fatalf("Uretprobe on Go with a program = %v", err)
 	}
@@ -436,20 +463,21 @@ func TestMallocFree(t *testing.T) {
 	}
 }
 
-func testMallocFree(t *testing.T, mode AttachMode, retSites bool) {
+func testMallocFree(t *testing.T, mode attachMode, retSites bool) {
+	useMode(t, mode)
 	fx := startFixture(t, mallocUser)
 	other := startFixture(t, mallocUser) // same sizes, must not be seen
 	b, err := OpenProcess(fx.pid, libcOf(t, fx.pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	prog, m := recorder(t, regRDI, regRCX, mode)
-	retProg, retMap := recorder(t, regRAX, regRCX, mode)
-	l, err := b.Entry("malloc", prog, &Options{Cookie: 1, Mode: mode})
+	prog, m := recorder(t, regRDI, regRCX)
+	retProg, retMap := recorder(t, regRAX, regRCX)
+	l, err := b.Entry("malloc", prog, &Options{Cookie: 1})
 	mustAttach(t, l, err)
-	l, err = b.Return("malloc", retProg, &Options{Cookie: 2, Mode: mode, ReturnSites: retSites})
+	l, err = b.Return("malloc", retProg, &Options{Cookie: 2, ReturnSites: retSites})
 	mustAttach(t, l, err)
-	l, err = b.Entry("free", prog, &Options{Cookie: 3, Mode: mode})
+	l, err = b.Entry("free", prog, &Options{Cookie: 3})
 	mustAttach(t, l, err)
 
 	sizes := map[uint64]int{12345: 5, 777777: 3} // the second is mmap-sized
@@ -500,7 +528,7 @@ func testMallocFree(t *testing.T, mode AttachMode, retSites bool) {
 func TestAttachErrors(t *testing.T) {
 	testkit.RequireKernel(t)
 	b := mustOpen(t, goprog)
-	prog, _ := recorder(t, regRAX, regRAX, PerEvent)
+	prog, _ := recorder(t, regRAX, regRAX)
 
 	l, err := b.Return("main.classify", prog, &Options{PID: os.Getpid()})
 	if err != nil {
@@ -523,10 +551,11 @@ func TestAttachErrors(t *testing.T) {
 
 	// A program loaded for perf events cannot go through uprobe_multi:
 	// an error, never a silent fallback.
-	if features.HaveBPFLinkUprobeMulti() == nil {
-		_, err := b.Entry("main.add", prog, &Options{Mode: Multi, PID: os.Getpid()})
-		if err == nil {
-			t.Error("Multi with an unprepared program succeeded")
+	if ok, _ := features.Have(features.UprobeMulti); ok {
+		raw, _ := recorderPrepared(t, regRAX, regRAX, false)
+		_, err := b.Entry("main.add", raw, &Options{PID: os.Getpid()})
+		if !errors.Is(err, ErrNotPrepared) || !strings.Contains(err.Error(), "Prepare") {
+			t.Errorf("unprepared program on a uprobe_multi kernel: %v, want ErrNotPrepared", err)
 		}
 	}
 	if _, err := b.Entry("main.nosuch", prog, nil); !errors.Is(err, ErrNotFound) {

@@ -161,7 +161,7 @@ func main() {
 		defer cancel()
 	}
 	opts.Attached = func(a Attachment) {
-		log.Printf("measuring %s in %s: %s, return probes on %d RET site(s); Ctrl-C to stop", opts.Function, a.Where, a.Mode, a.ReturnSites)
+		log.Printf("measuring %s in %s: return probes on %d RET site(s); Ctrl-C to stop", opts.Function, a.Where, a.ReturnSites)
 	}
 
 	res, err := measure(ctx, opts)
@@ -193,8 +193,6 @@ type Attachment struct {
 	PID int
 	// Where names the binary (and process).
 	Where string
-	// Mode is how the sites are attached.
-	Mode uprobe.AttachMode
 	// ReturnSites is the number of RET instructions probed.
 	ReturnSites int
 }
@@ -273,8 +271,7 @@ func measure(ctx context.Context, opts options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	mode, err := uprobe.PrepareCollectionSpec(spec)
-	if err != nil {
+	if err := uprobe.Prepare(spec); err != nil {
 		return nil, err
 	}
 	if err := spec.Variables[golatVarUnitNs].Set(uint64(opts.Unit)); err != nil {
@@ -301,12 +298,12 @@ func measure(ctx context.Context, opts options) (*Result, error) {
 	// Returns first, then entries: an entry seen without its return
 	// would stay open; a return without an entry is only not matched.
 	// Return on a Go binary is RET-site uprobes, never a uretprobe.
-	ret, err := bin.Return(fn.Name, objs.OnReturn, &uprobe.Options{PID: pid, Mode: mode})
+	ret, err := bin.Return(fn.Name, objs.OnReturn, &uprobe.Options{PID: pid})
 	if err != nil {
 		return nil, err
 	}
 	defer ret.Close()
-	entry, err := bin.Entry(fn.Name, objs.OnEntry, &uprobe.Options{PID: pid, Mode: mode})
+	entry, err := bin.Entry(fn.Name, objs.OnEntry, &uprobe.Options{PID: pid})
 	if err != nil {
 		return nil, err
 	}
@@ -320,7 +317,7 @@ func measure(ctx context.Context, opts options) (*Result, error) {
 		where = fmt.Sprintf("%s (pid %d)", opts.Cmd.Path, pid)
 	}
 	if opts.Attached != nil {
-		opts.Attached(Attachment{PID: pid, Where: where, Mode: mode, ReturnSites: len(rets)})
+		opts.Attached(Attachment{PID: pid, Where: where, ReturnSites: len(rets)})
 	}
 
 	var runErr error

@@ -71,8 +71,8 @@ func run(pid int, dur time.Duration, top int) error {
 	defer counts.Close()
 
 	spec := countArgProgram(counts)
-	mode, err := uprobe.PrepareProgramSpec(spec)
-	if err != nil {
+	cs := &ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"count_arg": spec}}
+	if err := uprobe.Prepare(cs, "count_arg"); err != nil {
 		return err
 	}
 	prog, err := ebpf.NewProgram(spec)
@@ -81,13 +81,13 @@ func run(pid int, dur time.Duration, top int) error {
 	}
 	defer prog.Close()
 
-	l, err := bin.Entry("malloc", prog, &uprobe.Options{Mode: mode})
+	l, err := bin.Entry("malloc", prog, nil)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
 
-	fmt.Printf("counting malloc sizes of pid %d in %s (%s) for %s\n", pid, libc, mode, dur)
+	fmt.Printf("counting malloc sizes of pid %d in %s for %s\n", pid, libc, dur)
 	time.Sleep(dur)
 
 	type entry struct{ size, n uint64 }

@@ -21,7 +21,7 @@
 //     bpf_probe_read_user_str and where the callback argument is;
 //   - return values through Return, which on a native binary is a kernel
 //     uretprobe, paired with the entry by thread id;
-//   - uprobe_multi when the kernel has it (PrepareCollectionSpec); the
+//   - uprobe_multi when the kernel has it (Prepare); the
 //     68 links (an entry and a return for each of 34 functions) are
 //     closed concurrently, since each close waits for the kernel's RCU
 //     grace periods.
@@ -282,8 +282,7 @@ func trace(ctx context.Context, opts options, handle func(Call) bool) error {
 	if err != nil {
 		return err
 	}
-	mode, err := uprobe.PrepareCollectionSpec(spec)
-	if err != nil {
+	if err := uprobe.Prepare(spec); err != nil {
 		return err
 	}
 	var objs nodefsObjects
@@ -326,7 +325,7 @@ func trace(ctx context.Context, opts options, handle func(Call) bool) error {
 		return err
 	}
 
-	links, err := attach(bin, pid, mode, &objs, opts.Skipped)
+	links, err := attach(bin, pid, &objs, opts.Skipped)
 	if err != nil {
 		return err
 	}
@@ -411,7 +410,7 @@ func trace(ctx context.Context, opts options, handle func(Call) bool) error {
 // bin that fsFunctions describes, for process pid. Returns are attached
 // first: in a running process (-p), an entry whose return is not yet
 // probed would leave a stale slot for its thread.
-func attach(bin *uprobe.Binary, pid int, mode uprobe.AttachMode, objs *nodefsObjects, skipped func([]string)) (links []link.Link, err error) {
+func attach(bin *uprobe.Binary, pid int, objs *nodefsObjects, skipped func([]string)) (links []link.Link, err error) {
 	defer func() {
 		if err != nil {
 			closeLinks(links)
@@ -429,12 +428,12 @@ func attach(bin *uprobe.Binary, pid int, mode uprobe.AttachMode, objs *nodefsObj
 			notTraced = append(notTraced, fn.Name)
 			continue
 		}
-		r, err := bin.Return(fn.Name, objs.OnReturn, &uprobe.Options{PID: pid, Mode: mode})
+		r, err := bin.Return(fn.Name, objs.OnReturn, &uprobe.Options{PID: pid})
 		if err != nil {
 			return links, err
 		}
 		links = append(links, r)
-		e, err := bin.Entry(fn.Name, objs.OnEntry, &uprobe.Options{PID: pid, Mode: mode, Cookie: cookieOf(i)})
+		e, err := bin.Entry(fn.Name, objs.OnEntry, &uprobe.Options{PID: pid, Cookie: cookieOf(i)})
 		if err != nil {
 			return links, err
 		}
