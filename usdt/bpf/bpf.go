@@ -1,0 +1,84 @@
+// Package bpf ships probekit's BPF-side C header, usdt.bpf.h, as part of
+// the Go module: libbpf's BPF-side USDT API (BPF_USDT, bpf_usdt_arg,
+// bpf_usdt_arg_cnt, bpf_usdt_arg_size, bpf_usdt_cookie) over the maps the
+// Go side (package usdt) fills, loadable by cilium/ebpf.
+//
+// A BPF program includes it as <usdt.bpf.h>. Its directory is the include
+// path, and a module that imports probekit finds it in two ways:
+//
+//   - in the module cache (or a vendor directory: this Go file keeps the
+//     folder, and the embedded header, in `go mod vendor`):
+//     -I$(go list -m -f '{{.Dir}}' github.com/probekit/probekit)/usdt/bpf
+//   - without the Go tool's help: `probekit cflags` writes the headers
+//     this build of probekit embeds to a directory and prints the -I flag
+//     for it, so the header always matches the Go side that fills its
+//     maps:
+//
+//     //go:generate sh -c "go tool bpf2go -target amd64 tracer tracer.c -- $(go run github.com/probekit/probekit/cmd/probekit cflags)"
+//
+// The header needs struct pt_regs (vmlinux.h, or <linux/ptrace.h> with
+// the target's asm headers) and libbpf's <bpf/bpf_helpers.h> (Debian's
+// libbpf-dev) before it.
+package bpf
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// USDTHeader is usdt.bpf.h.
+//
+//go:embed usdt.bpf.h
+var USDTHeader []byte
+
+// Headers maps each header's file name to its contents.
+var Headers = map[string][]byte{
+	"usdt.bpf.h": USDTHeader,
+}
+
+// WriteHeaders writes Headers into dir, creating it, and returns the
+// compiler flag that puts dir on the include path ("-I" + dir). A header
+// already there with the same contents is left alone; another is
+// replaced atomically (written aside, then renamed), so concurrent builds
+// never read half a file.
+func WriteHeaders(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", err
+	}
+	for name, data := range Headers {
+		path := filepath.Join(abs, name)
+		if old, err := os.ReadFile(path); err == nil && string(old) == string(data) {
+			continue
+		}
+		tmp, err := os.CreateTemp(abs, "."+name+".*")
+		if err != nil {
+			return "", err
+		}
+		_, werr := tmp.Write(data)
+		cerr := tmp.Close()
+		if err := firstErr(werr, cerr, os.Chmod(tmp.Name(), 0o644)); err != nil {
+			os.Remove(tmp.Name())
+			return "", fmt.Errorf("write %s: %w", path, err)
+		}
+		if err := os.Rename(tmp.Name(), path); err != nil {
+			os.Remove(tmp.Name())
+			return "", err
+		}
+	}
+	return "-I" + abs, nil
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
