@@ -3,18 +3,19 @@
 // bpf_usdt_arg_cnt, bpf_usdt_arg_size, bpf_usdt_cookie) over the maps the
 // Go side (package usdt) fills, loadable by cilium/ebpf.
 //
-// A BPF program includes it as <usdt.bpf.h>. Its directory is the include
-// path, and a module that imports probekit finds it in two ways:
+// A BPF program includes it as <usdt.bpf.h>, with this package's
+// directory on the include path. A module that imports probekit finds
+// that directory in the module cache, or in its vendor directory (this Go
+// file makes `go mod vendor` keep the folder and the embedded header):
 //
-//   - in the module cache (or a vendor directory: this Go file keeps the
-//     folder, and the embedded header, in `go mod vendor`):
-//     -I$(go list -m -f '{{.Dir}}' github.com/probekit/probekit)/usdt/bpf
-//   - without the Go tool's help: `probekit cflags` writes the headers
-//     this build of probekit embeds to a directory and prints the -I flag
-//     for it, so the header always matches the Go side that fills its
-//     maps:
+//	-I$(go list -m -f '{{.Dir}}' github.com/probekit/probekit)/usdt/bpf
 //
-//     //go:generate sh -c "go tool bpf2go -target amd64 tracer tracer.c -- $(go run github.com/probekit/probekit/cmd/probekit cflags)"
+// Or, without asking the Go tool where the module is, `probekit cflags`
+// writes the headers this build of probekit embeds to a directory and
+// prints the -I flag for it, so the header always matches the Go side
+// that fills its maps:
+//
+//	//go:generate sh -c "go tool bpf2go -target amd64 tracer tracer.c -- $(go run github.com/probekit/probekit/cmd/probekit cflags)"
 //
 // The header needs struct pt_regs (vmlinux.h, or <linux/ptrace.h> with
 // the target's asm headers) and libbpf's <bpf/bpf_helpers.h> (Debian's
