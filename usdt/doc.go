@@ -88,28 +88,32 @@
 //
 // # Attaching
 //
-// The BPF side is usdt/bpf/usdt.bpf.h: libbpf's BPF-side API (BPF_USDT,
-// bpf_usdt_arg, bpf_usdt_arg_cnt, bpf_usdt_arg_size, bpf_usdt_cookie) and
-// map names, with libbpf 1.7's spec layout, loadable by cilium/ebpf. A
-// program written for libbpf ports by changing its include. The Go side:
+// The BPF side is usdt/bpf/usdt.bpf.h (package usdt/bpf ships it; its
+// doc says how to get the include flag, or run `probekit cflags`):
+// libbpf's BPF-side API (BPF_USDT, bpf_usdt_arg, bpf_usdt_arg_cnt,
+// bpf_usdt_arg_size, bpf_usdt_cookie) and map names, with libbpf 1.7's
+// spec layout, loadable by cilium/ebpf. A program written for libbpf ports
+// by changing its include. The Go side:
 //
 //	spec, _ := loadMyTracer()          // bpf2go
 //	usdt.Prepare(spec)                 // before load: see below
 //	coll, _ := ebpf.NewCollection(spec)
 //	att, _ := usdt.NewAttacher(spec, coll)
-//	l, _ := att.Attach(coll.Programs["handler"], "/usr/bin/python3.11",
-//		"python", "function__*", &usdt.AttachOptions{PID: pid, Cookie: 7})
+//	l, _ := att.Attach(coll.Programs["handler"], "python3.11",
+//		"python", "function__*", &usdt.Options{PID: pid, Cookie: 7})
 //	defer l.Close()
 //
-// Prepare, because two choices are fixed when the program is loaded. The
-// uprobe_multi attach type (Linux 6.6, used only with its PID-filter fix,
-// 46ba0e49b642) is set on programs in "usdt" sections: one link then
-// carries every location of a file, and closing it costs one grace period
-// instead of one per location (tens of ms each, measured.md). And
+// Prepare, because two choices are fixed when the program is loaded. It
+// is attach.Prepare, the same call as uprobe.Prepare: programs in "usdt"
+// (and "uprobe") sections get the uprobe_multi attach type where the
+// kernel has uprobe_multi with its PID-filter fix (46ba0e49b642): one link
+// then carries every location of a file, and closing it costs one RCU
+// grace period instead of one per location (tens of ms each). And
 // usdt.bpf.h's constant probekit_usdt_have_cookie says whether the BPF
 // side finds a location's spec through the BPF cookie (5.15) or through
 // the IP map; a kernel constant replaces libbpf's kconfig extern, which
-// cilium/ebpf cannot fill.
+// cilium/ebpf cannot fill. A program loaded without Prepare is refused
+// with ErrNotPrepared, never attached another way.
 //
 // Specs. Each location's arguments become a spec (spec.go), encoded for the
 // layout the object's BTF describes: libbpf 1.7's (base+index operands) or
@@ -126,26 +130,36 @@
 // the breakpoint in a process and lowers it when the uprobe goes, even if
 // the tracer is killed (ref_ctr_offset, Linux 4.20). It counts installed
 // breakpoints, not links: two links on one site leave the counter at 1.
-// Without ref_ctr_offset, or with AttachOptions.UserSemaphores, the
-// counter is raised through /proc/PID/mem (package semaphore), which needs
-// a PID and is undone on Close, not on a crash. A registration the kernel
-// refuses because another uprobe holds the site with another ref_ctr
-// offset is reported as ErrRefCtrConflict.
+// Without ref_ctr_offset, or with Options.UserSemaphores, the counter is
+// raised through /proc/PID/mem (package semaphore), which needs a PID and
+// is undone on Close, not on a crash. A registration the kernel refuses
+// because another uprobe holds the site with another ref_ctr offset (or
+// none: another tracer attached without the semaphore) is reported as
+// ErrRefCtrConflict, whose message says how to find that tracer.
 //
-// All or nothing. Every resource an attach takes (links, spec slots, IP
-// map entries, semaphore counts) is recorded in the Link as it is taken;
-// on any error the Link is closed before Attach returns, so nothing stays
+// The phases of an attach, one file each: objects.go opens the targets and
+// finds their probes; plan.go builds the specs and writes them to slots;
+// hold.go raises user-space semaphores and fills the IP map; attach.go
+// hands the sites to the attach core (package attach), which places one
+// uprobe_multi link per file or one perf-event uprobe per location.
+//
+// All or nothing. Every resource an attach takes (spec slots, IP map
+// entries, semaphore counts) is released if the attach core fails, and
+// the core detaches what it attached; so on any error nothing stays
 // behind. The site check (Location.SiteErr) runs before anything is
-// attached. Close releases everything even when one step fails, joins the
-// errors, and is idempotent.
+// attached. Link.Close detaches first, then releases the rest, joins the
+// errors, and is idempotent. Link is attach.Link, the type package uprobe
+// returns too.
 //
-// Targets. A path attaches in every process that maps the file, now and
-// later. With a PID, the path is resolved inside the process's root (a
-// container's view), and an empty path means every object the process has
-// mapped. Without BPF cookies a position-independent file needs that PID:
-// the IP map is keyed by runtime address. Launch starts a command stopped
-// right after exec so that a short-lived program misses no probe.
-//
-// *Link satisfies cilium/ebpf's link.Link; as that interface has an
-// unexported method, Link embeds a nil link.Link to carry it.
+// Targets. A target is a path, a program on PATH or a library name
+// (procmaps.Resolve), in every process that maps the file, now and later.
+// With a PID, the target is resolved as the process sees it: a path inside
+// its root (a container's view), a bare name among the objects it maps;
+// an empty target means every object the process has mapped. Each file is
+// opened once, as a regular file, without blocking (a FIFO fails at once),
+// parsed from that descriptor and given to the kernel as /proc/self/fd/N;
+// errors name the target as given. Without BPF cookies a
+// position-independent file needs that PID: the IP map is keyed by runtime
+// address. procmaps.Launch starts a command stopped right after exec so
+// that a short-lived program misses no probe.
 package usdt
