@@ -329,7 +329,7 @@ func (sc *scanner) magnitude() (uint64, error) {
 
 // number consumes an optionally signed number and returns it as 64-bit
 // two's complement: "18446744073709551614" and "-2" are the same value,
-// as in the assembler (usdt-facts.md §2.2).
+// as in the assembler (GNU as reads an out-of-range decimal modulo 2^64).
 func (sc *scanner) number() (int64, error) {
 	neg := false
 	switch sc.peek() {

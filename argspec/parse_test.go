@@ -49,8 +49,8 @@ type parseCase struct {
 	want    []Arg
 }
 
-// realStrings are the argument strings of usdt-facts.md §2 (libbpf and bcc
-// tests, OpenJDK, Python, Ruby, parca), with the exact decoding.
+// realStrings are argument strings seen in real binaries and in libbpf's,
+// bcc's and parca's tests (OpenJDK, Python, Ruby), with the exact decoding.
 var realStrings = []parseCase{
 	// libbpf selftest test:usdt12.
 	{elf.EM_X86_64, "-4@-1204(%rbp) -4@%edi -8@-1216(%rbp) -8@%r8 -4@$5 -8@%r9 8@%rdx 8@%r10 -4@$-9 -2@%cx -2@%ax -1@%sil", []Arg{

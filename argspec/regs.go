@@ -3,7 +3,7 @@ package argspec
 // Register tables: every general-purpose register name a compiler writes
 // into a USDT operand, mapped to the byte offset of the register's slot in
 // the structure a uprobe BPF program receives as its context, as the
-// kernel's uapi headers define it (usdt-facts.md §3). Aliases of one
+// kernel's uapi headers define it (asm/ptrace.h of each architecture). Aliases of one
 // register (x86 rax/eax/ax/al, arm64 x0/w0, riscv s0/fp/x8) share a slot:
 // the argument's size, not the alias, says how many bytes are meaningful
 // (gdb PR24541), and every architecture here except the big-endian ones

@@ -21,7 +21,7 @@ type slot struct {
 }
 
 // ptRegsLayouts says, per architecture, which compiler and uapi structure
-// define the slots (usdt-facts.md §3), and which names share each slot.
+// define the slots, and which names share each slot.
 var ptRegsLayouts = []struct {
 	machine elf.Machine
 	cc      string

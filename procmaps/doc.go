@@ -27,7 +27,7 @@
 //
 // Process.Objects groups the file-backed mappings into Objects. A file
 // offset becomes a runtime address through the mapping of the same file
-// that holds it (Object.Address; usdt-facts §1.3), restricted by
+// that holds it (Object.Address: start − offset + the file offset), restricted by
 // permissions because one file page is often mapped twice (read-only
 // data and the RELRO start of the data segment). Object.FileOffset is the
 // inverse.

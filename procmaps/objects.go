@@ -59,8 +59,7 @@ func (o *Object) ID() FileID { return FileID{Dev: o.Dev, Inode: o.Inode} }
 
 // Address translates a file offset to the runtime address where the
 // process maps it: the mapping of the object whose [Offset,
-// Offset+(End-Start)) holds off gives Start - Offset + off (usdt-facts
-// §1.3). need lists the permissions the mapping must have (Exec for a
+// Offset+(End-Start)) holds off gives Start - Offset + off. need lists the permissions the mapping must have (Exec for a
 // probe site, Write for a semaphore; 0 for any): one file page is often
 // mapped twice, read-only and read-write, at different addresses. If
 // mappings with different addresses remain, the error wraps ErrAmbiguous.

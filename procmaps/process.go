@@ -24,8 +24,8 @@ var testHookAfterRead func(pid int)
 
 // Process is a process identity: a PID and the start time of the process
 // that had it when it was opened. The kernel may give a PID to a new
-// process once the old one is reaped; the start time tells them apart
-// (usdt-facts §7.5). Methods fail with ErrProcessGone or ErrProcessChanged
+// process once the old one is reaped; the start time tells them apart.
+// Methods fail with ErrProcessGone or ErrProcessChanged
 // instead of describing another process.
 type Process struct {
 	PID int

@@ -13,12 +13,12 @@ import (
 // Paths in maps are as the target's mount namespace sees them. Opening
 // "/proc/PID/root" + path from here is not enough: an absolute symlink
 // met on the way resolves against *our* root, and ".." can climb out of
-// the container (usdt-facts §7.1, pitfalls §1.3). openat2 with
+// the container. openat2 with
 // RESOLVE_IN_ROOT (Linux 5.6, commit fddb5d430ad9) treats the directory
 // fd as "/" for the whole walk, symlinks and ".." included;
 // RESOLVE_NO_MAGICLINKS refuses /proc/*/fd-style links that would jump
 // anywhere. What we open is then checked by device and inode against the
-// maps entry (usdt-facts §7.3).
+// maps entry.
 
 const (
 	// resolveRetries bounds retries of openat2, which fails with EAGAIN

@@ -13,7 +13,7 @@ import (
 )
 
 // The user-space fallback writes the counter through /proc/PID/mem, as bcc
-// does. It is the second choice (pitfalls §1.1): it needs a PID, misses
+// does. It is the second choice: it needs a PID, misses
 // processes started later, and a tracer that dies without releasing
 // leaves the probe enabled (the program only pays for computing the
 // arguments). The kernel's ref_ctr_offset has none of these problems.

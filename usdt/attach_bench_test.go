@@ -76,7 +76,7 @@ func loadCount(b *testing.B) (*usdt.Attacher, *ebpf.Collection) {
 // BenchmarkAttachDetach attaches one probe at every one of n sites, then
 // closes the link: one uprobe_multi link, or one perf-event uprobe per
 // site. Closing a perf-event uprobe waits for an RCU tasks-trace grace
-// period (~50-77 ms each, measured.md), so that path is measured at 100
+// period (50-77 ms each on this kind of machine), so that path is measured at 100
 // and 1,000 sites; 50,000 perf-event uprobes would take most of an hour
 // and as many file descriptors.
 func BenchmarkAttachDetach(b *testing.B) {

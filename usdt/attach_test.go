@@ -687,7 +687,7 @@ func TestAttachDetachCycles(t *testing.T) {
 	fds := countFDs(t)
 	start := time.Now()
 	// Closing a uprobe link waits for an RCU tasks-trace grace period
-	// (tens of ms, measured.md), so cycles run in concurrent workers;
+	// (tens of ms here), so cycles run in concurrent workers;
 	// that also exercises the Attacher's concurrent use.
 	const workers = 16 // 16 × 10 specs fit the 256 slots
 	var wg sync.WaitGroup

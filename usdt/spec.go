@@ -47,7 +47,7 @@ type bpfSpec struct {
 
 // argUnavailableError says why one argument of a location cannot be read.
 // The location is still attached; the BPF side returns -EINVAL for that
-// argument only (libbpf refuses the whole attach, pitfalls.md 1.7).
+// argument only (libbpf refuses the whole attach).
 type argUnavailableError struct {
 	Index   int    // 0-based
 	Operand string // as written in the note, "" when not known

@@ -56,8 +56,9 @@ func layoutFromObject(t *testing.T, name string) *specLayout {
 	return l
 }
 
-// The field positions of usdt-facts.md §4.2, in bits from the start of the
-// struct holding them, as clang laid them out for each object.
+// The field positions of struct __bpf_usdt_spec (libbpf's usdt.bpf.h, 1.7
+// and before), in bits from the start of the struct holding them, as clang
+// laid them out for each object.
 func TestSpecLayouts(t *testing.T) {
 	f := func(byteOff, bits uint32) specField { return specField{byteOff * 8, bits} }
 	v17 := specLayout{
@@ -154,8 +155,8 @@ func testSpec() bpfSpec {
 
 func i64(v int64) uint64 { return uint64(v) }
 
-// Expected bytes written from the tables of usdt-facts.md §4.2 with plain
-// integer stores, independently of the BTF-driven encoder.
+// Expected bytes written from the field positions above with plain integer
+// stores, independently of the BTF-driven encoder.
 func TestSpecEncode(t *testing.T) {
 	t.Run("1.7 little-endian", func(t *testing.T) {
 		l, err := newSpecLayout(specsValue(t, bpftest.LoadArgs))
@@ -463,7 +464,7 @@ func readTestLocations(t *testing.T, path string) []testLocation {
 }
 
 // runtimeAddr translates a file offset of path into its address in pid
-// from /proc/PID/maps (usdt-facts.md §1.3).
+// from /proc/PID/maps: start − offset + file offset of its mapping.
 func runtimeAddr(t *testing.T, pid int, path string, fileOff uint64) uint64 {
 	t.Helper()
 	st, err := os.Stat(path)
