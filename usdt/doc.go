@@ -54,11 +54,19 @@
 // breakpoint in data or make the kernel increment a counter inside code.
 //
 // The NOP check. A wrong offset puts an int3 in the middle of someone's
-// instruction and crashes their process. Every location's bytes are
-// compared with the NOPs producers emit (x86 90, also followed by a 5- or
-// 10-byte NOP as libbpf/usdt emits; arm64 d503201f; arm e320f000, e1a00000
-// and Thumb bf00; s390x 47000000 and 0700; riscv 00000013 and c.nop 0001;
-// ppc 60000000; loongarch 03400000). The result is computed while parsing
+// instruction and crashes their process. Every location's first
+// instruction must be a NOP of the file's architecture, in any of its
+// encodings, since producers may choose their own (libbpf's usdt.h takes
+// USDT_NOP from the user): decoded with golang.org/x/arch where it has a
+// decoder (x86 90, 66 90 and 0f 1f /0 with any operand and prefixes; arm64
+// hint #0; A32 nop and mov rN, rN; s390x branches with mask 0; ppc nop,
+// xnop and pnop), compared otherwise (Thumb bf00, nop.w and mov r8, r8;
+// riscv 00000013 and c.nop 0001; loongarch 03400000); nop.go cites the
+// manuals. x86 90 followed by libbpf/usdt's 5- or 10-byte NOP is told
+// apart (Location.Site), and every site's length is kept
+// (Location.SiteLength). Instructions that merely do nothing (hints,
+// PAUSE) are refused: the check is there to catch wrong offsets. The
+// result is computed while parsing
 // from the file's content (Location.Site, Location.SiteErr), so the
 // attacher refuses a bad site without reading the file again, and
 // probekit list shows it. The alternative, checking at attach time only,

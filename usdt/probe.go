@@ -46,6 +46,10 @@ type Location struct {
 	ArgsErr error
 	// Site is the instruction found at FileOffset.
 	Site SiteKind
+	// SiteLength is how many bytes the NOP at FileOffset takes (both
+	// instructions for SiteNopNop5 and SiteNopNop10); 0 when Site is
+	// not a NOP.
+	SiteLength int
 	// SiteErr, when set, is a *SiteError (wrapping ErrBadSite): the
 	// location must not be attached.
 	SiteErr error

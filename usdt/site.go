@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -17,7 +18,10 @@ const (
 	// SiteUnchecked: the site was not read, because the location's
 	// address did not resolve (see Location.SiteErr).
 	SiteUnchecked SiteKind = iota
-	// SiteNop is the architecture's NOP, what sys/sdt.h emits.
+	// SiteNop is one NOP instruction of the architecture, in any of its
+	// encodings (sys/sdt.h emits the assembler's "nop"; x86 also takes
+	// 66 90 and 0f 1f /0 with any operand and prefixes, such as the
+	// 5-byte 0f 1f 44 00 00). Location.SiteLength is its length.
 	SiteNop
 	// SiteNopNop5 is x86 "nop; nopl 0x0(%rax,%rax,1)" (90 0f 1f 44 00 00),
 	// which libbpf/usdt emitted so that kernels with the uprobe syscall
@@ -45,83 +49,37 @@ func (s SiteKind) String() string {
 	return fmt.Sprintf("SiteKind(%d)", s)
 }
 
-// nop is one accepted encoding, as the bytes stored in the file.
-type nop struct {
-	code []byte
-	site SiteKind
-}
+// maxSiteBytes is how much of a site is read: the longest x86
+// instruction, 15 bytes (Intel SDM vol. 2, "Instruction Format"), longer
+// than the x86 nop+nop10 pair (11) and than any other architecture's NOP.
+const maxSiteBytes = 15
 
-// maxSiteBytes is the longest encoding in nops (x86 nop+nop10).
-const maxSiteBytes = 11
-
-// nops lists the encodings probe producers emit, per machine, longest
-// first (a longer match says more about the site). Each entry was checked
-// against the testdata fixtures with objdump. Machines absent from the
-// table cannot be checked, and their locations get a SiteError.
-var nops = map[elf.Machine][]nop{
-	elf.EM_X86_64: x86Nops,
-	elf.EM_386:    x86Nops,
-	// hint #0 "nop" (d503201f); A64 instructions are little-endian
-	// whatever the data encoding.
-	elf.EM_AARCH64: {{[]byte{0x1f, 0x20, 0x03, 0xd5}, SiteNop}},
-	// ARM: A32 "nop" (e320f000) and the pre-v6K "mov r0, r0" (e1a00000);
-	// Thumb-2 "nop" (bf00, what gcc emits for armhf) and Thumb-1 "mov r8,
-	// r8" (46c0). Instructions are little-endian on BE8 and v7+ too.
-	elf.EM_ARM: {
-		{[]byte{0x00, 0xf0, 0x20, 0xe3}, SiteNop},
-		{[]byte{0x00, 0x00, 0xa0, 0xe1}, SiteNop},
-		{[]byte{0x00, 0xbf}, SiteNop},
-		{[]byte{0xc0, 0x46}, SiteNop},
-	},
-	// s390x: "nop" assembles to "bc 0,0" (47000000); "nopr" is "bcr 0,%r0"
-	// (0700). Big-endian only.
-	elf.EM_S390: {
-		{[]byte{0x47, 0x00, 0x00, 0x00}, SiteNop},
-		{[]byte{0x07, 0x00}, SiteNop},
-	},
-	// RISC-V: "addi x0, x0, 0" (00000013) and, with the C extension that
-	// every Linux distribution enables, "c.nop" (0001).
-	elf.EM_RISCV: {
-		{[]byte{0x13, 0x00, 0x00, 0x00}, SiteNop},
-		{[]byte{0x01, 0x00}, SiteNop},
-	},
-	// Power: "ori 0,0,0" (60000000) in the file's byte order.
-	elf.EM_PPC64: {
-		{[]byte{0x60, 0x00, 0x00, 0x00}, SiteNop},
-		{[]byte{0x00, 0x00, 0x00, 0x60}, SiteNop},
-	},
-	elf.EM_PPC: {
-		{[]byte{0x60, 0x00, 0x00, 0x00}, SiteNop},
-		{[]byte{0x00, 0x00, 0x00, 0x60}, SiteNop},
-	},
-	// LoongArch: "andi $r0, $r0, 0" (03400000), little-endian.
-	elf.EM_LOONGARCH: {{[]byte{0x00, 0x00, 0x40, 0x03}, SiteNop}},
-}
-
-var x86Nops = []nop{
-	{[]byte{0x90, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00}, SiteNopNop10},
-	{[]byte{0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00}, SiteNopNop5},
-	{[]byte{0x90}, SiteNop},
-}
-
-// classify returns the SiteKind that code (the bytes at a location) starts
-// with, and false when it starts with no NOP known for m. Only the
-// encoding matching the file's byte order is accepted on Power, whose
-// instructions follow it.
-func classify(m elf.Machine, data elf.Data, code []byte) (SiteKind, bool, error) {
-	list, ok := nops[m]
+// classify says what code (the bytes at a location, up to maxSiteBytes)
+// starts with on machine m, and how many bytes it takes: SiteBad and 0
+// when it is no NOP, SiteUnchecked and an error when no NOP is known for
+// m.
+func classify(m elf.Machine, data elf.Data, code []byte) (SiteKind, int, error) {
+	decode, ok := nopDecoders[m]
 	if !ok {
-		return SiteUnchecked, false, fmt.Errorf("no NOP encoding is known for %v", m)
+		return SiteUnchecked, 0, fmt.Errorf("no NOP encoding is known for %v", m)
 	}
-	for _, n := range list {
-		if (m == elf.EM_PPC64 || m == elf.EM_PPC) && (n.code[0] == 0x60) != (data == elf.ELFDATA2MSB) {
-			continue
-		}
-		if bytes.HasPrefix(code, n.code) {
-			return n.site, true, nil
+	var order binary.ByteOrder = binary.LittleEndian
+	if data == elf.ELFDATA2MSB {
+		order = binary.BigEndian
+	}
+	n := decode(code, order)
+	if n == 0 {
+		return SiteBad, 0, nil
+	}
+	if (m == elf.EM_X86_64 || m == elf.EM_386) && code[0] == 0x90 {
+		switch {
+		case bytes.HasPrefix(code[1:], x86Nop10):
+			return SiteNopNop10, 1 + len(x86Nop10), nil
+		case bytes.HasPrefix(code[1:], x86Nop5):
+			return SiteNopNop5, 1 + len(x86Nop5), nil
 		}
 	}
-	return SiteBad, false, nil
+	return SiteNop, n, nil
 }
 
 // siteWindow bounds one coalesced read of probe sites. Sites cluster
@@ -195,12 +153,12 @@ func checkSite(f *safeelf.File, seg *safeelf.Prog, probe string, loc *Location, 
 			return
 		}
 	}
-	site, ok, why := classify(f.Machine, f.Data, code)
-	loc.Site = site
+	site, n, why := classify(f.Machine, f.Data, code)
+	loc.Site, loc.SiteLength = site, n
 	switch {
 	case why != nil:
 		loc.SiteErr = &SiteError{Probe: probe, Address: loc.Address, Segment: describe(seg), Reason: "cannot check the site: " + why.Error()}
-	case !ok:
+	case site == SiteBad:
 		shown := code[:min(len(code), 4)]
 		loc.SiteErr = &SiteError{Probe: probe, Address: loc.Address, Segment: describe(seg),
 			Reason: fmt.Sprintf("bytes % x at file offset %#x are not a %v NOP (the note or its address translation is wrong)", shown, loc.FileOffset, f.Machine)}

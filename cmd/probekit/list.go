@@ -259,6 +259,9 @@ func writeLocationJSON(w *jsonWriter, l *usdt.Location) {
 		w.str("args_error", l.ArgsErr.Error())
 	}
 	w.str("site", l.Site.String())
+	if l.SiteLength > 0 {
+		w.int("site_length", int64(l.SiteLength))
+	}
 	if l.SiteErr != nil {
 		w.str("site_error", l.SiteErr.Error())
 	}
@@ -380,7 +383,11 @@ func writeText(w io.Writer, f *usdt.File, probes []*usdt.Probe) error {
 				if l.Semaphore != 0 {
 					fmt.Fprintf(w, "  semaphore %#x (file offset %#x)", l.Semaphore, l.SemaphoreOffset)
 				}
-				fmt.Fprintf(w, "  %s\n", l.Site)
+				unit := "bytes"
+				if l.SiteLength == 1 {
+					unit = "byte"
+				}
+				fmt.Fprintf(w, "  %s (%d %s)\n", l.Site, l.SiteLength, unit)
 			}
 			switch {
 			case l.ArgsErr != nil:
