@@ -47,7 +47,7 @@ func TestContainer(t *testing.T) {
 	checkFileID(t, f, id)
 
 	// Found by inode under the host's name for it.
-	pids, err := FindPIDs(hostLib)
+	pids, _, err := FindPIDs(hostLib)
 	if err != nil || !slices.Contains(pids, pid) {
 		t.Fatalf("FindPIDs(%s) = %v, %v; want %d among them", hostLib, pids, err, pid)
 	}

@@ -51,7 +51,7 @@ func TestDeletedObject(t *testing.T) {
 	if got := readMem(t, fx.PID(), addr, 32); !bytes.Equal(got, code) {
 		t.Fatalf("memory at %#x: % x, want % x", addr, got, code)
 	}
-	procs, err := FindProcesses(id)
+	procs, _, err := FindProcesses(id)
 	if err != nil || !slices.Contains(procs, *proc) {
 		t.Fatalf("FindProcesses(%v) = %v, %v; want %v among them", id, procs, err, proc)
 	}
@@ -71,7 +71,7 @@ func TestFindPIDs(t *testing.T) {
 	if err := os.Link(fixturePath(t, "libusdt_lib.so"), link); err != nil {
 		t.Skipf("hard link: %v", err)
 	}
-	pids, err := FindPIDs(link)
+	pids, _, err := FindPIDs(link)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,10 +89,10 @@ func TestFindPIDs(t *testing.T) {
 	// A copy is another file.
 	cp := filepath.Join(t.TempDir(), "copy.so")
 	testkit.CopyFile(t, fixturePath(t, "libusdt_lib.so"), cp)
-	if pids, err := FindPIDs(cp); err != nil || len(pids) != 0 {
+	if pids, _, err := FindPIDs(cp); err != nil || len(pids) != 0 {
 		t.Errorf("FindPIDs(copy) = %v, %v; want none", pids, err)
 	}
-	if _, err := FindPIDs(filepath.Join(t.TempDir(), "missing")); !os.IsNotExist(err) {
+	if _, _, err := FindPIDs(filepath.Join(t.TempDir(), "missing")); !os.IsNotExist(err) {
 		t.Errorf("FindPIDs(missing): %v", err)
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 )
 
 // maxFindWorkers bounds the goroutines FindProcesses reads maps with: the
@@ -19,31 +21,35 @@ const maxFindWorkers = 8
 // FindPIDs returns the PIDs of the processes that map the file at path
 // (as seen from our mount namespace), matched by device and inode, not
 // by name: a container that names the file differently is found, a
-// different file with the same name is not. See FindProcesses.
-func FindPIDs(path string) ([]int, error) {
+// different file with the same name is not. unreadable counts the
+// processes whose maps could not be read, which may map it too. See
+// FindProcesses.
+func FindPIDs(path string) (pids []int, unreadable int, err error) {
 	id, err := IDOf(path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	procs, err := FindProcesses(id)
+	procs, unreadable, err := FindProcesses(id)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	pids := make([]int, len(procs))
+	pids = make([]int, len(procs))
 	for i, p := range procs {
 		pids[i] = p.PID
 	}
-	return pids, nil
+	return pids, unreadable, nil
 }
 
 // FindProcesses returns the processes that map file id, in PID order,
 // each with its identity (read after its maps, so it is the process whose
-// maps matched). Processes that exit during the scan, and those whose
-// maps we may not read (another user's, when not root), are left out.
-func FindProcesses(id FileID) ([]Process, error) {
+// maps matched). Processes that exit during the scan are left out.
+// unreadable counts those whose maps could not be read (another user's,
+// when not root: EACCES), which may map the file too: a caller that
+// needs every user of the file says the answer is incomplete.
+func FindProcesses(id FileID) (procs []Process, unreadable int, err error) {
 	pids, err := listPIDs()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	workers := min(runtime.GOMAXPROCS(0), maxFindWorkers, max(len(pids), 1))
 	var (
@@ -58,8 +64,16 @@ func FindProcesses(id FileID) ([]Process, error) {
 			defer wg.Done()
 			var buf []byte
 			for pid := range next {
-				var ok bool
-				buf, ok = mapsFile(pid, buf, id)
+				var (
+					ok  bool
+					err error
+				)
+				buf, ok, err = mapsFile(pid, buf, id)
+				if err != nil && !gone(err) {
+					mu.Lock()
+					unreadable++
+					mu.Unlock()
+				}
 				if !ok {
 					continue
 				}
@@ -79,7 +93,13 @@ func FindProcesses(id FileID) ([]Process, error) {
 	close(next)
 	wg.Wait()
 	slices.SortFunc(found, func(a, b Process) int { return a.PID - b.PID })
-	return found, nil
+	return found, unreadable, nil
+}
+
+// gone reports whether err is what reading a process that has exited
+// gives: its /proc directory is gone (ENOENT), or its task is (ESRCH).
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
 }
 
 // listPIDs lists the numeric entries of /proc (processes, not threads:
@@ -104,16 +124,17 @@ func listPIDs() ([]int, error) {
 }
 
 // mapsFile reads /proc/PID/maps into buf and reports whether a line maps
-// file id. Lines that do not contain the inode's digits are not parsed.
-func mapsFile(pid int, buf []byte, id FileID) ([]byte, bool) {
+// file id, or why the maps could not be read. Lines that do not contain
+// the inode's digits are not parsed.
+func mapsFile(pid int, buf []byte, id FileID) ([]byte, bool, error) {
 	f, err := os.Open(procRoot + "/" + strconv.Itoa(pid) + "/maps")
 	if err != nil {
-		return buf, false
+		return buf, false, err
 	}
 	buf, err = readAll(f, buf[:0])
 	f.Close()
 	if err != nil {
-		return buf, false
+		return buf, false, err
 	}
 	var digits [20]byte
 	inode := strconv.AppendUint(digits[:0], id.Inode, 10)
@@ -128,10 +149,10 @@ func mapsFile(pid int, buf []byte, id FileID) ([]byte, bool) {
 			continue
 		}
 		if m, _, err := parseHeader(string(line)); err == nil && m.Inode == id.Inode && m.Dev == id.Dev {
-			return buf, true
+			return buf, true, nil
 		}
 	}
-	return buf, false
+	return buf, false, nil
 }
 
 // readAll is io.ReadAll into a reused buffer.

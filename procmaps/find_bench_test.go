@@ -43,7 +43,7 @@ func BenchmarkFindPIDs(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		pids, err := FindPIDs(lib)
+		pids, _, err := FindPIDs(lib)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,7 +18,8 @@ import (
 const permPIDEnv = "PROBEKIT_PROCMAPS_PERM_PID"
 
 // TestPermissionDenied: an unprivileged user reading a root process gets
-// an error that wraps os.ErrPermission and says what to do.
+// an error that wraps os.ErrPermission and says what to do, and
+// FindPIDs counts the processes it could not read.
 func TestPermissionDenied(t *testing.T) {
 	testkit.RequireKernel(t)
 	fx := testkit.Start(t, fixturePath(t, "usdt_sample"))
@@ -59,4 +61,11 @@ func TestPermissionHelper(t *testing.T) {
 	if !errors.Is(err, os.ErrPermission) {
 		t.Fatalf("OpenInRoot as uid %d: %v", os.Getuid(), err)
 	}
+	// The root fixture maps its executable, but nobody cannot see that:
+	// it is not found, and it is counted.
+	pids, unreadable, err := FindPIDs(fixturePath(t, "usdt_sample"))
+	if err != nil || slices.Contains(pids, pid) || unreadable == 0 {
+		t.Fatalf("FindPIDs as uid %d = %v, %d unreadable, %v; want pid %d left out and counted", os.Getuid(), pids, unreadable, err, pid)
+	}
+	t.Logf("%d processes unreadable", unreadable)
 }
