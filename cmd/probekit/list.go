@@ -28,7 +28,7 @@ func runList(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("list", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print one JSON document")
-	pid := fs.Int("p", 0, "list the probes of every object process PID has mapped")
+	pid := pidFlag(fs, "list the probes of every object process PID has mapped")
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(stdout, "usage: probekit list [--json] TARGET [GLOB] | list [--json] -p PID [GLOB]")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -111,4 +112,31 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		args = rest[i:]
 	}
+}
+
+// pidValue is a -p flag's value: a process id above 0. 0 is refused, not
+// read as "no PID": where -p is optional, no PID means every process.
+type pidValue struct{ pid *int }
+
+func (v pidValue) String() string {
+	if v.pid == nil {
+		return "0"
+	}
+	return strconv.Itoa(*v.pid)
+}
+
+func (v pidValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return errors.New("invalid PID: want a process id above 0")
+	}
+	*v.pid = n
+	return nil
+}
+
+// pidFlag defines -p PID on fs; the PID is 0 when -p is not given.
+func pidFlag(fs *flag.FlagSet, usage string) *int {
+	pid := new(int)
+	fs.Var(pidValue{pid}, "p", usage)
+	return pid
 }

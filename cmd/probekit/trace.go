@@ -2,7 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,18 +14,20 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
+	"github.com/prometheus/procfs"
 
-	"github.com/probekit/probekit/argspec"
+	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/internal/traceprog"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/usdt"
 )
 
-const traceUsage = "trace [--json] [-p PID] [-n COUNT] [--str N,...] TARGET:PROVIDER:NAME... [-- CMD ARGS...]"
+const traceUsage = "trace [--json] [-p PID] [-n COUNT] [--str N,...] [--ring-size SIZE] TARGET:PROVIDER:NAME... [-- CMD ARGS...]"
 
 func init() {
 	register(&command{
@@ -43,8 +46,10 @@ type traceRequest struct {
 	// strMask has bit n set to print argument n (0-based) as the string
 	// it points to.
 	strMask uint32
-	probes  []probeSpec
-	cmd     []string
+	// ringSize is the ring buffer's size in bytes.
+	ringSize int
+	probes   []probeSpec
+	cmd      []string
 }
 
 type probeSpec struct {
@@ -63,12 +68,20 @@ func parseTrace(args []string) (*traceRequest, error) {
 	fs.SetOutput(io.Discard)
 	req := &traceRequest{cmd: cmd}
 	fs.BoolVar(&req.json, "json", false, "one JSON object per hit")
-	fs.IntVar(&req.pid, "p", 0, "trace only this process")
+	pid := pidFlag(fs, "trace only this process")
 	fs.IntVar(&req.count, "n", 0, "exit after COUNT hits")
 	strs := fs.String("str", "", "comma-separated argument numbers (from 1) to print as strings")
+	ring := fs.String("ring-size", "", "the ring buffer's size: a power of two with K, M or G (default 16M)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return nil, err
+	}
+	req.pid = *pid
+	req.ringSize = traceprog.DefaultRingSize
+	if *ring != "" {
+		if req.ringSize, err = parseSize(*ring); err != nil {
+			return nil, usagef("--ring-size %q: %v", *ring, err)
+		}
 	}
 	if *strs != "" {
 		for _, f := range strings.Split(*strs, ",") {
@@ -85,8 +98,6 @@ func parseTrace(args []string) (*traceRequest, error) {
 	switch {
 	case len(pos) == 0:
 		return nil, usagef("want at least one TARGET:PROVIDER:NAME")
-	case req.pid < 0:
-		return nil, usagef("-p %d: want a process id", req.pid)
 	case req.count < 0:
 		return nil, usagef("-n %d: want a count", req.count)
 	case req.pid != 0 && len(cmd) > 0:
@@ -121,16 +132,22 @@ func runTrace(args []string, stdout io.Writer) error {
 	return trace(req, stdout)
 }
 
-// traceSite is what a usdt cookie stands for in the events: one location.
+// traceSite is what a usdt cookie stands for in the events: one location,
+// and the parts of its lines that every hit shares, formatted once.
 type traceSite struct {
 	probe *usdt.Probe
 	loc   *usdt.Location
+	// text is " provider:name @0xADDR [".
+	text []byte
+	// jsonHead is `{"provider":"P","name":"N","pid":`, jsonTail
+	// `,"address":A,"args":[`: the pid and tid go between them.
+	jsonHead, jsonTail []byte
 }
 
 // tracer is one run of probekit trace.
 type tracer struct {
 	req   *traceRequest
-	out   io.Writer
+	out   output
 	sites []traceSite
 	hits  int
 }
@@ -138,6 +155,17 @@ type tracer struct {
 func trace(req *traceRequest, stdout io.Writer) (err error) {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("tracing needs root (loading BPF programs and attaching uprobes): %w", os.ErrPermission)
+	}
+	var proc *procmaps.Process
+	if req.pid != 0 {
+		if proc, err = openTraced(req.pid); err != nil {
+			return err
+		}
+	}
+	for _, p := range req.probes {
+		if err := checkMachine(p.target, proc); err != nil {
+			return err
+		}
 	}
 	spec, err := traceprog.Spec()
 	if err != nil {
@@ -149,6 +177,9 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	if err := spec.Variables[traceprog.StrMaskName].Set(req.strMask); err != nil {
 		return err
 	}
+	if err := traceprog.SetRingSize(spec, req.ringSize, os.Getpagesize()); err != nil {
+		return err
+	}
 	objs, err := traceprog.LoadSpec(spec)
 	if err != nil {
 		return err
@@ -158,7 +189,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	t := &tracer{req: req, out: stdout}
+	t := &tracer{req: req, out: output{w: stdout, buf: make([]byte, 0, outputChunk+traceprog.MaxEventSize*8)}}
 
 	var launched *usdt.Launched
 	opts := &usdt.AttachOptions{PID: req.pid, LocationCookie: t.cookie}
@@ -190,6 +221,10 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 		}()
 	}
 
+	if proc != nil {
+		opts.Process = proc
+	}
+
 	var links []*usdt.Link
 	defer func() {
 		for _, l := range links {
@@ -197,13 +232,9 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 		}
 	}()
 	for _, p := range req.probes {
-		// A bare name is looked up on PATH and in the library
-		// directories; a path is taken as the process sees it.
-		target, err := procmaps.Resolve(p.target)
-		if err != nil {
-			return err
-		}
-		l, err := att.Attach(objs.Program, target, p.provider, p.name, opts)
+		// The target as given: a path, a program on PATH or a library
+		// name, as the process sees it with -p.
+		l, err := att.Attach(objs.Program, p.target, p.provider, p.name, opts)
 		if err != nil {
 			return err
 		}
@@ -224,13 +255,9 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	defer signal.Stop(stop)
 
 	exited := make(chan error, 1)
-	if req.pid != 0 {
+	if proc != nil {
 		// Like a launched command, a traced process ends the trace when
 		// it exits.
-		proc, err := procmaps.Open(req.pid)
-		if err != nil {
-			return err
-		}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go func() {
@@ -251,136 +278,288 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 		return err
 	}
 	if n, err := objs.DroppedCount(); err == nil && n > 0 {
-		fmt.Fprintf(os.Stderr, "probekit trace: %d events lost (ring buffer full)\n", n)
+		fmt.Fprintf(os.Stderr, "probekit trace: %d events lost (ring buffer full; a larger --ring-size keeps more)\n", n)
 	}
 	return nil
 }
 
-// cookie numbers each attached location; events carry the number.
-func (t *tracer) cookie(p *usdt.Probe, i int) uint64 {
-	t.sites = append(t.sites, traceSite{probe: p, loc: &p.Locations[i]})
-	return uint64(len(t.sites) - 1)
+// pfKthread is PF_KTHREAD, the kernel thread bit of the flags in field 9
+// of /proc/PID/stat (include/linux/sched.h).
+const pfKthread = 0x00200000
+
+// openTraced opens the process -p names, refusing a kernel thread: it has
+// no user space, so no probe of it ever fires.
+func openTraced(pid int) (*procmaps.Process, error) {
+	proc, err := procmaps.Open(pid)
+	if err != nil {
+		return nil, err
+	}
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return nil, err
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	if st.Flags&pfKthread != 0 {
+		return nil, fmt.Errorf("pid %d (%s) is a kernel thread: no user space to trace", pid, st.Comm)
+	}
+	return proc, nil
 }
 
-// pollInterval bounds how long a signal or the command's exit waits for
-// the ring buffer reader.
-const pollInterval = 100 * time.Millisecond
-
-func (t *tracer) loop(rd *ringbuf.Reader, stop <-chan os.Signal, exited <-chan error) error {
-	draining := false
-	for {
-		if !draining {
-			select {
-			case <-stop:
-				return nil
-			case <-exited:
-				// Everything the command fired is in the buffer by now:
-				// read until it is empty.
-				draining = true
-			default:
-			}
-		}
-		rd.SetDeadline(time.Now().Add(pollInterval))
-		rec, err := rd.Read()
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			if draining {
-				return nil
-			}
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		var ev traceprog.Event
-		if err := ev.UnmarshalBinary(rec.RawSample); err != nil {
-			return err
-		}
-		if err := t.print(&ev); err != nil {
-			return err
-		}
-		t.hits++
-		if t.req.count > 0 && t.hits >= t.req.count {
-			return nil
-		}
+// hostELF is the machine and byte order of the tracer's own executable: a
+// native build, so those of the kernel whose registers the BPF program
+// reads.
+var hostELF = sync.OnceValues(func() (*safeelf.File, error) {
+	f, err := procmaps.OpenFile("/proc/self/exe")
+	if err != nil {
+		return nil, err
 	}
+	defer f.Close()
+	return safeelf.NewFile(f)
+})
+
+// compatMachines are the 32-bit machines a 64-bit kernel runs beside its
+// own, whose registers usdt reads from the 64-bit pt_regs.
+var compatMachines = map[elf.Machine]elf.Machine{
+	elf.EM_X86_64:  elf.EM_386,
+	elf.EM_AARCH64: elf.EM_ARM,
 }
 
-// hitJSON is one line of --json output.
-type hitJSON struct {
-	Provider string            `json:"provider"`
-	Name     string            `json:"name"`
-	PID      uint32            `json:"pid"`
-	TID      uint32            `json:"tid"`
-	Address  uint64            `json:"address"`
-	Args     []json.RawMessage `json:"args"`
-}
-
-func (t *tracer) print(ev *traceprog.Event) error {
-	if ev.Cookie >= uint64(len(t.sites)) || ev.ArgCnt < 0 {
-		return fmt.Errorf("event for unknown location (cookie %d, arg count %d)", ev.Cookie, ev.ArgCnt)
+// checkMachine refuses a target built for another architecture than the
+// host's: no process here runs it, so its probes would never fire. With
+// proc, target is opened as that process sees it.
+func checkMachine(target string, proc *procmaps.Process) error {
+	if target == "" {
+		return nil // every object proc has mapped: proc runs them
 	}
-	site := t.sites[ev.Cookie]
-	args := make([]string, 0, ev.ArgCnt)
-	for i := 0; i < int(ev.ArgCnt) && i < len(ev.Args); i++ {
-		args = append(args, formatArg(ev, i, site.loc))
+	host, err := hostELF()
+	if err != nil {
+		return fmt.Errorf("read this program's ELF header: %w", err)
 	}
-	if t.req.json {
-		h := hitJSON{
-			Provider: site.probe.Provider, Name: site.probe.Name,
-			PID: ev.PID, TID: ev.TID, Address: site.loc.Address,
-			Args: make([]json.RawMessage, len(args)),
-		}
-		for i, a := range args {
-			h.Args[i] = json.RawMessage(a)
-		}
-		enc := json.NewEncoder(t.out)
-		enc.SetEscapeHTML(false) // "<string>" stays readable
-		return flush(t.out, enc.Encode(h))
+	var t *procmaps.Target
+	if proc != nil {
+		t, err = proc.OpenTarget(target)
+	} else {
+		t, err = procmaps.OpenTarget(target)
 	}
-	_, err := fmt.Fprintf(t.out, "%d/%d %s:%s @%#x [%s]\n", ev.PID, ev.TID,
-		site.probe.Provider, site.probe.Name, site.loc.Address, strings.Join(args, " "))
-	return flush(t.out, err)
-}
-
-// formatArg renders argument i: signed or unsigned as its spec says, or
-// null when the BPF program could not read it.
-func formatArg(ev *traceprog.Event, i int, loc *usdt.Location) string {
-	if ev.Errors&(1<<i) != 0 {
-		return "null"
-	}
-	if str, ok := ev.Str(i); ok {
-		// A JSON string is a fine quoted form for people too.
-		return jsonString(str)
-	}
-	v := ev.Args[i]
-	var a *argspec.Arg
-	if i < len(loc.Args) {
-		a = &loc.Args[i]
-	}
-	if a == nil || a.Signed {
-		return strconv.FormatInt(v, 10)
-	}
-	// Unsigned: the program zero-extended it; an 8-byte value needs the
-	// full unsigned range.
-	return strconv.FormatUint(uint64(v), 10)
-}
-
-// flush pushes a line out at once: a trace is read as it happens.
-func flush(w io.Writer, err error) error {
 	if err != nil {
 		return err
 	}
-	if f, ok := w.(interface{ Flush() error }); ok {
+	defer t.Close()
+	f, err := safeelf.NewFile(t.File)
+	if err != nil {
+		return fmt.Errorf("%s: %w", target, err)
+	}
+	if (f.Machine == host.Machine || f.Machine == compatMachines[host.Machine]) && f.ByteOrder == host.ByteOrder {
+		return nil
+	}
+	return fmt.Errorf("%s is built for %s and this host is %s: it cannot run here, so its probes never fire (probekit list reads it)",
+		target, machineDesc(f.Machine, f.ByteOrder), machineDesc(host.Machine, host.ByteOrder))
+}
+
+// machineDesc names a machine, with its byte order where both exist
+// (ppc64 and ppc64le share EM_PPC64).
+func machineDesc(m elf.Machine, bo binary.ByteOrder) string {
+	if m == elf.EM_PPC64 && bo == binary.LittleEndian {
+		return "ppc64le"
+	}
+	return machineName(m)
+}
+
+// cookie numbers each attached location; events carry the number.
+func (t *tracer) cookie(p *usdt.Probe, i int) uint64 {
+	loc := &p.Locations[i]
+	s := traceSite{probe: p, loc: loc}
+	s.text = fmt.Appendf(nil, " %s:%s @%#x [", p.Provider, p.Name, loc.Address)
+	s.jsonHead = append(s.jsonHead, `{"provider":`...)
+	s.jsonHead = appendJSON(s.jsonHead, p.Provider, false)
+	s.jsonHead = append(s.jsonHead, `,"name":`...)
+	s.jsonHead = appendJSON(s.jsonHead, p.Name, false)
+	s.jsonHead = append(s.jsonHead, `,"pid":`...)
+	s.jsonTail = fmt.Appendf(nil, `,"address":%d,"args":[`, loc.Address)
+	t.sites = append(t.sites, s)
+	return uint64(len(t.sites) - 1)
+}
+
+// liveInterval bounds how long a hit waits before it is printed (the
+// program does not wake the reader for every record: the reader polls),
+// and how long a signal or the command's exit waits for the loop.
+const liveInterval = 100 * time.Millisecond
+
+// checkEvery is how many hits the loop formats between two looks at the
+// clock and the stop signals while the ring stays busy.
+const checkEvery = 1024
+
+func (t *tracer) loop(rd *ringbuf.Reader, stop <-chan os.Signal, exited <-chan error) error {
+	rec := ringbuf.Record{RawSample: make([]byte, 0, traceprog.MaxEventSize)}
+	var ev traceprog.Event
+	draining := false
+	rd.SetDeadline(time.Now().Add(liveInterval))
+	for {
+		err := rd.ReadInto(&rec)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// Nothing more came before the deadline: the ring is empty.
+			if err := t.out.flush(); err != nil {
+				return err
+			}
+			if draining {
+				return nil
+			}
+		case err != nil:
+			return err
+		default:
+			if err := ev.Decode(rec.RawSample); err != nil {
+				return err
+			}
+			if t.out.buf, err = t.appendHit(t.out.buf, &ev); err != nil {
+				return err
+			}
+			t.hits++
+			if t.req.count > 0 && t.hits >= t.req.count {
+				return t.out.flush()
+			}
+			if len(t.out.buf) >= outputChunk {
+				if err := t.out.write(); err != nil {
+					return err
+				}
+			}
+			if draining || rec.Remaining != 0 && t.hits%checkEvery != 0 {
+				continue
+			}
+			// Remaining 0: the ring is empty for now, and the next
+			// read waits for a wakeup or the deadline.
+			if rec.Remaining == 0 || time.Since(t.out.last) >= liveInterval {
+				if err := t.out.flush(); err != nil {
+					return err
+				}
+			}
+		}
+		// Between bursts, and every checkEvery hits of a long one.
+		select {
+		case <-stop:
+			return t.out.flush()
+		case <-exited:
+			// Everything the command fired is in the ring by now: read
+			// until it is empty, then stop.
+			draining = true
+			rd.SetDeadline(time.Now())
+			continue
+		default:
+		}
+		rd.SetDeadline(time.Now().Add(liveInterval))
+	}
+}
+
+// appendHit appends ev's line to b.
+func (t *tracer) appendHit(b []byte, ev *traceprog.Event) ([]byte, error) {
+	if ev.Cookie >= uint64(len(t.sites)) || ev.ArgCnt < 0 {
+		return b, fmt.Errorf("event for unknown location (cookie %d, arg count %d)", ev.Cookie, ev.ArgCnt)
+	}
+	site := &t.sites[ev.Cookie]
+	if t.req.json {
+		b = append(b, site.jsonHead...)
+		b = strconv.AppendUint(b, uint64(ev.PID), 10)
+		b = append(b, `,"tid":`...)
+		b = strconv.AppendUint(b, uint64(ev.TID), 10)
+		b = append(b, site.jsonTail...)
+		for i := range ev.NArgs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendArg(b, ev, i, site.loc)
+		}
+		return append(b, "]}\n"...), nil
+	}
+	b = strconv.AppendUint(b, uint64(ev.PID), 10)
+	b = append(b, '/')
+	b = strconv.AppendUint(b, uint64(ev.TID), 10)
+	b = append(b, site.text...)
+	for i := range ev.NArgs {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = appendArg(b, ev, i, site.loc)
+	}
+	return append(b, "]\n"...), nil
+}
+
+// appendArg appends argument i: signed or unsigned as its spec says, a
+// quoted string, or null when the BPF program could not read it.
+func appendArg(b []byte, ev *traceprog.Event, i int, loc *usdt.Location) []byte {
+	if ev.Errors&(1<<i) != 0 {
+		return append(b, "null"...)
+	}
+	if str, ok := ev.Str(i); ok {
+		// A JSON string is a fine quoted form for people too.
+		return appendJSON(b, str, false)
+	}
+	v := ev.Args[i]
+	if i >= len(loc.Args) || loc.Args[i].Signed {
+		return strconv.AppendInt(b, v, 10)
+	}
+	// Unsigned: the program zero-extended it; an 8-byte value needs the
+	// full unsigned range.
+	return strconv.AppendUint(b, uint64(v), 10)
+}
+
+// outputChunk is the size of the writes of a burst: a pipe takes 64 KiB
+// at a time, and fewer, larger writes leave the traced program the CPU.
+const outputChunk = 256 << 10
+
+// output batches lines: written by the chunk in a burst, flushed when the
+// ring is empty and at least every liveInterval.
+type output struct {
+	w    io.Writer
+	buf  []byte
+	last time.Time // last flush
+}
+
+// write hands the lines to w.
+func (o *output) write() error {
+	if len(o.buf) == 0 {
+		return nil
+	}
+	_, err := o.w.Write(o.buf)
+	o.buf = o.buf[:0]
+	return err
+}
+
+// flush writes the lines and flushes w when it buffers (main's stdout).
+func (o *output) flush() error {
+	o.last = time.Now()
+	if err := o.write(); err != nil {
+		return err
+	}
+	if f, ok := o.w.(interface{ Flush() error }); ok {
 		return f.Flush()
 	}
 	return nil
 }
 
-// jsonString quotes s as JSON, without escaping <, > and &.
-func jsonString(s string) string {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.Encode(s)
-	return strings.TrimSuffix(b.String(), "\n")
+// parseSize reads a byte count with an optional K, M or G (powers of
+// 1024, "iB" allowed) suffix.
+func parseSize(s string) (int, error) {
+	num := strings.TrimSuffix(strings.TrimSuffix(s, "iB"), "B")
+	shift := 0
+	if n := len(num); n > 0 {
+		switch num[n-1] {
+		case 'K', 'k':
+			shift = 10
+		case 'M', 'm':
+			shift = 20
+		case 'G', 'g':
+			shift = 30
+		}
+		if shift != 0 {
+			num = num[:n-1]
+		}
+	}
+	v, err := strconv.ParseUint(num, 10, 32)
+	if err != nil || v == 0 || bits.Len64(v)+shift > 31 {
+		return 0, errors.New("want a size such as 16M, 256K or 1G")
+	}
+	return int(v) << shift, nil
 }

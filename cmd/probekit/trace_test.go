@@ -19,16 +19,34 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
+// traceResult is what a run of probekit trace left.
+type traceResult struct {
+	code        int
+	out, errOut string
+}
+
+// runTraceCmd runs probekit trace with args. It touches no testing.T, so
+// that a test may run it off its goroutine.
+func runTraceCmd(args ...string) traceResult {
+	var out, errOut bytes.Buffer
+	code := run(append([]string{"trace"}, args...), &out, &errOut)
+	return traceResult{code, out.String(), errOut.String()}
+}
+
 // traceJSON runs probekit trace --json with args and decodes its lines.
 func traceJSON(t *testing.T, args ...string) []hitLine {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	code := run(append([]string{"trace", "--json"}, args...), &out, &errOut)
-	if code != 0 {
-		t.Fatalf("probekit trace %v: exit %d: %s", args, code, errOut.String())
+	r := runTraceCmd(append([]string{"--json"}, args...)...)
+	if r.code != 0 {
+		t.Fatalf("probekit trace %v: exit %d: %s", args, r.code, r.errOut)
 	}
+	return decodeHits(t, r.out)
+}
+
+func decodeHits(t *testing.T, out string) []hitLine {
+	t.Helper()
 	var hits []hitLine
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if line == "" {
 			continue
 		}
@@ -118,19 +136,25 @@ func TestTraceGlobSites(t *testing.T) {
 	}
 }
 
-// -n stops after COUNT hits of an attached process (-p).
+// -n stops after COUNT hits of an attached process (-p). The fixture
+// fires until the tracer has attached and seen four hits, for as long as
+// loading and attaching take, within a time limit.
 func TestTracePIDCount(t *testing.T) {
 	testkit.RequireKernel(t)
 	fixture := testkit.Fixture("usdt_sample")
 	p := testkit.Start(t, fixture)
-	done := make(chan []hitLine, 1)
+	done := make(chan traceResult, 1)
 	go func() {
-		done <- traceJSON(t, "-p", itoa(p.PID()), "-n", "4", fixture+":sample:consts")
+		done <- runTraceCmd("--json", "-p", itoa(p.PID()), "-n", "4", fixture+":sample:consts")
 	}()
-	// Fire until the tracer has attached and seen four hits.
-	for i := 0; ; i++ {
+	deadline := time.After(30 * time.Second)
+	for {
 		select {
-		case hits := <-done:
+		case r := <-done:
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.errOut)
+			}
+			hits := decodeHits(t, r.out)
 			if len(hits) != 4 {
 				t.Fatalf("%d hits with -n 4", len(hits))
 			}
@@ -140,12 +164,12 @@ func TestTracePIDCount(t *testing.T) {
 				}
 			}
 			return
-		default:
+		case <-deadline:
+			// The tracer ends with the fixture (Cleanup stops it).
+			t.Fatal("tracer did not see 4 hits within 30s")
+		case <-time.After(5 * time.Millisecond):
+			p.Fire("consts", 1)
 		}
-		if i > 2000 {
-			t.Fatal("tracer did not finish")
-		}
-		p.Fire("consts", 1)
 	}
 }
 
@@ -227,7 +251,7 @@ func TestTraceErrors(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"trace"}, 2, "want at least one"},
-		{[]string{"trace", "nocolons"}, 2, "PATH:PROVIDER:NAME"},
+		{[]string{"trace", "nocolons"}, 2, "TARGET:PROVIDER:NAME"},
 		{[]string{"trace", "-p", "1", fixture + ":sample:zero", "--", "true"}, 2, "exclude"},
 		{[]string{"trace", "/nonexistent:p:n"}, 1, "no such file"},
 		{[]string{"trace", fixture + ":sample:nosuch"}, 1, "not found"},

@@ -36,23 +36,34 @@ type traceEvent struct {
 	Tid     uint32
 	ArgCnt  int32
 	Errors  uint32
-	Args    [12]int64
 	StrArgs uint32
-	Pad     uint32
-	Strs    [4][96]int8
+	Kind    uint8
+	Nvals   uint8
+	Nstrs   uint8
+	Pad     uint8
+	Vals    [0]int64
+}
+
+type traceScratch struct {
+	_          structs.HostLayout
+	Users      uint64
+	LastWakeup uint64
+	Buf        [64]uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	traceMapBpfUsdtIpToSpecId      = "__bpf_usdt_ip_to_spec_id"
-	traceMapBpfUsdtSpecs           = "__bpf_usdt_specs"
-	traceMapDropped                = "dropped"
-	traceMapEvents                 = "events"
-	traceProgTraceUsdt             = "trace_usdt"
-	traceVarProbekitTraceStrMask   = "probekit_trace_str_mask"
-	traceVarProbekitUsdtHaveCookie = "probekit_usdt_have_cookie"
+	traceMapBpfUsdtIpToSpecId        = "__bpf_usdt_ip_to_spec_id"
+	traceMapBpfUsdtSpecs             = "__bpf_usdt_specs"
+	traceMapDropped                  = "dropped"
+	traceMapEvents                   = "events"
+	traceMapScratch                  = "scratch"
+	traceProgTraceUsdt               = "trace_usdt"
+	traceVarProbekitTraceStrMask     = "probekit_trace_str_mask"
+	traceVarProbekitTraceWakeupBytes = "probekit_trace_wakeup_bytes"
+	traceVarProbekitUsdtHaveCookie   = "probekit_usdt_have_cookie"
 )
 
 // loadTrace returns the embedded CollectionSpec for trace.
@@ -108,14 +119,16 @@ type traceMapSpecs struct {
 	BpfUsdtSpecs      *ebpf.MapSpec `ebpf:"__bpf_usdt_specs"`
 	Dropped           *ebpf.MapSpec `ebpf:"dropped"`
 	Events            *ebpf.MapSpec `ebpf:"events"`
+	Scratch           *ebpf.MapSpec `ebpf:"scratch"`
 }
 
 // traceVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceVariableSpecs struct {
-	ProbekitTraceStrMask   *ebpf.VariableSpec `ebpf:"probekit_trace_str_mask"`
-	ProbekitUsdtHaveCookie *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
+	ProbekitTraceStrMask     *ebpf.VariableSpec `ebpf:"probekit_trace_str_mask"`
+	ProbekitTraceWakeupBytes *ebpf.VariableSpec `ebpf:"probekit_trace_wakeup_bytes"`
+	ProbekitUsdtHaveCookie   *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
 }
 
 // traceObjects contains all objects after they have been loaded into the kernel.
@@ -142,6 +155,7 @@ type traceMaps struct {
 	BpfUsdtSpecs      *ebpf.Map `ebpf:"__bpf_usdt_specs"`
 	Dropped           *ebpf.Map `ebpf:"dropped"`
 	Events            *ebpf.Map `ebpf:"events"`
+	Scratch           *ebpf.Map `ebpf:"scratch"`
 }
 
 func (m *traceMaps) Close() error {
@@ -150,6 +164,7 @@ func (m *traceMaps) Close() error {
 		m.BpfUsdtSpecs,
 		m.Dropped,
 		m.Events,
+		m.Scratch,
 	)
 }
 
@@ -157,8 +172,9 @@ func (m *traceMaps) Close() error {
 //
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type traceVariables struct {
-	ProbekitTraceStrMask   *ebpf.Variable `ebpf:"probekit_trace_str_mask"`
-	ProbekitUsdtHaveCookie *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
+	ProbekitTraceStrMask     *ebpf.Variable `ebpf:"probekit_trace_str_mask"`
+	ProbekitTraceWakeupBytes *ebpf.Variable `ebpf:"probekit_trace_wakeup_bytes"`
+	ProbekitUsdtHaveCookie   *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
 }
 
 // tracePrograms contains all programs after they have been loaded into the kernel.

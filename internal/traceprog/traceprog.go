@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
+	"os"
 
 	"github.com/cilium/ebpf"
 )
@@ -21,24 +23,50 @@ const (
 	// StrMaskName is the constant whose bit n makes the program read
 	// argument n as a pointer to a NUL-terminated string.
 	StrMaskName = "probekit_trace_str_mask"
+	// WakeupBytesName is the constant holding how many unread bytes make
+	// the program wake the reader (see SetRingSize).
+	WakeupBytesName = "probekit_trace_wakeup_bytes"
 )
 
-// MaxArgs is the number of argument slots of an event (usdt.bpf.h's
-// BPF_USDT_MAX_ARG_CNT).
+// MaxArgs is the number of values a record can carry (usdt.bpf.h's
+// BPF_USDT_MAX_ARG_CNT: 12 USDT arguments; a function probe needs 8
+// argument registers and a return value).
 const MaxArgs = 12
 
-// MaxStrs is how many arguments of one hit can be read as strings, and
-// StrLen the buffer of each (TRACE_MAX_STRS, TRACE_STR_LEN in trace.c).
+// MaxStrs is how many values of one hit can be read as strings, and
+// StrLen the most bytes read for each, its NUL included
+// (TRACE_MAX_STRS, TRACE_STR_LEN in trace.c).
 const (
 	MaxStrs = 4
 	StrLen  = 96
 )
 
-// EventSize is the size of one event record (struct event of trace.c).
-const EventSize = 8 + 4 + 4 + 4 + 4 + 8*MaxArgs + 4 + 4 + MaxStrs*StrLen
+// HeaderSize is the size of a record's fixed part (struct event of
+// trace.c); MaxEventSize is the largest record: every value and every
+// string at its longest.
+const (
+	HeaderSize   = 32
+	MaxEventSize = HeaderSize + 8*MaxArgs + MaxStrs*StrLen
+)
 
-// Event is one hit.
+// Ring buffer sizes: DefaultRingSize holds about 260,000 four-argument
+// records (64 bytes and the kernel's 8-byte header each), a quarter of a
+// second of hits at 1 µs a hit; MaxRingSize is a ceiling on the locked
+// kernel memory one trace may ask for.
+const (
+	DefaultRingSize = 16 << 20
+	MaxRingSize     = 1 << 30
+)
+
+// Kind says what a record's values are.
+type Kind uint8
+
+// KindUSDT: the values are the probe's arguments, in order.
+const KindUSDT Kind = 0
+
+// Event is one hit, decoded from a record (see Decode).
 type Event struct {
+	Kind Kind
 	// Cookie is the usdt cookie the attacher gave the location that fired.
 	Cookie uint64
 	// PID and TID are the process (thread group) and thread ids as the
@@ -47,67 +75,119 @@ type Event struct {
 	// ArgCnt is the location's argument count; negative (-ESRCH) when the
 	// program found no spec for the location, in which case Cookie is 0.
 	ArgCnt int32
-	// Errors has bit n set when argument n could not be read (an operand
+	// Errors has bit n set when value n could not be read (an operand
 	// probekit cannot express, or memory that could not be read without
 	// faulting); Args[n] is 0 then.
 	Errors uint32
-	// Args holds the ArgCnt arguments, each truncated to its size and sign-
-	// or zero-extended as the note says; slots past ArgCnt are 0.
+	// NArgs is the number of values in Args; slots past it are 0.
+	NArgs int
+	// Args holds the values, each truncated to its size and sign- or
+	// zero-extended as the note says.
 	Args [MaxArgs]int64
-	// StrArgs has bit n set when argument n was read as a string: the
-	// k-th such argument's string is Strs[k].
+	// StrArgs has bit n set when value n was read as a string too: the
+	// k-th such value's string is Strs[k].
 	StrArgs uint32
-	// Strs are the strings read, without their NUL.
-	Strs [MaxStrs]string
+	// Strs are the strings read, without their NUL. After Decode they
+	// share the record's memory.
+	Strs [MaxStrs][]byte
 }
 
-// Str returns argument n's string, if it was read as one.
-func (e *Event) Str(n int) (string, bool) {
+// Str returns value n's string, if it was read as one.
+func (e *Event) Str(n int) ([]byte, bool) {
 	if n < 0 || n >= MaxArgs || e.StrArgs&(1<<n) == 0 {
-		return "", false
+		return nil, false
 	}
-	k := 0
-	for i := 0; i < n; i++ {
-		if e.StrArgs&(1<<i) != 0 {
-			k++
-		}
-	}
+	k := bits.OnesCount32(e.StrArgs & (1<<n - 1))
 	if k >= MaxStrs {
-		return "", false
+		return nil, false
 	}
 	return e.Strs[k], true
 }
 
-// ErrShortEvent is returned by UnmarshalBinary for a record smaller than
-// EventSize.
-var ErrShortEvent = errors.New("traceprog: event record too short")
+// ErrBadEvent is returned by Decode for a record that does not hold what
+// its header says.
+var ErrBadEvent = errors.New("traceprog: malformed event record")
 
-// UnmarshalBinary decodes a ring buffer record (host byte order: the
-// kernel wrote it).
-func (e *Event) UnmarshalBinary(b []byte) error {
-	if len(b) < EventSize {
-		return fmt.Errorf("%w: %d bytes, want %d (object and package out of sync?)", ErrShortEvent, len(b), EventSize)
+func badEvent(format string, args ...any) error {
+	return fmt.Errorf("%w: %s (object and package out of sync?)", ErrBadEvent, fmt.Sprintf(format, args...))
+}
+
+// Decode decodes a ring buffer record (host byte order: the kernel wrote
+// it) into e, overwriting all of it. e.Strs alias rec: they are valid
+// until rec is reused. Decode does not allocate unless it fails.
+func (e *Event) Decode(rec []byte) error {
+	if len(rec) < HeaderSize {
+		return badEvent("%d bytes, want at least %d", len(rec), HeaderSize)
 	}
 	ne := binary.NativeEndian
-	e.Cookie = ne.Uint64(b)
-	e.PID = ne.Uint32(b[8:])
-	e.TID = ne.Uint32(b[12:])
-	e.ArgCnt = int32(ne.Uint32(b[16:]))
-	e.Errors = ne.Uint32(b[20:])
-	for i := range e.Args {
-		e.Args[i] = int64(ne.Uint64(b[24+8*i:]))
+	kind, nvals, nstrs := Kind(rec[28]), int(rec[29]), int(rec[30])
+	strArgs := ne.Uint32(rec[24:])
+	switch {
+	case kind != KindUSDT:
+		return badEvent("kind %d", kind)
+	case nvals > MaxArgs:
+		return badEvent("%d values, at most %d", nvals, MaxArgs)
+	case nstrs > MaxStrs || nstrs != bits.OnesCount32(strArgs) || strArgs>>nvals != 0:
+		return badEvent("%d strings for values %#b of %d", nstrs, strArgs, nvals)
 	}
-	off := 24 + 8*MaxArgs
-	e.StrArgs = ne.Uint32(b[off:])
-	off += 8
-	for k := range e.Strs {
-		s := b[off+k*StrLen : off+(k+1)*StrLen]
-		if i := bytes.IndexByte(s, 0); i >= 0 {
-			s = s[:i]
+	off := HeaderSize + 8*nvals
+	if len(rec) < off {
+		return badEvent("%d bytes for %d values", len(rec), nvals)
+	}
+	e.Kind = kind
+	e.Cookie = ne.Uint64(rec)
+	e.PID = ne.Uint32(rec[8:])
+	e.TID = ne.Uint32(rec[12:])
+	e.ArgCnt = int32(ne.Uint32(rec[16:]))
+	e.Errors = ne.Uint32(rec[20:])
+	e.StrArgs = strArgs
+	e.NArgs = nvals
+	for i := range e.Args {
+		e.Args[i] = 0
+		if i < nvals {
+			e.Args[i] = int64(ne.Uint64(rec[HeaderSize+8*i:]))
 		}
-		e.Strs[k] = string(s)
+	}
+	rest := rec[off:]
+	for k := range e.Strs {
+		e.Strs[k] = nil
+		if k >= nstrs {
+			continue
+		}
+		n := bytes.IndexByte(rest, 0)
+		if n < 0 || n >= StrLen {
+			return badEvent("string %d not terminated within %d bytes", k, StrLen)
+		}
+		e.Strs[k], rest = rest[:n:n], rest[n+1:]
 	}
 	return nil
+}
+
+// AppendBinary appends e as the program writes it: what Decode reads
+// back. Strings longer than StrLen-1 bytes or holding a NUL are an error.
+func (e *Event) AppendBinary(b []byte) ([]byte, error) {
+	if e.NArgs < 0 || e.NArgs > MaxArgs || e.StrArgs>>e.NArgs != 0 || bits.OnesCount32(e.StrArgs) > MaxStrs {
+		return b, fmt.Errorf("traceprog: %d values with strings %#b", e.NArgs, e.StrArgs)
+	}
+	ne := binary.NativeEndian
+	nstrs := bits.OnesCount32(e.StrArgs)
+	b = ne.AppendUint64(b, e.Cookie)
+	b = ne.AppendUint32(b, e.PID)
+	b = ne.AppendUint32(b, e.TID)
+	b = ne.AppendUint32(b, uint32(e.ArgCnt))
+	b = ne.AppendUint32(b, e.Errors)
+	b = ne.AppendUint32(b, e.StrArgs)
+	b = append(b, byte(e.Kind), byte(e.NArgs), byte(nstrs), 0)
+	for _, v := range e.Args[:e.NArgs] {
+		b = ne.AppendUint64(b, uint64(v))
+	}
+	for _, s := range e.Strs[:nstrs] {
+		if len(s) >= StrLen || bytes.IndexByte(s, 0) >= 0 {
+			return b, fmt.Errorf("traceprog: string %q: at most %d bytes, no NUL", s, StrLen-1)
+		}
+		b = append(append(b, s...), 0)
+	}
+	return b, nil
 }
 
 // Objects is the loaded program and its maps.
@@ -119,6 +199,8 @@ type Objects struct {
 	// Dropped is a one-slot array counting events lost to a full ring
 	// buffer (see DroppedCount).
 	Dropped *ebpf.Map
+	// Scratch is the per-CPU buffer records are built in.
+	Scratch *ebpf.Map
 	// Specs and IPToSpecID are usdt.bpf.h's __bpf_usdt_specs and
 	// __bpf_usdt_ip_to_spec_id, for the attacher.
 	Specs, IPToSpecID *ebpf.Map
@@ -127,7 +209,7 @@ type Objects struct {
 // Close releases the program and the maps.
 func (o *Objects) Close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Program, o.Events, o.Dropped, o.Specs, o.IPToSpecID} {
+	for _, c := range []interface{ Close() error }{o.Program, o.Events, o.Dropped, o.Scratch, o.Specs, o.IPToSpecID} {
 		if c != nil {
 			errs = append(errs, c.Close())
 		}
@@ -146,10 +228,28 @@ func (o *Objects) DroppedCount() (uint64, error) {
 }
 
 // Spec returns a fresh copy of the program's CollectionSpec, to adjust
-// before LoadSpec (usdt.Prepare, a larger ring buffer through
-// Maps[EventsMapName].MaxEntries).
+// before LoadSpec (usdt.Prepare, SetRingSize). As it is, the ring buffer
+// is DefaultRingSize and the program wakes the reader as the kernel does
+// by default.
 func Spec() (*ebpf.CollectionSpec, error) {
 	return loadTrace()
+}
+
+// SetRingSize sizes spec's ring buffer (a power of two from the page size
+// to MaxRingSize) and makes the program wake the reader only once a
+// quarter of it is unread: a reader that polls at least every few
+// hundredths of a second then keeps up with a burst at the price of one
+// wakeup per quarter ring, where the kernel's default wakes it for most
+// records and costs the traced threads an interrupt each.
+func SetRingSize(spec *ebpf.CollectionSpec, size, pageSize int) error {
+	if size < pageSize || size > MaxRingSize || size&(size-1) != 0 || size%pageSize != 0 {
+		return fmt.Errorf("ring buffer size %d: want a power of two from the page size (%d) to %d", size, pageSize, MaxRingSize)
+	}
+	spec.Maps[EventsMapName].MaxEntries = uint32(size)
+	if err := spec.Variables[WakeupBytesName].Set(uint64(size / 4)); err != nil {
+		return fmt.Errorf("set %s: %w", WakeupBytesName, err)
+	}
+	return nil
 }
 
 // LoadSpec loads spec (from Spec) into the kernel.
@@ -162,6 +262,7 @@ func LoadSpec(spec *ebpf.CollectionSpec) (*Objects, error) {
 		Program:    objs.TraceUsdt,
 		Events:     objs.Events,
 		Dropped:    objs.Dropped,
+		Scratch:    objs.Scratch,
 		Specs:      objs.BpfUsdtSpecs,
 		IPToSpecID: objs.BpfUsdtIpToSpecId,
 	}, nil
@@ -176,6 +277,11 @@ type Options struct {
 	// UprobeMulti loads the program for uprobe_multi links (kernel 6.6);
 	// it can then not be attached with perf-event uprobes.
 	UprobeMulti bool
+	// StrMask has bit n set to read argument n as a string too.
+	StrMask uint32
+	// RingSize, when not 0, sizes the ring buffer and sets the wakeup
+	// threshold (see SetRingSize).
+	RingSize int
 }
 
 // Load loads the program with explicit choices, for callers that do not
@@ -188,6 +294,14 @@ func Load(opts Options) (*Objects, *ebpf.CollectionSpec, error) {
 	}
 	if err := spec.Variables[CookieFlagName].Set(!opts.NoCookie); err != nil {
 		return nil, nil, fmt.Errorf("set %s: %w", CookieFlagName, err)
+	}
+	if err := spec.Variables[StrMaskName].Set(opts.StrMask); err != nil {
+		return nil, nil, fmt.Errorf("set %s: %w", StrMaskName, err)
+	}
+	if opts.RingSize != 0 {
+		if err := SetRingSize(spec, opts.RingSize, os.Getpagesize()); err != nil {
+			return nil, nil, err
+		}
 	}
 	if opts.UprobeMulti {
 		spec.Programs[ProgramName].AttachType = ebpf.AttachTraceUprobeMulti

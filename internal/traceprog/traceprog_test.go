@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,8 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }
 
-// UnmarshalBinary's offsets are those clang gave struct event.
+// Decode's offsets are those clang gave struct event, and the defaults
+// are those the package documents.
 func TestEventLayout(t *testing.T) {
 	spec, err := Spec()
 	if err != nil {
@@ -28,11 +30,11 @@ func TestEventLayout(t *testing.T) {
 	if err := spec.Types.TypeByName("event", &ev); err != nil {
 		t.Fatal(err)
 	}
-	if ev.Size != EventSize {
-		t.Errorf("struct event is %d bytes, EventSize %d", ev.Size, EventSize)
+	if ev.Size != HeaderSize {
+		t.Errorf("struct event is %d bytes, HeaderSize %d", ev.Size, HeaderSize)
 	}
-	want := map[string]uint32{"cookie": 0, "pid": 8, "tid": 12, "arg_cnt": 16, "errors": 20, "args": 24,
-		"str_args": 24 + 8*MaxArgs, "pad": 28 + 8*MaxArgs, "strs": 32 + 8*MaxArgs}
+	want := map[string]uint32{"cookie": 0, "pid": 8, "tid": 12, "arg_cnt": 16, "errors": 20, "str_args": 24,
+		"kind": 28, "nvals": 29, "nstrs": 30, "pad": 31, "vals": 32}
 	for _, m := range ev.Members {
 		off, ok := want[m.Name]
 		if !ok {
@@ -40,52 +42,150 @@ func TestEventLayout(t *testing.T) {
 			continue
 		}
 		if m.Offset.Bytes() != off {
-			t.Errorf("%s at %d, UnmarshalBinary reads %d", m.Name, m.Offset.Bytes(), off)
+			t.Errorf("%s at %d, Decode reads %d", m.Name, m.Offset.Bytes(), off)
 		}
 		delete(want, m.Name)
 	}
 	if len(want) != 0 {
 		t.Errorf("members missing: %v", want)
 	}
-	if n := spec.Maps[EventsMapName].MaxEntries; n != 1024*1024 {
-		t.Errorf("ring buffer %d bytes, want 1 MiB", n)
+	var sc *btf.Struct
+	if err := spec.Types.TypeByName("scratch", &sc); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range sc.Members {
+		if m.Name == "buf" {
+			if size, err := btf.Sizeof(m.Type); err != nil || size != MaxEventSize {
+				t.Errorf("scratch buffer %d bytes (%v), MaxEventSize %d", size, err, MaxEventSize)
+			}
+		}
+	}
+	if n := spec.Maps[EventsMapName].MaxEntries; n != DefaultRingSize {
+		t.Errorf("ring buffer %d bytes, DefaultRingSize %d", n, DefaultRingSize)
+	}
+	var wake uint64
+	if err := spec.Variables[WakeupBytesName].Get(&wake); err != nil || wake != 0 {
+		t.Errorf("%s = %d (%v), want 0: the kernel's wakeups unless SetRingSize", WakeupBytesName, wake, err)
 	}
 }
 
-func TestUnmarshalBinary(t *testing.T) {
-	b := make([]byte, EventSize)
+// A record laid out by hand: header, values, strings back to back.
+func TestDecode(t *testing.T) {
 	ne := binary.NativeEndian
+	b := make([]byte, HeaderSize, 128)
 	ne.PutUint64(b, 0xdeadbeef00)
 	ne.PutUint32(b[8:], 100)
 	ne.PutUint32(b[12:], 101)
-	ne.PutUint32(b[16:], uint32(0xfffffffd)) // -ESRCH
-	ne.PutUint32(b[20:], 0b1010)
-	for i := range MaxArgs {
-		ne.PutUint64(b[24+8*i:], uint64(int64(-i)))
+	ne.PutUint32(b[16:], 4)
+	ne.PutUint32(b[20:], 0b1000)
+	ne.PutUint32(b[24:], 0b1010) // values 1 and 3 read as strings
+	b[28], b[29], b[30] = byte(KindUSDT), 4, 2
+	for i := range 4 {
+		b = ne.AppendUint64(b, uint64(int64(-i)))
 	}
-	// Arguments 1 and 3 read as strings: slots 0 and 1.
-	ne.PutUint32(b[24+8*MaxArgs:], 0b1010)
-	copy(b[32+8*MaxArgs:], "first\x00garbage")
-	copy(b[32+8*MaxArgs+StrLen:], strings.Repeat("x", StrLen)) // no NUL: whole buffer
+	b = append(b, "first\x00\x00"...) // the second string failed: ""
+	b = append(b, "tail the program may leave"...)
 	var e Event
-	if err := e.UnmarshalBinary(b); err != nil {
+	if err := e.Decode(b); err != nil {
 		t.Fatal(err)
 	}
-	if e.Cookie != 0xdeadbeef00 || e.PID != 100 || e.TID != 101 || e.ArgCnt != -3 || e.Errors != 0b1010 || e.Args[11] != -11 || e.Args[1] != -1 {
+	if e.Cookie != 0xdeadbeef00 || e.PID != 100 || e.TID != 101 || e.ArgCnt != 4 || e.Errors != 0b1000 ||
+		e.NArgs != 4 || e.Args != [MaxArgs]int64{0, -1, -2, -3} || e.Kind != KindUSDT {
 		t.Errorf("decoded %+v", e)
 	}
-	if s, ok := e.Str(1); !ok || s != "first" {
+	if s, ok := e.Str(1); !ok || string(s) != "first" {
 		t.Errorf("Str(1) = %q %v", s, ok)
 	}
-	if s, ok := e.Str(3); !ok || s != strings.Repeat("x", StrLen) {
+	if s, ok := e.Str(3); !ok || len(s) != 0 {
 		t.Errorf("Str(3) = %q %v", s, ok)
 	}
 	if _, ok := e.Str(2); ok {
 		t.Error("Str(2): not a string argument")
 	}
-	if err := e.UnmarshalBinary(b[:EventSize-1]); !errors.Is(err, ErrShortEvent) {
-		t.Errorf("short record: %v", err)
+	if n := testing.AllocsPerRun(100, func() { e.Decode(b) }); n != 0 {
+		t.Errorf("Decode allocates %v times", n)
 	}
+	again, err := e.AppendBinary(nil)
+	if err != nil || string(again) != string(b[:len(again)]) || len(again) != HeaderSize+32+7 {
+		t.Errorf("AppendBinary: %v\n%x\n%x", err, again, b)
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	good := Event{Cookie: 1, NArgs: 3, Args: [MaxArgs]int64{1, 2, 3}, StrArgs: 0b101,
+		Strs: [MaxStrs][]byte{[]byte("a"), []byte("bc")}}
+	rec, err := good.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e Event
+	if err := e.Decode(rec); err != nil {
+		t.Fatal(err)
+	}
+	for name, mutate := range map[string]func(b []byte) []byte{
+		"short header":      func(b []byte) []byte { return b[:HeaderSize-1] },
+		"short values":      func(b []byte) []byte { return b[:HeaderSize+23] },
+		"unterminated":      func(b []byte) []byte { return b[:len(b)-1] },
+		"kind":              func(b []byte) []byte { b[28] = 9; return b },
+		"13 values":         func(b []byte) []byte { b[29] = 13; return b },
+		"string count":      func(b []byte) []byte { b[30] = 1; return b },
+		"string past value": func(b []byte) []byte { b[24] |= 0b1000; b[30] = 3; return b },
+		"long string": func(b []byte) []byte {
+			b = append(b[:HeaderSize+24], make([]byte, 2*StrLen)...)
+			for i := range b[HeaderSize+24:] {
+				b[HeaderSize+24+i] = 'x'
+			}
+			return b
+		},
+	} {
+		b := mutate(append([]byte(nil), rec...))
+		if err := e.Decode(b); !errors.Is(err, ErrBadEvent) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for _, bad := range []Event{
+		{NArgs: 13},
+		{NArgs: 1, StrArgs: 0b10},
+		{NArgs: 1, StrArgs: 1, Strs: [MaxStrs][]byte{[]byte("nul\x00")}},
+		{NArgs: 1, StrArgs: 1, Strs: [MaxStrs][]byte{make([]byte, StrLen)}},
+	} {
+		if _, err := bad.AppendBinary(nil); err == nil {
+			t.Errorf("AppendBinary(%+v) accepted", bad)
+		}
+	}
+}
+
+// Decode faces whatever the ring holds: it fails or yields an event that
+// encodes back to the bytes it read.
+func FuzzDecode(f *testing.F) {
+	for _, e := range []Event{
+		{},
+		{Cookie: 7, PID: 1, TID: 2, ArgCnt: 4, NArgs: 4, Args: [MaxArgs]int64{1, -2, 3, -4}},
+		{ArgCnt: 12, NArgs: 12, Errors: 0b100000000001, StrArgs: 0b1111,
+			Strs: [MaxStrs][]byte{[]byte("<string>"), []byte("probekit_fn"), nil, []byte(strings.Repeat("x", StrLen-1))}},
+		{ArgCnt: -3},
+	} {
+		b, err := e.AppendBinary(nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var e Event
+		if e.Decode(b) != nil {
+			return
+		}
+		again, err := e.AppendBinary(nil)
+		if err != nil {
+			t.Fatalf("decoded %+v does not encode: %v", e, err)
+		}
+		want := append([]byte(nil), b[:len(again)]...)
+		want[31] = 0 // pad
+		if string(again) != string(want) {
+			t.Fatalf("re-encoded\n%x\nread\n%x", again, want)
+		}
+	})
 }
 
 // spec17 encodes a spec in libbpf 1.7's little-endian layout
@@ -106,57 +206,83 @@ func spec17(cookie uint64, args ...[5]int64) []byte {
 	return b
 }
 
+// attachFixture loads the program with opts and attaches it, with cookie
+// 3, to sample_sema_fire of a running fixture, whose spec 3 it sets:
+// sample_sema_fire(long round, int verbose) gives round in rdi (112),
+// verbose in esi (104), a constant, and an argument marked unavailable
+// (kind 4). The usdt cookie is fixtureCookie.
+func attachFixture(t *testing.T, opts Options) (*Objects, *testkit.Process) {
+	t.Helper()
+	path := testkit.Fixture("usdt_sample")
+	p := testkit.Start(t, path)
+	objs, _, err := Load(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { objs.Close() })
+	spec := spec17(fixtureCookie,
+		[5]int64{1, 0, 112, 1, 8},
+		[5]int64{0, -9, 0, 1, 4},
+		[5]int64{4, 0, 0, 0, 8},
+		[5]int64{1, 0, 104, 0, 4},
+	)
+	if err := objs.Specs.Update(uint32(3), spec, ebpf.UpdateAny); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := link.OpenExecutable(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l link.Link
+	if opts.UprobeMulti {
+		l, err = ex.UprobeMulti([]string{"sample_sema_fire"}, objs.Program,
+			&link.UprobeMultiOptions{Cookies: []uint64{3}, PID: uint32(p.PID())})
+	} else {
+		l, err = ex.Uprobe("sample_sema_fire", objs.Program, &link.UprobeOptions{Cookie: 3, PID: p.PID()})
+	}
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		testkit.Unavailable(t, "%v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return objs, p
+}
+
+const fixtureCookie = 4242
+
 // TestKernelTrace attaches the program to a function of the fixture with
-// a hand-made spec and checks the events.
+// a hand-made spec and checks the records: their values, their length,
+// through the per-CPU buffer and through the ring itself (the path a
+// program takes when it preempted another on its CPU).
 func TestKernelTrace(t *testing.T) {
 	testkit.RequireKernel(t)
 	if !littleEndian() {
 		t.Skip("hand-encoded spec is little-endian")
 	}
-	for _, multi := range []bool{false, true} {
-		name := "uprobe"
-		if multi {
-			name = "uprobe_multi"
-		}
-		t.Run(name, func(t *testing.T) {
-			path := testkit.Fixture("usdt_sample")
-			p := testkit.Start(t, path)
-			objs, _, err := Load(Options{UprobeMulti: multi})
-			if err != nil {
-				t.Fatal(err)
+	for _, c := range []struct {
+		name           string
+		multi, inPlace bool
+	}{
+		{"uprobe", false, false}, {"uprobe_multi", true, false}, {"uprobe_multi/in_place", true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// Argument 1 (round 0, 1, 2: not pointers) read as a
+			// string too: the read fails, the string is empty.
+			objs, p := attachFixture(t, Options{UprobeMulti: c.multi, StrMask: 1})
+			wantLen := HeaderSize + 8*4 + 1
+			if c.inPlace {
+				// Every CPU's buffer looks taken.
+				busy := make([]traceScratch, ebpf.MustPossibleCPU())
+				for i := range busy {
+					busy[i].Users = 1
+				}
+				if err := objs.Scratch.Update(uint32(0), busy, ebpf.UpdateAny); err != nil {
+					t.Fatal(err)
+				}
+				wantLen = MaxEventSize
 			}
-			defer objs.Close()
-			// sample_sema_fire(long round, int verbose): round in rdi
-			// (112), verbose in esi (104), a constant, and an argument
-			// marked unavailable (kind 4).
-			const cookie = 4242
-			spec := spec17(cookie,
-				[5]int64{1, 0, 112, 1, 8},
-				[5]int64{0, -9, 0, 1, 4},
-				[5]int64{4, 0, 0, 0, 8},
-				[5]int64{1, 0, 104, 0, 4},
-			)
-			if err := objs.Specs.Update(uint32(3), spec, ebpf.UpdateAny); err != nil {
-				t.Fatal(err)
-			}
-			ex, err := link.OpenExecutable(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var l link.Link
-			if multi {
-				l, err = ex.UprobeMulti([]string{"sample_sema_fire"}, objs.Program,
-					&link.UprobeMultiOptions{Cookies: []uint64{3}, PID: uint32(p.PID())})
-			} else {
-				l, err = ex.Uprobe("sample_sema_fire", objs.Program, &link.UprobeOptions{Cookie: 3, PID: p.PID()})
-			}
-			if errors.Is(err, ebpf.ErrNotSupported) {
-				testkit.Unavailable(t, "%s: %v", name, err)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
 			rd, err := ringbuf.NewReader(objs.Events)
 			if err != nil {
 				t.Fatal(err)
@@ -170,20 +296,74 @@ func TestKernelTrace(t *testing.T) {
 				if err != nil {
 					t.Fatalf("round %d: %v", r, err)
 				}
+				if len(rec.RawSample) != wantLen {
+					t.Errorf("round %d: record of %d bytes, want %d", r, len(rec.RawSample), wantLen)
+				}
 				var e Event
-				if err := e.UnmarshalBinary(rec.RawSample); err != nil {
+				if err := e.Decode(rec.RawSample); err != nil {
 					t.Fatal(err)
 				}
-				want := Event{Cookie: cookie, PID: uint32(p.PID()), TID: uint32(p.PID()), ArgCnt: 4, Errors: 1 << 2,
-					Args: [MaxArgs]int64{r, -9, 0, 1}}
-				if e != want {
-					t.Errorf("round %d:\n got %+v\nwant %+v", r, e, want)
+				s, ok := e.Str(0)
+				e.Strs = [MaxStrs][]byte{}
+				want := Event{Cookie: fixtureCookie, PID: uint32(p.PID()), TID: uint32(p.PID()), ArgCnt: 4,
+					Errors: 1<<2 | 1, StrArgs: 1, NArgs: 4, Args: [MaxArgs]int64{r, -9, 0, 1}}
+				if !reflect.DeepEqual(e, want) || !ok || len(s) != 0 {
+					t.Errorf("round %d:\n got %+v (string %q %v)\nwant %+v", r, e, s, ok, want)
 				}
 			}
 			if n, err := objs.DroppedCount(); err != nil || n != 0 {
 				t.Errorf("dropped %d, %v", n, err)
 			}
 		})
+	}
+}
+
+// With SetRingSize, the program does not wake a waiting reader for each
+// record, only once a quarter of the ring is unread.
+func TestKernelWakeup(t *testing.T) {
+	testkit.RequireKernel(t)
+	if !littleEndian() {
+		t.Skip("hand-encoded spec is little-endian")
+	}
+	const ring = 64 << 10
+	if ring < os.Getpagesize() {
+		t.Skip("page larger than the test's ring")
+	}
+	objs, p := attachFixture(t, Options{RingSize: ring})
+	rd, err := ringbuf.NewReader(objs.Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	recLen := HeaderSize + 8*4 + 8 // the kernel's record header included
+
+	// A few records: a reader waiting without deadline is not woken
+	// (it would be by the kernel's default for the first).
+	read := make(chan error, 1)
+	go func() {
+		_, err := rd.Read()
+		read <- err
+	}()
+	p.Fire("sema", 10)
+	select {
+	case err := <-read:
+		t.Fatalf("reader woken by 10 records of %d bytes in a %d-byte ring (%v)", recLen, ring, err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// Past a quarter: woken.
+	if err := p.Loop("sema", ring/4/recLen); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reader not woken with a quarter of the ring unread")
+	}
+	if n, err := objs.DroppedCount(); err != nil || n != 0 {
+		t.Errorf("dropped %d, %v", n, err)
 	}
 }
 
