@@ -9,15 +9,16 @@
  *   xchg      66 90                           xchg %ax,%ax
  *   nop3      0f 1f 00                        nopl (%rax)
  *   nop5      0f 1f 44 00 00                  nopl 0x0(%rax,%rax,1), alone
- *   nop11     66 66 2e 0f 1f 84 00 00 00 00 00
+ *   nop9      66 0f 1f 84 00 00 00 00 00      nopw 0x0(%rax,%rax,1)
  *   nop_nop5  90 0f 1f 44 00 00               libbpf/usdt's earlier pair
  *   nop_nop10 90 66 2e 0f 1f 84 00 00 00 00 00  libbpf/usdt's pair
  *
  * sys/sdt.h places _SDT_NOP at the probe's label and defines it without
  * #ifndef, so it is redefined before each probe. ".nops N" makes gas
  * (binutils 2.31 and later) emit N bytes of NOP, as one instruction up to
- * 11 bytes on x86-64 (binutils 2.40 emits the encodings above). x86-64
- * only (Makefile "testdata").
+ * 11 bytes on x86-64 (binutils 2.40 emits the encodings above). From 10
+ * bytes on, gas adds a %cs prefix, on which the kernel places no uprobe:
+ * 9 is the longest single NOP here. x86-64 only (Makefile "testdata").
  */
 #include <sys/sdt.h>
 
@@ -49,8 +50,8 @@ DEFINE_FIRE(fire_nop3, nop3)
 DEFINE_FIRE(fire_nop5, nop5)
 
 #undef _SDT_NOP
-#define _SDT_NOP .nops 11
-DEFINE_FIRE(fire_nop11, nop11)
+#define _SDT_NOP .nops 9
+DEFINE_FIRE(fire_nop9, nop9)
 
 #undef _SDT_NOP
 #define _SDT_NOP nop; .nops 5
@@ -68,7 +69,7 @@ static const struct {
 	{"xchg", fire_xchg},
 	{"nop3", fire_nop3},
 	{"nop5", fire_nop5},
-	{"nop11", fire_nop11},
+	{"nop9", fire_nop9},
 	{"nop_nop5", fire_nop_nop5},
 	{"nop_nop10", fire_nop_nop10},
 };

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -87,6 +88,30 @@ func x86Nop(code []byte, mode int) int {
 		return in.Len
 	}
 	return 0
+}
+
+// x86SegmentPrefixes are the prefixes on which the kernel refuses a uprobe
+// (arch/x86/kernel/uprobes.c, is_prefix_bad(), with LOCK, which no NOP
+// carries), failing with ENOTSUPP (errno 524). gas fills 10 and 11 bytes
+// with such a NOP: "66 2e 0f 1f 84 ...".
+var x86SegmentPrefixes = []x86asm.Prefix{x86asm.PrefixES, x86asm.PrefixCS, x86asm.PrefixSS, x86asm.PrefixDS}
+
+// x86UprobeRefuses returns why the kernel will not place a uprobe on the
+// instruction code starts with, a NOP, or "" when it will.
+func x86UprobeRefuses(code []byte, mode int) string {
+	in, err := x86asm.Decode(code, mode)
+	if err != nil {
+		return ""
+	}
+	for _, p := range in.Prefix {
+		if p == 0 {
+			break
+		}
+		if slices.Contains(x86SegmentPrefixes, p&^(x86asm.PrefixImplicit|x86asm.PrefixIgnored)) {
+			return fmt.Sprintf("the NOP has a %02x segment prefix, on which the kernel places no uprobe (arch/x86/kernel/uprobes.c, is_prefix_bad)", uint8(p))
+		}
+	}
+	return ""
 }
 
 // arm64Nop accepts NOP (d503201f, "HINT #0"), the A64 NOP's one

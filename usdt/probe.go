@@ -51,6 +51,8 @@ type Location struct {
 	// not a NOP.
 	SiteLength int
 	// SiteErr, when set, is a *SiteError (wrapping ErrBadSite): the
-	// location must not be attached.
+	// location must not be attached. Site says whether its bytes are no
+	// NOP (SiteBad) or a NOP the kernel places no uprobe on (x86 with a
+	// segment prefix).
 	SiteErr error
 }

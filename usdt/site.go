@@ -30,7 +30,8 @@ const (
 	// SiteNopNop10 is x86 "nop; nopw %cs:0x0(%rax,%rax,1)" (90 66 2e 0f
 	// 1f 84 00 00 00 00 00), libbpf/usdt's current emission (9018f82).
 	SiteNopNop10
-	// SiteBad: the bytes are not a NOP (see Location.SiteErr).
+	// SiteBad: the bytes are not a NOP (see Location.SiteErr). A NOP the
+	// kernel cannot probe keeps its kind, with a SiteErr.
 	SiteBad
 )
 
@@ -80,6 +81,18 @@ func classify(m elf.Machine, data elf.Data, code []byte) (SiteKind, int, error) 
 		}
 	}
 	return SiteNop, n, nil
+}
+
+// uprobeRefuses returns why the kernel will not place a uprobe on code, a
+// NOP site of machine m, or "" when it will.
+func uprobeRefuses(m elf.Machine, code []byte) string {
+	switch m {
+	case elf.EM_X86_64:
+		return x86UprobeRefuses(code, 64)
+	case elf.EM_386:
+		return x86UprobeRefuses(code, 32)
+	}
+	return ""
 }
 
 // siteWindow bounds one coalesced read of probe sites. Sites cluster
@@ -162,5 +175,10 @@ func checkSite(f *safeelf.File, seg *safeelf.Prog, probe string, loc *Location, 
 		shown := code[:min(len(code), 4)]
 		loc.SiteErr = &SiteError{Probe: probe, Address: loc.Address, Segment: describe(seg),
 			Reason: fmt.Sprintf("bytes % x at file offset %#x are not a %v NOP (the note or its address translation is wrong)", shown, loc.FileOffset, f.Machine)}
+	default:
+		if refused := uprobeRefuses(f.Machine, code); refused != "" {
+			loc.SiteErr = &SiteError{Probe: probe, Address: loc.Address, Segment: describe(seg),
+				Reason: fmt.Sprintf("bytes % x at file offset %#x: %s", code[:n], loc.FileOffset, refused)}
+		}
 	}
 }

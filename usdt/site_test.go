@@ -171,6 +171,35 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// TestUprobeRefuses: x86 NOPs with a CS, DS, ES or SS prefix are NOPs the
+// kernel will not probe; other prefixes, and a pair whose first byte is
+// 90, are fine.
+func TestUprobeRefuses(t *testing.T) {
+	for _, c := range []struct {
+		m       elf.Machine
+		code    string
+		refused bool
+	}{
+		{elf.EM_X86_64, "66 2e 0f 1f 84 00 00 00 00 00", true},
+		{elf.EM_X86_64, "66 66 2e 0f 1f 84 00 00 00 00 00", true},
+		{elf.EM_X86_64, "3e 0f 1f 00", true},
+		{elf.EM_X86_64, "26 0f 1f 00", true},
+		{elf.EM_X86_64, "36 0f 1f 00", true},
+		{elf.EM_386, "2e 0f 1f 00", true},
+		{elf.EM_X86_64, "64 0f 1f 00", false},
+		{elf.EM_X86_64, "65 0f 1f 00", false},
+		{elf.EM_X86_64, "66 0f 1f 84 00 00 00 00 00", false},
+		{elf.EM_X86_64, "90 66 2e 0f 1f 84 00 00 00 00 00", false},
+		{elf.EM_X86_64, "0f 1f 44 00 00", false},
+		{elf.EM_AARCH64, "1f 20 03 d5", false},
+	} {
+		why := uprobeRefuses(c.m, hexBytes(t, c.code))
+		if (why != "") != c.refused {
+			t.Errorf("%v %s: %q, want refused %v", c.m, c.code, why, c.refused)
+		}
+	}
+}
+
 // FuzzClassify: no input panics, and a NOP's length lies within the
 // bytes given. Seeds: the sites of the fixtures of every architecture.
 func FuzzClassify(f *testing.F) {
