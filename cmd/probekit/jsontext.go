@@ -4,8 +4,8 @@ import "unicode/utf8"
 
 // appendJSON appends s as a JSON string. Bytes that are not valid UTF-8
 // (a hostile note's provider, a string argument cut in the middle of a
-// character) become U+FFFD and U+2028 and U+2029 are escaped, as
-// encoding/json does. With escapeHTML, <, > and & are escaped as encoding/json does
+// character) become U+FFFD; control characters, U+2028 and U+2029 are
+// escaped, all as encoding/json does. With escapeHTML, <, > and & are escaped as encoding/json does
 // by default; without, they stay readable ("<string>", Python's name for
 // code given with -c). It does not allocate beyond growing buf.
 func appendJSON[S ~string | ~[]byte](buf []byte, s S, escapeHTML bool) []byte {
@@ -17,6 +17,8 @@ func appendJSON[S ~string | ~[]byte](buf []byte, s S, escapeHTML bool) []byte {
 			switch {
 			case c == '"' || c == '\\':
 				buf = append(buf, '\\', c)
+			case c < 0x20 && shortEscape[c] != 0:
+				buf = append(buf, '\\', shortEscape[c])
 			case c < 0x20 || escapeHTML && (c == '<' || c == '>' || c == '&'):
 				buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 			default:
@@ -39,3 +41,7 @@ func appendJSON[S ~string | ~[]byte](buf []byte, s S, escapeHTML bool) []byte {
 	}
 	return append(buf, '"')
 }
+
+// shortEscape holds the control characters JSON escapes by a letter, as
+// encoding/json writes them.
+var shortEscape = [0x20]byte{'\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}

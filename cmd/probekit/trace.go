@@ -79,9 +79,15 @@ func parseTrace(args []string) (*traceRequest, error) {
 	req.pid = *pid
 	req.ringSize = traceprog.DefaultRingSize
 	if *ring != "" {
-		if req.ringSize, err = parseSize(*ring); err != nil {
+		n, err := parseSize(*ring)
+		page := os.Getpagesize()
+		if err == nil && (n < page || n > traceprog.MaxRingSize || n&(n-1) != 0) {
+			err = fmt.Errorf("want a power of two from the page size (%d) to %dM", page, traceprog.MaxRingSize>>20)
+		}
+		if err != nil {
 			return nil, usagef("--ring-size %q: %v", *ring, err)
 		}
+		req.ringSize = n
 	}
 	if *strs != "" {
 		for _, f := range strings.Split(*strs, ",") {
@@ -411,20 +417,11 @@ func (t *tracer) loop(rd *ringbuf.Reader, stop <-chan os.Signal, exited <-chan e
 		case err != nil:
 			return err
 		default:
-			if err := ev.Decode(rec.RawSample); err != nil {
+			if err := t.handle(rec.RawSample, &ev); err != nil {
 				return err
 			}
-			if t.out.buf, err = t.appendHit(t.out.buf, &ev); err != nil {
-				return err
-			}
-			t.hits++
 			if t.req.count > 0 && t.hits >= t.req.count {
 				return t.out.flush()
-			}
-			if len(t.out.buf) >= outputChunk {
-				if err := t.out.write(); err != nil {
-					return err
-				}
 			}
 			if draining || rec.Remaining != 0 && t.hits%checkEvery != 0 {
 				continue
@@ -451,6 +448,23 @@ func (t *tracer) loop(rd *ringbuf.Reader, stop <-chan os.Signal, exited <-chan e
 		}
 		rd.SetDeadline(time.Now().Add(liveInterval))
 	}
+}
+
+// handle decodes a record into ev and prints it, a chunk of output at a
+// time.
+func (t *tracer) handle(rec []byte, ev *traceprog.Event) error {
+	err := ev.Decode(rec)
+	if err != nil {
+		return err
+	}
+	if t.out.buf, err = t.appendHit(t.out.buf, ev); err != nil {
+		return err
+	}
+	t.hits++
+	if len(t.out.buf) >= outputChunk {
+		return t.out.write()
+	}
+	return nil
 }
 
 // appendHit appends ev's line to b.

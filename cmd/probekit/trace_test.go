@@ -8,6 +8,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -383,5 +386,188 @@ func TestTracePIDExit(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("probekit trace -p did not exit with its process")
+	}
+}
+
+// A burst of a million hits reaches a pipe whole: the ring, the wakeups
+// and the output keep up, nothing is lost.
+func TestTraceBurst(t *testing.T) {
+	testkit.RequireKernel(t)
+	n := 1_000_000
+	if raceBuild() {
+		// The race detector slows the reader three times or more, below
+		// the fixture's rate: 100,000 hits, which the ring holds whole.
+		n = 100_000
+	}
+	fixture := testkit.Fixture("usdt_sample")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	type count struct {
+		lines int
+		last  string
+		err   error
+	}
+	counted := make(chan count, 1)
+	go func() {
+		var c count
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			c.lines++
+			c.last = sc.Text()
+		}
+		c.err = sc.Err()
+		counted <- c
+	}()
+	var errOut bytes.Buffer
+	code := run([]string{"trace", fixture + ":sample:loop", "--", fixture, "--loop", "loop", itoa(n)}, pw, &errOut)
+	pw.Close()
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	c := <-counted
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	// The last round's arguments: r, r + 1, -r, (int32)r.
+	if c.lines != n || !strings.Contains(c.last, " sample:loop @") ||
+		!strings.HasSuffix(c.last, fmt.Sprintf("[%d %d %d %d]", n-1, n, -(n-1), n-1)) {
+		t.Fatalf("%d lines, want %d; last %q", c.lines, n, c.last)
+	}
+}
+
+// raceBuild reports whether the test binary was built with -race.
+func raceBuild() bool {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "-race" {
+				return s.Value == "true"
+			}
+		}
+	}
+	return false
+}
+
+func TestTracePIDZero(t *testing.T) {
+	for _, args := range [][]string{
+		{"trace", "-p", "0", "usdt_sample:sample:zero"},
+		{"list", "-p", "0"},
+		{"list", "-p", "0", "sample:*"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "invalid PID") {
+			t.Errorf("%v: exit %d, %q; want 2 and invalid PID", args, code, errOut.String())
+		}
+	}
+}
+
+// runTraceWithin runs probekit trace, failing the test if it has not
+// returned within d (a refusal must not turn into a wait).
+func runTraceWithin(t *testing.T, d time.Duration, args ...string) traceResult {
+	t.Helper()
+	done := make(chan traceResult, 1)
+	go func() { done <- runTraceCmd(args...) }()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(d):
+		t.Fatalf("probekit trace %v still running after %v", args, d)
+		return traceResult{}
+	}
+}
+
+// A kernel thread (PF_KTHREAD in /proc/PID/stat) has no user space: no
+// probe of it can fire, and the trace would wait forever.
+func TestTraceKernelThread(t *testing.T) {
+	testkit.RequireKernel(t)
+	pid := kernelThread(t)
+	r := runTraceWithin(t, 10*time.Second, "-p", itoa(pid), testkit.Fixture("usdt_sample")+":sample:zero")
+	if r.code != 1 || !strings.Contains(r.errOut, "kernel thread: no user space to trace") {
+		t.Errorf("exit %d, %q", r.code, r.errOut)
+	}
+}
+
+// kernelThread finds a kernel thread: kthreadd is PID 2 outside PID
+// namespaces.
+func kernelThread(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the parenthesised command: state is field 3,
+		// flags field 9.
+		i := bytes.LastIndexByte(b, ')')
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 7 {
+			continue
+		}
+		if flags, err := strconv.ParseUint(f[6], 10, 64); err == nil && flags&pfKthread != 0 {
+			return pid
+		}
+	}
+	testkit.Unavailable(t, "no kernel thread visible in /proc (a PID namespace?)")
+	return 0
+}
+
+// A file of another architecture is refused, naming both, in every
+// mode; listing it is fine.
+func TestTraceForeignMachine(t *testing.T) {
+	testkit.RequireKernel(t)
+	foreign, arch, host := "usdt_sample_aarch64", "aarch64", "x86_64"
+	switch runtime.GOARCH {
+	case "amd64":
+	case "arm64":
+		foreign, arch, host = "usdt_sample", "x86_64", "aarch64"
+	default:
+		t.Skipf("no fixture of another architecture named for %s", runtime.GOARCH)
+	}
+	path := testkit.Fixture(foreign)
+	for _, args := range [][]string{
+		{path + ":sample:zero"},
+		{path + ":sample:zero", "--", "true"},
+		{"--json", path + ":sample:*"},
+	} {
+		r := runTraceWithin(t, 10*time.Second, args...)
+		if r.code != 1 || !strings.Contains(r.errOut, arch) || !strings.Contains(r.errOut, host) || !strings.Contains(r.errOut, path) {
+			t.Errorf("%v: exit %d, %q; want a refusal naming %s and %s", args, r.code, r.errOut, arch, host)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"list", path}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "sample:zero") {
+		t.Errorf("list %s: exit %d, %q", path, code, errOut.String())
+	}
+}
+
+// With -p, errors name the target as the user gave it, never the
+// descriptor the tracer opened it as.
+func TestTracePIDErrorsNameTarget(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := testkit.Fixture("usdt_sample")
+	p := testkit.Start(t, fixture)
+	pid := itoa(p.PID())
+	for _, c := range []struct {
+		probe, name, msg string
+	}{
+		{"/bin/true:p:n", "/bin/true", "no USDT probes"},
+		{fixture + ":p:n", fixture, "not found"},
+		{fixture + ":sample:nosuch*", fixture, "not found"},
+		{"/nonexistent/file:p:n", "/nonexistent/file", "no such file"},
+	} {
+		r := runTraceWithin(t, 10*time.Second, "-p", pid, c.probe)
+		if r.code != 1 || !strings.Contains(r.errOut, c.name) || !strings.Contains(r.errOut, c.msg) || strings.Contains(r.errOut, "/proc/self/fd") {
+			t.Errorf("%s: exit %d, %q; want %q and %q", c.probe, r.code, r.errOut, c.name, c.msg)
+		}
 	}
 }

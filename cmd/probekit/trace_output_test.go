@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/traceprog"
+	"github.com/probekit/probekit/usdt"
+)
+
+// outputCase is a tracer writing to w with three sites of the fixture
+// (cookies 0, 1, 2: sample:loop, sample:sizes, sample:sizes again) and
+// one record per site as the program writes it: 4 arguments; 8 of every
+// size and sign, one unreadable; 8 with the first two read as strings.
+func outputCase(tb testing.TB, asJSON bool, w io.Writer) (*tracer, [][]byte) {
+	tb.Helper()
+	f, err := usdt.Open(testkit.Fixture("usdt_sample"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	t := &tracer{req: &traceRequest{json: asJSON}, out: output{w: w}}
+	for _, name := range []string{"loop", "sizes", "sizes"} {
+		p, err := f.Find("sample", name)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		t.cookie(p, 0)
+	}
+	sizes := [traceprog.MaxArgs]int64{-5, 250, -1234, 60000, -123456, 4000000000, -1234567890123, -616}
+	var recs [][]byte
+	for _, e := range []traceprog.Event{
+		{Cookie: 0, PID: 4242, TID: 4243, ArgCnt: 4, NArgs: 4, Args: [traceprog.MaxArgs]int64{999999, 1000000, -999999, 999999}},
+		{Cookie: 1, PID: 4242, TID: 4242, ArgCnt: 8, NArgs: 8, Args: sizes, Errors: 1 << 2},
+		{Cookie: 2, PID: 1, TID: 1, ArgCnt: 8, NArgs: 8, Args: sizes, StrArgs: 0b11,
+			Strs: [traceprog.MaxStrs][]byte{[]byte("<string>"), []byte("quote\" tab\t \xff")}},
+	} {
+		rec, err := e.AppendBinary(nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	return t, recs
+}
+
+// The lines say what the old encoding/json and fmt output said: unsigned
+// arguments unsigned (sizes' last is a uint64), null for what could not
+// be read, strings quoted as JSON without HTML escapes.
+func TestTraceOutputLines(t *testing.T) {
+	var out bytes.Buffer
+	tr, recs := outputCase(t, false, &out)
+	var ev traceprog.Event
+	for _, r := range recs {
+		if err := tr.handle(r, &ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tr.out.flush(); err != nil {
+		t.Fatal(err)
+	}
+	loop, sizes := tr.sites[0].loc.Address, tr.sites[1].loc.Address
+	want := fmt.Sprintf("4242/4243 sample:loop @%#x [999999 1000000 -999999 999999]\n", loop) +
+		fmt.Sprintf("4242/4242 sample:sizes @%#x [-5 250 null 60000 -123456 4000000000 -1234567890123 18446744073709551000]\n", sizes) +
+		fmt.Sprintf(`1/1 sample:sizes @%#x ["<string>" "quote\" tab\t \ufffd" -1234 60000 -123456 4000000000 -1234567890123 18446744073709551000]`+"\n", sizes)
+	if out.String() != want {
+		t.Errorf("text:\n%s\nwant:\n%s", out.String(), want)
+	}
+
+	out.Reset()
+	tr, recs = outputCase(t, true, &out)
+	for _, r := range recs {
+		if err := tr.handle(r, &ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr.out.flush()
+	hits := decodeHits(t, out.String())
+	if len(hits) != 3 {
+		t.Fatalf("%d JSON lines:\n%s", len(hits), out.String())
+	}
+	h := hits[2]
+	if h.Provider != "sample" || h.Name != "sizes" || h.PID != 1 || h.TID != 1 || h.Address != sizes ||
+		len(h.Args) != 8 || string(h.Args[0]) != `"<string>"` || string(h.Args[7]) != "18446744073709551000" {
+		t.Errorf("JSON line %+v", h)
+	}
+	var s string
+	if err := json.Unmarshal(h.Args[1], &s); err != nil || s != "quote\" tab\t \ufffd" {
+		t.Errorf("string argument %s: %q %v", h.Args[1], s, err)
+	}
+	if string(hits[1].Args[2]) != "null" || hits[0].Address != loop {
+		t.Errorf("JSON lines %+v", hits[:2])
+	}
+}
+
+// The output path allocates nothing per hit, text or JSON.
+func TestTraceOutputNoAlloc(t *testing.T) {
+	for _, asJSON := range []bool{false, true} {
+		tr, recs := outputCase(t, asJSON, io.Discard)
+		var ev traceprog.Event
+		i := 0
+		n := testing.AllocsPerRun(10000, func() {
+			if err := tr.handle(recs[i%len(recs)], &ev); err != nil {
+				t.Fatal(err)
+			}
+			i++
+		})
+		if n != 0 {
+			t.Errorf("json %v: %v allocations per hit", asJSON, n)
+		}
+	}
+}
+
+// BenchmarkTraceOutput measures the output path per hit: decoding a
+// record, formatting its line, writing it out by the chunk (to
+// io.Discard: the cost of the pipe is the reader's, not the tracer's).
+func BenchmarkTraceOutput(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		asJSON bool
+		recs   []int // which records of outputCase
+	}{
+		{"text/4args", false, []int{0}},
+		{"json/4args", true, []int{0}},
+		{"text/mixed", false, []int{0, 1, 2}},
+		{"json/mixed", true, []int{0, 1, 2}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			tr, all := outputCase(b, c.asJSON, io.Discard)
+			var recs [][]byte
+			for _, i := range c.recs {
+				recs = append(recs, all[i])
+			}
+			var ev traceprog.Event
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if err := tr.handle(recs[i%len(recs)], &ev); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
