@@ -802,36 +802,6 @@ func TestCloseIdempotent(t *testing.T) {
 	}
 }
 
-// Launch starts a command stopped after exec: a probe it fires at once
-// is seen.
-func TestLaunch(t *testing.T) {
-	testkit.RequireKernel(t)
-	tr := newTracer(t, false)
-	cmd := exec.Command(testkit.Fixture("usdt_sample"), "--loop", "sizes", "3")
-	lc, err := usdt.Launch(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := tr.att.Attach(tr.prog(), testkit.Fixture("usdt_sample"), "sample", "sizes", &usdt.AttachOptions{Process: lc.Process})
-	if err != nil {
-		lc.Kill()
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if err := lc.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	got := tr.hits(3)
-	for i, h := range got {
-		if int(h.Pid) != lc.Process.PID || h.ArgVal[0] != int64(-5-i) {
-			t.Errorf("hit %d: pid %d arg0 %d", i, h.Pid, h.ArgVal[0])
-		}
-	}
-}
-
 func TestAutoAttachSection(t *testing.T) {
 	for _, c := range []struct{ in, file, provider, name string }{
 		{"/usr/bin/python3.11:python:function__entry", "/usr/bin/python3.11", "python", "function__entry"},

@@ -197,7 +197,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	}
 	t := &tracer{req: req, out: output{w: stdout, buf: make([]byte, 0, outputChunk+traceprog.MaxEventSize*8)}}
 
-	var launched *usdt.Launched
+	var launched *procmaps.Launched
 	opts := &usdt.AttachOptions{PID: req.pid, LocationCookie: t.cookie}
 	if len(req.cmd) > 0 {
 		name := req.cmd[0]
@@ -215,16 +215,14 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 			// Keep stdout a stream of JSON objects.
 			cmd.Stdout = os.Stderr
 		}
-		launched, err = usdt.Launch(cmd)
+		launched, err = procmaps.Launch(cmd)
 		if err != nil {
 			return err
 		}
 		opts.Process = launched.Process
-		defer func() {
-			if err != nil && launched != nil {
-				launched.Kill()
-			}
-		}()
+		// Kills the command, stopped since its execve, on every error
+		// return before Finish(nil) below lets it run.
+		defer func() { err = launched.Finish(err) }()
 	}
 
 	if proc != nil {
@@ -273,11 +271,10 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 		}()
 	}
 	if launched != nil {
-		if err := launched.Resume(); err != nil {
+		if err := launched.Finish(nil); err != nil {
 			return err
 		}
 		cmd := launched.Cmd
-		launched = nil // resumed: no longer ours to kill
 		go func() { exited <- cmd.Wait() }()
 	}
 	if err := t.loop(rd, stop, exited); err != nil {

@@ -6,7 +6,7 @@
 //	sudo go run ./examples/go-latency -bin ./server main.handle
 //
 // With a command, the command is started stopped right after its execve
-// (usdt.Launch), the probes are attached for its PID, and it runs; the
+// (procmaps.Launch), the probes are attached for its PID, and it runs; the
 // histogram is printed when it exits. With -p (one process) or -bin
 // (every process running the file), it is printed on Ctrl-C, or after -d.
 // Stripped binaries (go build -ldflags=-s) work: their functions are read
@@ -91,7 +91,6 @@ import (
 
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/uprobe"
-	"github.com/probekit/probekit/usdt"
 )
 
 // histSlots mirrors HIST_SLOTS of golat.c: slot 0 holds latencies of 0,
@@ -225,15 +224,14 @@ type Result struct {
 // process exits, and returns the histogram. A launched command is sent
 // SIGTERM when ctx is done and is waited for; its exit error is returned
 // with the result.
-func measure(ctx context.Context, opts options) (*Result, error) {
+func measure(ctx context.Context, opts options) (res *Result, err error) {
 	if opts.Unit == 0 {
 		opts.Unit = time.Nanosecond
 	}
 	var (
 		bin      *uprobe.Binary
-		launched *usdt.Launched
+		launched *procmaps.Launched
 		pid      = opts.PID
-		err      error
 	)
 	switch {
 	case opts.Cmd != nil:
@@ -284,14 +282,11 @@ func measure(ctx context.Context, opts options) (*Result, error) {
 	defer objs.Close()
 
 	if opts.Cmd != nil {
-		if launched, err = usdt.Launch(opts.Cmd); err != nil {
+		if launched, err = procmaps.Launch(opts.Cmd); err != nil {
 			return nil, err
 		}
-		defer func() {
-			if launched != nil {
-				launched.Kill()
-			}
-		}()
+		// Kills the command on every error return before Finish(nil).
+		defer func() { err = launched.Finish(err) }()
 		pid = launched.Cmd.Process.Pid
 	}
 
@@ -323,14 +318,10 @@ func measure(ctx context.Context, opts options) (*Result, error) {
 	var runErr error
 	switch {
 	case launched != nil:
-		cmd := launched.Cmd
-		err := launched.Resume()
-		launched = nil // resumed or not, no longer ours to Kill
-		if err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
+		if err := launched.Finish(nil); err != nil {
 			return nil, err
 		}
+		cmd := launched.Cmd
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		select {
@@ -356,8 +347,7 @@ func measure(ctx context.Context, opts options) (*Result, error) {
 	if err := errors.Join(entry.Close(), ret.Close()); err != nil {
 		return nil, err
 	}
-	res, err := collect(&objs)
-	if err != nil {
+	if res, err = collect(&objs); err != nil {
 		return nil, err
 	}
 	res.Function, res.Where, res.Unit = fn.Name, where, opts.Unit

@@ -35,7 +35,7 @@
 // later, and node-fs prints "queued" for such calls.
 //
 // With a command, the command is started stopped right after its execve
-// (usdt.Launch), the probes are attached for its PID only, and then it
+// (procmaps.Launch), the probes are attached for its PID only, and then it
 // runs: nothing is missed. The tracer exits when the command does; -n
 // stops tracing after COUNT lines and lets the command run on. With -p, a
 // running process is traced until it exits or Ctrl-C.
@@ -80,7 +80,6 @@ import (
 
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/uprobe"
-	"github.com/probekit/probekit/usdt"
 )
 
 // libDirs are where a node built against a shared libnode or libuv finds
@@ -277,7 +276,7 @@ type Call struct {
 // false, the process exits, or ctx is done. A launched command is sent
 // SIGTERM when ctx is done, and waited for in every case; its exit error
 // is returned.
-func trace(ctx context.Context, opts options, handle func(Call) bool) error {
+func trace(ctx context.Context, opts options, handle func(Call) bool) (err error) {
 	spec, err := loadNodefs()
 	if err != nil {
 		return err
@@ -292,10 +291,10 @@ func trace(ctx context.Context, opts options, handle func(Call) bool) error {
 	defer objs.Close()
 
 	// Whom to trace. A launched command waits, stopped after its execve,
-	// until Resume: killed if we fail before that.
+	// until Finish(nil): any error return before that kills it.
 	var (
 		bin      *uprobe.Binary
-		launched *usdt.Launched
+		launched *procmaps.Launched
 		pid      = opts.PID
 	)
 	if opts.Cmd != nil {
@@ -312,14 +311,10 @@ func trace(ctx context.Context, opts options, handle func(Call) bool) error {
 		if bin, err = uprobe.Open(path); err != nil {
 			return err
 		}
-		if launched, err = usdt.Launch(opts.Cmd); err != nil {
+		if launched, err = procmaps.Launch(opts.Cmd); err != nil {
 			return err
 		}
-		defer func() {
-			if launched != nil {
-				launched.Kill()
-			}
-		}()
+		defer func() { err = launched.Finish(err) }()
 		pid = launched.Cmd.Process.Pid
 	} else if bin, err = openInProcess(pid, opts.Object); err != nil {
 		return err
@@ -348,14 +343,10 @@ func trace(ctx context.Context, opts options, handle func(Call) bool) error {
 	defer wg.Wait()
 	defer cancel()
 	if launched != nil {
-		cmd := launched.Cmd
-		err := launched.Resume()
-		launched = nil // resumed or not, no longer ours to Kill
-		if err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
+		if err := launched.Finish(nil); err != nil {
 			return err
 		}
+		cmd := launched.Cmd
 		go func() {
 			waitErr = cmd.Wait()
 			close(exited)

@@ -5,7 +5,7 @@
 //	sudo go run ./examples/python -p PID [-n COUNT] [-python PATH]
 //
 // With a command, the command is started stopped right after its execve
-// (usdt.Launch), the probes are attached to it, and only then does it run:
+// (procmaps.Launch), the probes are attached to it, and only then does it run:
 // no call is missed, and the tracer exits when the command does (Ctrl-C
 // goes to the command; SIGTERM to the tracer is passed on to it). With
 // -p, a running process is traced until it exits or Ctrl-C.
@@ -183,7 +183,7 @@ type Call struct {
 // are already waiting. A launched command is sent SIGTERM when ctx is
 // done, and waited for in every case (untraced once handle said stop);
 // its exit error is returned.
-func trace(ctx context.Context, opts options, handle func(c Call, more bool) bool) error {
+func trace(ctx context.Context, opts options, handle func(c Call, more bool) bool) (err error) {
 	// Load: Prepare adapts the spec to this kernel (BPF cookies,
 	// uprobe_multi) before the programs are loaded.
 	spec, err := loadPycalls()
@@ -209,20 +209,16 @@ func trace(ctx context.Context, opts options, handle func(c Call, more bool) boo
 	}
 
 	// Whom to trace. A launched command waits, stopped after its execve,
-	// until Resume: killed if we fail before that.
+	// until Finish(nil): any error return before that kills it.
 	var (
 		proc     *procmaps.Process
-		launched *usdt.Launched
+		launched *procmaps.Launched
 	)
 	if opts.Cmd != nil {
-		if launched, err = usdt.Launch(opts.Cmd); err != nil {
+		if launched, err = procmaps.Launch(opts.Cmd); err != nil {
 			return err
 		}
-		defer func() {
-			if launched != nil {
-				launched.Kill()
-			}
-		}()
+		defer func() { err = launched.Finish(err) }()
 		proc = launched.Process
 	} else {
 		if proc, err = procmaps.Open(opts.PID); err != nil {
@@ -270,14 +266,10 @@ func trace(ctx context.Context, opts options, handle func(c Call, more bool) boo
 	defer wg.Wait()
 	defer cancel()
 	if launched != nil {
-		cmd := launched.Cmd
-		err := launched.Resume()
-		launched = nil // resumed or not, no longer ours to Kill
-		if err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
+		if err := launched.Finish(nil); err != nil {
 			return err
 		}
+		cmd := launched.Cmd
 		go func() {
 			waitErr = cmd.Wait()
 			close(exited)

@@ -1,0 +1,145 @@
+package procmaps
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Launched is a command started stopped right after its execve, so that
+// probes can be attached (filtered to its PID) before it runs a single
+// instruction of its own: short-lived programs miss no probe.
+type Launched struct {
+	// Cmd is the command; Wait on it once Finish let it run.
+	Cmd *exec.Cmd
+	// Process is its identity, for attach options.
+	Process *Process
+
+	op       chan func() error // the one request for the tracer thread
+	res      chan error
+	finished atomic.Bool
+}
+
+// Launch starts cmd stopped after exec. Whatever happens next, the caller
+// ends the stop with one helper, Finish, which lets the command run or
+// kills it:
+//
+//	l, err := procmaps.Launch(cmd)
+//	if err != nil {
+//		return err
+//	}
+//	defer func() { err = l.Finish(err) }() // kills it on every error return
+//	... attach, with l.Process ...
+//	if err := l.Finish(nil); err != nil { // lets it run
+//		return err
+//	}
+//	... cmd.Wait() ...
+//
+// The command never runs untraced: if the tracer dies before Finish, the
+// kernel kills it (PTRACE_O_EXITKILL, Linux 3.8).
+//
+// The stop uses ptrace (PTRACE_TRACEME in the child, which stops with
+// SIGTRAP at its execve). Ptrace requests must come from the thread that
+// is the tracer, so Launch pins a goroutine to an OS thread for the
+// command's start and its end of the stop.
+func Launch(cmd *exec.Cmd) (*Launched, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Ptrace = true
+	l := &Launched{Cmd: cmd, op: make(chan func() error), res: make(chan error, 1)}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// The thread is not unlocked: it ends with the goroutine, so no
+		// other goroutine inherits a tracer thread.
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		if err := stopAtExec(cmd.Process.Pid); err != nil {
+			started <- fmt.Errorf("%s: %w", cmd.Path, err)
+			return
+		}
+		started <- nil
+		l.res <- (<-l.op)()
+	}()
+	if err := <-started; err != nil {
+		if cmd.Process != nil {
+			// Killed with the tracer thread, and reaped here.
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		return nil, fmt.Errorf("launch %s: %w", cmd.Path, err)
+	}
+	proc, err := Open(cmd.Process.Pid)
+	if err != nil {
+		return nil, l.Finish(fmt.Errorf("launch %s: %w", cmd.Path, err))
+	}
+	l.Process = proc
+	return l, nil
+}
+
+// stopAtExec waits, on the tracer thread, for the child's stop at its
+// execve, and ties the child's life to the tracer's until it is resumed.
+func stopAtExec(pid int) error {
+	var ws syscall.WaitStatus
+	for {
+		_, err := syscall.Wait4(pid, &ws, syscall.WALL, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("wait for the stop after exec: %w", err)
+		}
+		break
+	}
+	if !ws.Stopped() || ws.StopSignal() != syscall.SIGTRAP {
+		return fmt.Errorf("did not stop after exec (status %#x)", uint32(ws))
+	}
+	// Until PTRACE_DETACH clears it, the kernel sends SIGKILL to the
+	// child when the tracer exits, however it exits.
+	if err := unix.PtraceSetOptions(pid, unix.PTRACE_O_EXITKILL); err != nil {
+		return fmt.Errorf("PTRACE_SETOPTIONS(PTRACE_O_EXITKILL): %w", err)
+	}
+	return nil
+}
+
+// Finish ends the stop. With err nil it lets the command run
+// (PTRACE_DETACH) and returns nil, or, when the command cannot be
+// resumed, kills it and says why. With an error it kills the command,
+// reaps it and returns err. Only the first call acts; later ones return
+// err as given, so a deferred Finish of the caller's error result covers
+// every return before the command was resumed and changes nothing after.
+func (l *Launched) Finish(err error) error {
+	if l.finished.Swap(true) {
+		return err
+	}
+	pid := l.Cmd.Process.Pid
+	if err == nil {
+		l.op <- func() error {
+			if err := syscall.PtraceDetach(pid); err != nil {
+				return fmt.Errorf("resume pid %d: %w", pid, err)
+			}
+			return nil
+		}
+		if err = <-l.res; err == nil {
+			return nil
+		}
+		// Not resumed (the tracer thread has ended): it must not stay
+		// stopped.
+		syscall.Kill(pid, syscall.SIGKILL)
+		l.Cmd.Wait()
+		return err
+	}
+	// SIGKILL ends a ptrace-stopped process; detaching is not needed.
+	l.op <- func() error { return syscall.Kill(pid, syscall.SIGKILL) }
+	<-l.res
+	l.Cmd.Wait()
+	return err
+}
