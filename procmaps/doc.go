@@ -14,6 +14,10 @@
 // os.ErrNotExist) when the process exited, rather than describe another
 // process. A zombie counts as gone: its memory is released.
 //
+// Launch starts a command stopped right after its execve, for probes to
+// be attached before it runs; Finish lets it run or kills it, and until
+// then it dies with the tracer (PTRACE_O_EXITKILL).
+//
 // # Maps
 //
 // ParseMaps and ParseLine read the kernel's format themselves rather than
@@ -40,5 +44,6 @@
 // ".." stay in the container; Process.OpenObject also checks device and
 // inode against maps and falls back to /proc/PID/map_files for deleted or
 // unreachable files. FindPIDs and FindProcesses match by device and
-// inode, so a container that names a file differently is still found.
+// inode, so a container that names a file differently is still found;
+// they count the processes whose maps they may not read.
 package procmaps
