@@ -12,9 +12,11 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/probekit/probekit/internal/bpftest"
@@ -570,4 +572,143 @@ func TestTracePIDErrorsNameTarget(t *testing.T) {
 			t.Errorf("%s: exit %d, %q; want %q and %q", c.probe, r.code, r.errOut, c.name, c.msg)
 		}
 	}
+}
+
+// BenchmarkTraceHit measures what a hit of sample:loop (4 arguments)
+// costs the traced program: with no probe, under a program that reads
+// the arguments and counts (internal/bpftest's count_args4), and under
+// probekit trace -p printing to a pipe that is read. ns/op is per hit;
+// cpu-ns/hit is the fixture's own CPU time per hit (the handler runs in
+// its context), which other load on the machine does not inflate. Every
+// hit must reach the pipe.
+func BenchmarkTraceHit(b *testing.B) {
+	testkit.RequireKernel(b)
+	fixture := testkit.Fixture("usdt_sample")
+	b.Run("no_probe", func(b *testing.B) {
+		p := testkit.Start(b, fixture)
+		b.ResetTimer()
+		loopCPU(b, p)
+	})
+	b.Run("count", func(b *testing.B) {
+		p := testkit.Start(b, fixture)
+		spec, err := bpftest.LoadCount()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := usdt.Prepare(spec); err != nil {
+			b.Fatal(err)
+		}
+		coll, err := ebpf.NewCollection(spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer coll.Close()
+		att, err := usdt.NewAttacher(spec, coll)
+		if err != nil {
+			b.Fatal(err)
+		}
+		l, err := att.Attach(coll.Programs["count_args4"], fixture, "sample", "loop", &usdt.Options{PID: p.PID()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		b.ResetTimer()
+		loopCPU(b, p)
+		b.StopTimer()
+		var n uint64
+		if err := coll.Maps["counts"].Lookup(uint32(0), &n); err != nil || n != uint64(b.N) {
+			b.Fatalf("counted %d hits (%v), want %d", n, err, b.N)
+		}
+	})
+	b.Run("trace", func(b *testing.B) { benchTraceHit(b, fixture) })
+}
+
+// benchTraceHit is BenchmarkTraceHit's probekit trace case, with flags.
+func benchTraceHit(b *testing.B, fixture string, flags ...string) {
+	p := testkit.Start(b, fixture)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pr.Close()
+	// Lines, and lines of rounds other than 0 (the warm-up fires
+	// round 0 until the tracer shows it is attached).
+	var lines, rounds atomic.Int64
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		br := bufio.NewReaderSize(pr, 1<<20)
+		for {
+			line, err := br.ReadSlice('\n')
+			if len(line) > 0 && line[len(line)-1] == '\n' {
+				lines.Add(1)
+				if !bytes.HasSuffix(line, []byte(" [0 1 0 0]\n")) {
+					rounds.Add(1)
+				}
+			}
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	done := make(chan traceResult, 1)
+	go func() {
+		var errOut bytes.Buffer
+		code := run(append([]string{"trace", "-p", itoa(p.PID()), fixture + ":sample:loop"}, flags...), pw, &errOut)
+		pw.Close()
+		done <- traceResult{code: code, errOut: errOut.String()}
+	}()
+	// Attached once a hit shows.
+	for deadline := time.Now().Add(30 * time.Second); lines.Load() == 0; {
+		if time.Now().After(deadline) {
+			b.Fatal("no hit printed within 30s")
+		}
+		if err := p.Loop("loop", 1); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b.ResetTimer()
+	loopCPU(b, p)
+	b.StopTimer()
+	p.Stop() // the trace ends with its process
+	r := <-done
+	<-read
+	if r.code != 0 {
+		b.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	if n := rounds.Load(); n != int64(b.N-1) {
+		b.Fatalf("%d lines of rounds 1 to %d, want %d", n, b.N-1, b.N-1)
+	}
+}
+
+// loopCPU fires sample:loop b.N times and reports the fixture's CPU time
+// per hit, from the first field of /proc/PID/schedstat (nanoseconds on a
+// CPU).
+func loopCPU(b *testing.B, p *testkit.Process) {
+	b.Helper()
+	before := schedRuntime(b, p.PID())
+	if err := p.Loop("loop", b.N); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(schedRuntime(b, p.PID())-before)/float64(b.N), "cpu-ns/hit")
+}
+
+func schedRuntime(b *testing.B, pid int) uint64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		b.Fatalf("schedstat %q", data)
+	}
+	ns, err := strconv.ParseUint(f[0], 10, 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ns
 }

@@ -109,12 +109,15 @@ static __always_inline void count_lost(void)
 static __noinline __u32 fill(struct pt_regs *ctx, struct event *e)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	int cnt = bpf_usdt_arg_cnt(ctx);
+	/* One spec lookup for the count and the cookie (bpf_usdt_arg_cnt and
+	 * bpf_usdt_cookie would make one each). */
+	struct __bpf_usdt_spec *spec = __bpf_usdt_spec(ctx);
+	int cnt = spec ? spec->arg_cnt : -ESRCH;
 	__u32 nvals = cnt < 0 ? 0 : cnt > TRACE_MAX_VALS ? TRACE_MAX_VALS : cnt;
 	__u32 off = sizeof(*e) + 8 * nvals;
 	__u32 errors = 0, str_args = 0, nstrs = 0;
 
-	e->cookie = bpf_usdt_cookie(ctx);
+	e->cookie = spec ? spec->usdt_cookie : 0;
 	e->pid = id >> 32;
 	e->tid = (__u32)id;
 	e->arg_cnt = cnt;
