@@ -260,9 +260,10 @@ func TestZombie(t *testing.T) {
 	}
 }
 
+// waitState waits up to 5 seconds for pid to be in state.
 func waitState(t *testing.T, pid int, state string) {
 	t.Helper()
-	for range 500 {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil {
 			t.Fatal(err)
@@ -270,9 +271,8 @@ func waitState(t *testing.T, pid int, state string) {
 		if i := bytes.LastIndexByte(data, ')'); i > 0 && len(data) > i+2 && string(data[i+2]) == state {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("pid %d never reached state %s", pid, state)
+	t.Fatalf("pid %d did not reach state %s within 5s", pid, state)
 }
 
 // TestPIDReuse forces the kernel to give a dead process's PID to a new

@@ -1,16 +1,12 @@
 package uprobe
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -125,73 +121,18 @@ func total(h map[[2]uint64]uint64) (n uint64) {
 	return n
 }
 
-// fixture is a running test program driven over stdin.
-type fixture struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Scanner
-	pid int
-}
-
-func startFixture(tb testing.TB, path string) *fixture {
+// startFixture runs a fixture driven over stdin (testkit's protocol:
+// "ready PID", then commands answered by "done") and fails the test if it
+// does not exit cleanly at the end: a crash under a probe.
+func startFixture(tb testing.TB, path string) *testkit.Process {
 	tb.Helper()
-	cmd := exec.Command(path)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	f := &fixture{cmd: cmd, in: in, out: bufio.NewScanner(stdout)}
+	fx := testkit.Start(tb, path)
 	tb.Cleanup(func() {
-		in.Close()
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				tb.Errorf("%s exited: %v", path, err)
-			}
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			tb.Errorf("%s did not exit", path)
+		if err := fx.Exit(); err != nil {
+			tb.Errorf("%s exited: %v", path, err)
 		}
 	})
-	if !f.out.Scan() {
-		tb.Fatalf("%s: no ready line: %v", path, f.out.Err())
-	}
-	if _, err := fmt.Sscanf(f.out.Text(), "ready %d", &f.pid); err != nil {
-		tb.Fatalf("%s: %q: %v", path, f.out.Text(), err)
-	}
-	return f
-}
-
-// do sends one command and returns the lines printed before "done".
-func (f *fixture) do(tb testing.TB, command string) []string {
-	tb.Helper()
-	if _, err := fmt.Fprintln(f.in, command); err != nil {
-		tb.Fatalf("send %q: %v", command, err)
-	}
-	var lines []string
-	for f.out.Scan() {
-		line := f.out.Text()
-		if line == "done" {
-			return lines
-		}
-		if strings.HasPrefix(line, "error") {
-			tb.Fatalf("%q: %s", command, line)
-		}
-		lines = append(lines, line)
-	}
-	tb.Fatalf("%q: fixture ended without done (crashed?): %v", command, f.out.Err())
-	return nil
+	return fx
 }
 
 // attachMode is how a test attaches: one perf-event uprobe per site
@@ -249,7 +190,7 @@ func testGoEntryReturn(t *testing.T, path string, mode attachMode) {
 	// the probed instruction's address (RAX, RIP).
 	argProg, argMap := recorder(t, regRAX, regRBX)
 	ripProg, ripMap := recorder(t, regRAX, regRIP)
-	opts := func(cookie uint64) *Options { return &Options{PID: fx.pid, Cookie: cookie} }
+	opts := func(cookie uint64) *Options { return &Options{PID: fx.PID(), Cookie: cookie} }
 
 	l, err := b.Entry("main.add", argProg, opts(1))
 	mustAttach(t, l, err)
@@ -272,9 +213,9 @@ func testGoEntryReturn(t *testing.T, path string, mode attachMode) {
 	mustAttach(t, l, err)
 
 	const n = 40
-	fx.do(t, "add "+strconv.Itoa(n))
-	fx.do(t, "classify "+strconv.Itoa(n))
-	fx.do(t, "pair 20")
+	fx.Do("add " + strconv.Itoa(n))
+	fx.Do("classify " + strconv.Itoa(n))
+	fx.Do("pair 20")
 
 	// add(i, 2i+1): entry sees a=RAX, b=RBX; the return sees the sum in
 	// RAX (RBX is whatever the function left there, not checked).
@@ -371,7 +312,7 @@ func TestGoLoad(t *testing.T) {
 			fx := startFixture(t, path)
 			prog, m := recorder(t, regRAX, regRAX)
 			for i, fn := range []string{"main.recurse", "main.add", "main.classify"} {
-				o := &Options{PID: fx.pid, Cookie: uint64(10 + 2*i)}
+				o := &Options{PID: fx.PID(), Cookie: uint64(10 + 2*i)}
 				l, err := b.Entry(fn, prog, o)
 				mustAttach(t, l, err)
 				o.Cookie++
@@ -381,7 +322,7 @@ func TestGoLoad(t *testing.T) {
 			// The same entry at the function's first instruction, which
 			// runtime.morestack restarts: the contrast that proves the
 			// default placement matters.
-			l, err := b.Entry("main.recurse", prog, &Options{PID: fx.pid, Cookie: 20, FunctionStart: true})
+			l, err := b.Entry("main.recurse", prog, &Options{PID: fx.PID(), Cookie: 20, FunctionStart: true})
 			mustAttach(t, l, err)
 			const (
 				goroutines = 8
@@ -389,8 +330,8 @@ func TestGoLoad(t *testing.T) {
 				depth      = 40
 				deep       = 3000 // ~3 MiB of stack: several copies
 			)
-			fx.do(t, fmt.Sprintf("load %d %d %d", goroutines, rounds, depth))
-			fx.do(t, fmt.Sprintf("recurse %d 3", deep))
+			fx.Do(fmt.Sprintf("load %d %d %d", goroutines, rounds, depth))
+			fx.Do(fmt.Sprintf("recurse %d 3", deep))
 			recurseCalls := uint64(goroutines*rounds*(depth+1) + 3*(deep+1))
 			calls := map[uint64]uint64{10: recurseCalls, 12: goroutines * rounds, 14: goroutines * rounds}
 			for cookie, want := range calls {
@@ -467,7 +408,7 @@ func testMallocFree(t *testing.T, mode attachMode, retSites bool) {
 	useMode(t, mode)
 	fx := startFixture(t, mallocUser)
 	other := startFixture(t, mallocUser) // same sizes, must not be seen
-	b, err := OpenProcess(fx.pid, libcOf(t, fx.pid))
+	b, err := OpenProcess(fx.PID(), libcOf(t, fx.PID()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,8 +424,8 @@ func testMallocFree(t *testing.T, mode attachMode, retSites bool) {
 	sizes := map[uint64]int{12345: 5, 777777: 3} // the second is mmap-sized
 	var ptrs []uint64
 	for size, n := range sizes {
-		other.do(t, fmt.Sprintf("malloc %d %d", size, n))
-		for _, line := range fx.do(t, fmt.Sprintf("malloc %d %d", size, n)) {
+		other.Do(fmt.Sprintf("malloc %d %d", size, n))
+		for _, line := range fx.Do(fmt.Sprintf("malloc %d %d", size, n)) {
 			p, err := strconv.ParseUint(strings.TrimPrefix(line, "ptr 0x"), 16, 64)
 			if err != nil {
 				t.Fatalf("fixture line %q", line)

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -95,60 +92,31 @@ func TestMeasurePID(t *testing.T) {
 	testkit.RequireKernel(t)
 	for _, fx := range fixtures {
 		t.Run(fx, func(t *testing.T) {
-			cmd := exec.Command(testkit.Fixture(fx))
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Wait()
-			defer cmd.Process.Kill()
-			defer stdin.Close()
-			out := bufio.NewReader(stdout)
-			if line, err := out.ReadString('\n'); line != fmt.Sprintf("ready %d\n", cmd.Process.Pid) {
-				t.Fatalf("fixture said %q, %v", line, err)
-			}
+			p := testkit.Start(t, testkit.Fixture(fx))
 			// Calls made before the attach are not counted.
-			say(t, stdin, out, "classify 100")
+			p.Do("classify 100")
 
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			var att Attachment
 			res, err := measure(ctx, options{
 				Function: "main.classify",
-				PID:      cmd.Process.Pid,
+				PID:      p.PID(),
 				Unit:     time.Microsecond,
 				Attached: func(a Attachment) {
 					att = a
-					say(t, stdin, out, "classify 777")
+					p.Do("classify 777")
 					cancel()
 				},
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if att.PID != cmd.Process.Pid || att.ReturnSites != 4 {
-				t.Errorf("attachment %+v, want pid %d and classify's 4 RET sites", att, cmd.Process.Pid)
+			if att.PID != p.PID() || att.ReturnSites != 4 {
+				t.Errorf("attachment %+v, want pid %d and classify's 4 RET sites", att, p.PID())
 			}
 			check(t, res, 777)
 		})
-	}
-}
-
-// say sends one command to the fixture and waits for its "done".
-func say(t *testing.T, w io.Writer, r *bufio.Reader, cmd string) {
-	t.Helper()
-	if _, err := io.WriteString(w, cmd+"\n"); err != nil {
-		t.Fatal(err)
-	}
-	if line, err := r.ReadString('\n'); line != "done\n" {
-		t.Fatalf("%s: fixture said %q, %v", cmd, line, err)
 	}
 }
 

@@ -52,6 +52,8 @@ type Process struct {
 	out  *bufio.Reader
 	pid  int
 	done bool
+	// exitErr is what Wait returned, once Stop has run.
+	exitErr error
 }
 
 // Start runs the fixture at path and waits until it is ready. The process
@@ -170,6 +172,29 @@ func (p *Process) readLine() (string, error) {
 	}
 }
 
+// Do sends command and returns the lines the fixture printed before
+// "done", for fixtures whose answers are not hits (testdata/goprog,
+// testdata/cfix); a line starting with "error" fails the test.
+func (p *Process) Do(command string) []string {
+	if _, err := io.WriteString(p.in, command+"\n"); err != nil {
+		p.fail(fmt.Errorf("fixture pid %d: %s: %w", p.pid, command, err))
+	}
+	var lines []string
+	for {
+		line, err := p.readLine()
+		if err != nil {
+			p.fail(fmt.Errorf("fixture pid %d: %s: %w (crashed?)", p.pid, command, err))
+		}
+		if line == "done" {
+			return lines
+		}
+		if strings.HasPrefix(line, "error") {
+			p.fail(fmt.Errorf("fixture pid %d: %s: %s", p.pid, command, line))
+		}
+		lines = append(lines, line)
+	}
+}
+
 func (p *Process) fail(err error) {
 	if p.tb != nil {
 		p.tb.Helper()
@@ -189,7 +214,7 @@ func (p *Process) Stop() {
 	p.in.Close()
 	exited := make(chan struct{})
 	go func() {
-		p.cmd.Wait()
+		p.exitErr = p.cmd.Wait()
 		close(exited)
 	}()
 	select {
@@ -198,6 +223,14 @@ func (p *Process) Stop() {
 		p.cmd.Process.Kill()
 		<-exited
 	}
+}
+
+// Exit stops the fixture as Stop does and returns how it ended: nil when
+// it exited with status 0, the wait error otherwise (a signal: it crashed,
+// or did not quit within Stop's 5 seconds and was killed).
+func (p *Process) Exit() error {
+	p.Stop()
+	return p.exitErr
 }
 
 // Kill ends the fixture at once (SIGKILL) and reaps it.

@@ -40,9 +40,9 @@ func RunWithLeakCheck(m *testing.M) int {
 		return code
 	}
 	// Descriptors closed by finalizers or exiting goroutines may lag;
-	// give them a moment before calling it a leak.
+	// give them a second before calling it a leak.
 	var leaked []string
-	for attempt := 0; attempt < 20; attempt++ {
+	for deadline := time.Now().Add(time.Second); ; {
 		after, err := openFDs()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "testkit: cannot list fds:", err)
@@ -56,6 +56,9 @@ func RunWithLeakCheck(m *testing.M) int {
 		}
 		if len(leaked) == 0 {
 			return 0
+		}
+		if time.Now().After(deadline) {
+			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
