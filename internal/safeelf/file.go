@@ -65,7 +65,15 @@ type Section struct {
 	Addr      uint64
 	Offset    uint64
 	Size      uint64
+	Link      uint32
+	Info      uint32
 	Addralign uint64
+	Entsize   uint64
+	// Index is the section's index in the section header table.
+	Index int
+	// HeaderOff is the file offset of the section's header, where
+	// errors about its fields are located.
+	HeaderOff uint64
 }
 
 // File is the checked header of an ELF file.
@@ -236,10 +244,10 @@ func (f *File) readHeader() error {
 			shnum = first.Size
 		}
 		if shstrndx == uint64(elf.SHN_XINDEX) {
-			shstrndx = uint64(first.link)
+			shstrndx = uint64(first.Link)
 		}
 		if phnum == 0xffff { // PN_XNUM
-			phnum = uint64(first.info)
+			phnum = uint64(first.Info)
 		}
 	} else {
 		shnum = 0
@@ -277,6 +285,8 @@ func (f *File) readHeader() error {
 		secs := make([]rawSection, shnum)
 		for i := range secs {
 			secs[i] = f.section(raw[uint64(i)*shentsize:])
+			secs[i].Index = i
+			secs[i].HeaderOff = shoff + uint64(i)*shentsize
 		}
 		var names []byte
 		if shstrndx != 0 && shstrndx < shnum {
@@ -302,8 +312,6 @@ func (f *File) readHeader() error {
 type rawSection struct {
 	Section
 	name uint32
-	link uint32
-	info uint32
 }
 
 func (f *File) section(b []byte) rawSection {
@@ -316,9 +324,10 @@ func (f *File) section(b []byte) rawSection {
 		s.Addr = bo.Uint64(b[16:])
 		s.Offset = bo.Uint64(b[24:])
 		s.Size = bo.Uint64(b[32:])
-		s.link = bo.Uint32(b[40:])
-		s.info = bo.Uint32(b[44:])
+		s.Link = bo.Uint32(b[40:])
+		s.Info = bo.Uint32(b[44:])
 		s.Addralign = bo.Uint64(b[48:])
+		s.Entsize = bo.Uint64(b[56:])
 	} else {
 		s.name = bo.Uint32(b[0:])
 		s.Type = elf.SectionType(bo.Uint32(b[4:]))
@@ -326,9 +335,10 @@ func (f *File) section(b []byte) rawSection {
 		s.Addr = uint64(bo.Uint32(b[12:]))
 		s.Offset = uint64(bo.Uint32(b[16:]))
 		s.Size = uint64(bo.Uint32(b[20:]))
-		s.link = bo.Uint32(b[24:])
-		s.info = bo.Uint32(b[28:])
+		s.Link = bo.Uint32(b[24:])
+		s.Info = bo.Uint32(b[28:])
 		s.Addralign = uint64(bo.Uint32(b[32:]))
+		s.Entsize = uint64(bo.Uint32(b[36:]))
 	}
 	return s
 }

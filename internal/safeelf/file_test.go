@@ -42,7 +42,7 @@ func TestMatchesDebugELF(t *testing.T) {
 		}
 		for i, s := range ef.Sections {
 			q := f.Sections[i]
-			if q.Name != s.Name || q.Type != s.Type || q.Flags != s.Flags || q.Addr != s.Addr || q.Offset != s.Offset || q.Size != s.Size || q.Addralign != s.Addralign {
+			if q.Name != s.Name || q.Type != s.Type || q.Flags != s.Flags || q.Addr != s.Addr || q.Offset != s.Offset || q.Size != s.Size || q.Addralign != s.Addralign || q.Link != s.Link || q.Info != s.Info || q.Entsize != s.Entsize || q.Index != i {
 				t.Errorf("%s: section %d %+v, debug/elf %+v", name, i, q, s.SectionHeader)
 			}
 		}

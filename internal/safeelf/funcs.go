@@ -1,0 +1,474 @@
+package safeelf
+
+import (
+	"cmp"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/probekit/probekit/internal/glob"
+)
+
+// Source says which table a function came from.
+type Source uint8
+
+const (
+	// SourceSymtab is .symtab (removed by strip).
+	SourceSymtab Source = iota + 1
+	// SourceDynsym is .dynsym (exported symbols, with versions).
+	SourceDynsym
+	// SourcePCLNTab is the Go runtime's function table, kept by -s -w.
+	SourcePCLNTab
+)
+
+func (s Source) String() string {
+	switch s {
+	case SourceSymtab:
+		return ".symtab"
+	case SourceDynsym:
+		return ".dynsym"
+	case SourcePCLNTab:
+		return ".gopclntab"
+	}
+	return fmt.Sprintf("Source(%d)", uint8(s))
+}
+
+// Func is one function of a file.
+type Func struct {
+	// Name as in the table: mangled for C++, package-qualified for Go,
+	// without any version. It shares the string table's bytes.
+	Name string
+	// Version is the GNU version of the .dynsym entry, "" for none.
+	Version string
+	// VersionHidden is true for name@VERSION, false for name@@VERSION.
+	VersionHidden bool
+	// Address is the link-time virtual address (st_value, or the
+	// pclntab entry).
+	Address uint64
+	// Offset is the file offset of the first instruction.
+	Offset uint64
+	// Size in bytes, 0 when the table does not say.
+	Size uint64
+	// Global is true for STB_GLOBAL, STB_WEAK and STB_GNU_UNIQUE.
+	Global bool
+	// Source is the table the function was read from; a function in both
+	// .symtab and .dynsym is listed once, from .symtab, with the version
+	// .dynsym gives it.
+	Source Source
+}
+
+// String returns name, name@VERSION or name@@VERSION.
+func (f Func) String() string {
+	switch {
+	case f.Version == "":
+		return f.Name
+	case f.VersionHidden:
+		return f.Name + "@" + f.Version
+	default:
+		return f.Name + "@@" + f.Version
+	}
+}
+
+// Funcs are the functions of a file: the STT_FUNC symbols of .symtab and
+// .dynsym whose address lies in an executable PT_LOAD backed by the file,
+// one entry per (name, address); for a Go program without function
+// symbols (go build -ldflags=-s), the functions of .gopclntab. They are
+// sorted by address (then by table and entry), which gives lookup by address; lookup by
+// name builds a hash index on first use. Funcs is immutable and safe for
+// concurrent use.
+type Funcs struct {
+	// Symtab, Dynsym and Go are the tables read, nil when absent (Go is
+	// read only when the symbols lack the Go runtime's functions).
+	Symtab, Dynsym *Symbols
+	Go             *GoTable
+	// Skipped counts function symbols outside every executable,
+	// file-backed segment: nothing to probe there.
+	Skipped int
+
+	loads Segments
+	seed  maphash.Seed
+	refs  []funcRef // sorted by address, then source and entry index
+
+	byName  func() *nameIndex
+	maxEnds func() []uint64
+}
+
+// funcRef is one function: 24 bytes, no pointer (the garbage collector
+// does not scan a 100k-entry index).
+type funcRef struct {
+	addr uint64
+	// hash is the name's hash (seeded per Funcs), computed while the
+	// table is read in order: folding twins then compares hashes, not
+	// names scattered over the string tables.
+	hash uint64
+	// ref is the source in its top two bits and the entry index in its
+	// table in the rest (maxSymbols < 1<<30).
+	ref uint32
+	// dyn is 1 + the .dynsym index of the same function listed from
+	// .symtab, whose version and size it contributes; 0 for none.
+	dyn uint32
+}
+
+func (r funcRef) src() Source { return Source(r.ref >> 30) }
+func (r funcRef) idx() int    { return int(r.ref & (1<<30 - 1)) }
+
+func mkRef(addr uint64, src Source, i int) funcRef {
+	return funcRef{addr: addr, ref: uint32(src)<<30 | uint32(i)}
+}
+
+// Functions reads the functions of f (see Funcs). A file without any
+// function table gives an empty Funcs, not an error; a corrupt table is a
+// *FormatError.
+func (f *File) Functions() (*Funcs, error) {
+	t := &Funcs{loads: f.Loads(), seed: maphash.MakeSeed()}
+	var err error
+	if t.Symtab, err = f.Symbols(); err != nil && !errors.Is(err, ErrNoSymbols) {
+		return nil, fmt.Errorf(".symtab: %w", err)
+	}
+	if t.Dynsym, err = f.DynamicSymbols(); err != nil && !errors.Is(err, ErrNoSymbols) {
+		return nil, fmt.Errorf(".dynsym: %w", err)
+	}
+	n := 0
+	for _, s := range []*Symbols{t.Symtab, t.Dynsym} {
+		if s != nil {
+			n += s.n
+		}
+	}
+	t.refs = make([]funcRef, 0, n)
+	t.collect(t.Symtab, SourceSymtab)
+	t.collect(t.Dynsym, SourceDynsym)
+
+	if f.Section(".gopclntab") != nil && !t.hasGoRuntime() {
+		switch gt, err := f.GoTable(); {
+		case errors.Is(err, ErrNoSymbols):
+		case err != nil:
+			return nil, err
+		default:
+			if err := t.addGo(gt); err != nil {
+				return nil, err
+			}
+		}
+	}
+	t.sort()
+	t.byName = sync.OnceValue(func() *nameIndex {
+		return newNameIndex(len(t.refs), func(i int) (uint64, bool) { return t.refs[i].hash, true })
+	})
+	t.maxEnds = sync.OnceValue(t.prefixMaxEnds)
+	return t, nil
+}
+
+// collect appends the defined, named STT_FUNC entries of s that lie in
+// code.
+func (t *Funcs) collect(s *Symbols, src Source) {
+	if s == nil {
+		return
+	}
+	for i := 1; i < s.n; i++ {
+		r := s.rawAt(i)
+		if elf.ST_TYPE(r.info) != elf.STT_FUNC || r.shndx == uint16(elf.SHN_UNDEF) || r.name == 0 {
+			continue
+		}
+		if _, ok := t.loads.CodeOffset(r.value); !ok {
+			t.Skipped++
+			continue
+		}
+		ref := mkRef(r.value, src, i)
+		ref.hash = maphash.String(t.seed, cstring0(s.strtab, r.name))
+		t.refs = append(t.refs, ref)
+	}
+}
+
+// hasGoRuntime reports whether the symbols list the Go runtime's
+// functions, i.e. a Go program was not built with -s.
+func (t *Funcs) hasGoRuntime() bool {
+	for _, r := range t.refs {
+		if n := t.nameOf(r); strings.HasPrefix(n, "runtime.") && (n == "runtime.main" || n == "runtime.goexit") {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *Funcs) addGo(gt *GoTable) error {
+	t.Go = gt
+	outside := 0
+	for i, g := range gt.Funcs {
+		if _, ok := t.loads.CodeOffset(g.Entry); !ok {
+			outside++
+			continue
+		}
+		ref := mkRef(g.Entry, SourcePCLNTab, i)
+		ref.hash = maphash.String(t.seed, g.Name)
+		t.refs = append(t.refs, ref)
+	}
+	if outside > 0 && outside == len(gt.Funcs) {
+		return fmt.Errorf(".gopclntab: none of the %d functions lies in an executable segment (text start %#x wrong?)", outside, gt.TextStart)
+	}
+	t.Skipped += outside
+	return nil
+}
+
+// sort orders the functions by address, then by source and entry index
+// (no name is read to sort), and folds each (name,
+// address) listed twice into its first entry: a .symtab entry takes the
+// version and (larger) size of its .dynsym twin.
+func (t *Funcs) sort() {
+	if len(t.refs) == 0 {
+		return
+	}
+	// collect and addGo append in (source, index) order, so a stable
+	// sort by address gives the order wanted.
+	t.refs = radixSortByAddr(t.refs)
+	out := t.refs[:0]
+	for i := 0; i < len(t.refs); {
+		j := i + 1
+		for j < len(t.refs) && t.refs[j].addr == t.refs[i].addr {
+			j++
+		}
+		// Within one address, an entry whose name hash equals a kept
+		// entry's is that entry's twin. The seed is random per Funcs,
+		// so no file can make two names collide on purpose; the odds of
+		// an accidental collision at one address are 2^-64 per pair.
+		// A hostile file with every symbol at one address is indexed
+		// by hash rather than compared pairwise.
+		start := len(out)
+		var seen map[uint64]int
+		if j-i > maxLinearGroup {
+			seen = make(map[uint64]int, j-i)
+		}
+		for _, r := range t.refs[i:j] {
+			k := -1
+			if seen != nil {
+				if v, ok := seen[r.hash]; ok {
+					k = v
+				}
+			} else {
+				for m := start; m < len(out); m++ {
+					if out[m].hash == r.hash {
+						k = m
+						break
+					}
+				}
+			}
+			if k < 0 {
+				if seen != nil {
+					seen[r.hash] = len(out)
+				}
+				out = append(out, r)
+				continue
+			}
+			if kept := &out[k]; r.src() == SourceDynsym && kept.src() == SourceSymtab && kept.dyn == 0 {
+				kept.dyn = uint32(r.idx()) + 1
+			}
+		}
+		i = j
+	}
+	clear(t.refs[len(out):])
+	t.refs = slices.Clip(out)
+}
+
+// maxLinearGroup is the most functions at one address whose names are
+// compared pairwise when folding duplicates; real files have up to a few
+// hundred aliases at one address (identical code folding in Node).
+const maxLinearGroup = 64
+
+// Len is the number of functions.
+func (t *Funcs) Len() int { return len(t.refs) }
+
+// Address returns the address of function i (in address order).
+func (t *Funcs) Address(i int) uint64 { return t.refs[i].addr }
+
+// Name returns the name of function i without copying it.
+func (t *Funcs) Name(i int) string { return t.nameOf(t.refs[i]) }
+
+func (t *Funcs) nameOf(r funcRef) string {
+	switch r.src() {
+	case SourceSymtab:
+		return t.Symtab.Name(r.idx())
+	case SourceDynsym:
+		return t.Dynsym.Name(r.idx())
+	}
+	return t.Go.Funcs[r.idx()].Name
+}
+
+// Func decodes function i.
+func (t *Funcs) Func(i int) Func {
+	r := t.refs[i]
+	fn := Func{Address: r.addr, Source: r.src(), Global: true}
+	switch r.src() {
+	case SourceSymtab, SourceDynsym:
+		s := t.Symtab
+		if r.src() == SourceDynsym {
+			s = t.Dynsym
+		}
+		raw := s.rawAt(r.idx())
+		fn.Name = cstring0(s.strtab, raw.name)
+		fn.Size = raw.size
+		fn.Global = elf.ST_BIND(raw.info) != elf.STB_LOCAL
+		fn.Version, fn.VersionHidden = s.version(r.idx())
+		if r.dyn != 0 {
+			d := int(r.dyn - 1)
+			fn.Version, fn.VersionHidden = t.Dynsym.version(d)
+			fn.Size = max(fn.Size, t.Dynsym.rawAt(d).size)
+		}
+	default:
+		g := t.Go.Funcs[r.idx()]
+		fn.Name, fn.Size = g.Name, g.End-g.Entry
+	}
+	fn.Offset, _ = t.loads.CodeOffset(r.addr)
+	return fn
+}
+
+// size is Func(i).Size without decoding the rest.
+func (t *Funcs) size(r funcRef) uint64 {
+	switch r.src() {
+	case SourceSymtab:
+		sz := t.Symtab.rawAt(r.idx()).size
+		if r.dyn != 0 {
+			sz = max(sz, t.Dynsym.rawAt(int(r.dyn-1)).size)
+		}
+		return sz
+	case SourceDynsym:
+		return t.Dynsym.rawAt(r.idx()).size
+	}
+	g := t.Go.Funcs[r.idx()]
+	return g.End - g.Entry
+}
+
+// Lookup calls yield with each function named name (without version), in
+// address order, until yield returns false.
+func (t *Funcs) Lookup(name string, yield func(i int) bool) {
+	h := maphash.String(t.seed, name)
+	t.byName().lookup(h, func(i int) bool { return t.refs[i].hash == h && t.Name(i) == name }, yield)
+}
+
+// Match calls yield with each function whose name matches pattern (see
+// package glob), in address order, until yield returns false. A pattern
+// with '@' is matched against name@VERSION / name@@VERSION; "" matches
+// every function. Names that do not start with the pattern's literal head
+// are rejected without running the matcher.
+func (t *Funcs) Match(pattern string, yield func(i int) bool) {
+	prefix := glob.Prefix(pattern)
+	versioned := strings.Contains(pattern, "@")
+	// With a version in the pattern, the name part of the head: the name
+	// must equal it when the head reaches the '@', start with it if not.
+	namePrefix, exact := prefix, false
+	if at := strings.IndexByte(prefix, '@'); at >= 0 && versioned {
+		namePrefix, exact = prefix[:at], true
+	}
+	var buf []byte
+	for i, r := range t.refs {
+		name := t.nameOf(r)
+		if !strings.HasPrefix(name, prefix) && !(versioned && (name == namePrefix || !exact && strings.HasPrefix(name, namePrefix))) {
+			continue
+		}
+		subject := name
+		if versioned {
+			if fn := t.Func(i); fn.Version != "" {
+				buf = append(append(buf[:0], name...), '@')
+				if !fn.VersionHidden {
+					buf = append(buf, '@')
+				}
+				buf = append(buf, fn.Version...)
+				subject = unsafe.String(unsafe.SliceData(buf), len(buf))
+			}
+		}
+		if (pattern == "" || glob.Match(pattern, subject)) && !yield(i) {
+			return
+		}
+	}
+}
+
+// At returns the function holding addr: the one with the highest address
+// at or below addr whose [address, address+size) holds it (a function of
+// size 0 holds only its first byte). Of several at that address, a sized
+// one wins. ok is false when no function holds addr.
+func (t *Funcs) At(addr uint64) (i int, ok bool) {
+	// First function above addr; candidates are below it.
+	j, _ := slices.BinarySearchFunc(t.refs, addr+1, func(r funcRef, a uint64) int { return cmp.Compare(r.addr, a) })
+	if addr == ^uint64(0) {
+		j = len(t.refs)
+	}
+	ends := t.maxEnds()
+	best := -1
+	for k := j - 1; k >= 0; k-- {
+		if ends[k] <= addr {
+			break // nothing at or before k reaches addr
+		}
+		r := t.refs[k]
+		if best >= 0 && r.addr != t.refs[best].addr {
+			break
+		}
+		size := t.size(r)
+		if addr-r.addr < max(size, 1) {
+			if best < 0 || size > 0 && t.size(t.refs[best]) == 0 {
+				best = k
+			}
+		}
+	}
+	return best, best >= 0
+}
+
+// prefixMaxEnds returns, for each function in address order, the highest
+// end address of it and every function before it: a backward search for
+// the function holding an address stops where that falls below it.
+func (t *Funcs) prefixMaxEnds() []uint64 {
+	ends := make([]uint64, len(t.refs))
+	var m uint64
+	for k, r := range t.refs {
+		end := r.addr + max(t.size(r), 1)
+		if end < r.addr {
+			end = ^uint64(0)
+		}
+		m = max(m, end)
+		ends[k] = m
+	}
+	return ends
+}
+
+// radixSortByAddr sorts refs by address, stably: a least-significant-
+// digit radix sort, one pass per address byte that varies. For 100k
+// functions it is several times faster than a comparison sort, which
+// matters when the listing of a large binary is meant to cost less than
+// nm's. It returns refs or the scratch buffer, whichever holds the result.
+func radixSortByAddr(refs []funcRef) []funcRef {
+	var counts [8][256]int
+	for _, r := range refs {
+		for d := range 8 {
+			counts[d][byte(r.addr>>(8*d))]++
+		}
+	}
+	var tmp []funcRef
+	src := refs
+	for d := range 8 {
+		c := &counts[d]
+		if c[byte(src[0].addr>>(8*d))] == len(src) {
+			continue // every address has the same byte here
+		}
+		if tmp == nil {
+			tmp = make([]funcRef, len(refs))
+		}
+		pos := 0
+		for b := range c {
+			n := c[b]
+			c[b] = pos
+			pos += n
+		}
+		dst := tmp
+		if &dst[0] == &src[0] {
+			dst = refs
+		}
+		for _, r := range src {
+			b := byte(r.addr >> (8 * d))
+			dst[c[b]] = r
+			c[b]++
+		}
+		src = dst
+	}
+	return src
+}
