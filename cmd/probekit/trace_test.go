@@ -343,6 +343,8 @@ func TestTracePIDExit(t *testing.T) {
 	fixture := testkit.Fixture("usdt_sample")
 	p := testkit.Start(t, fixture)
 	pr, pw := io.Pipe()
+	// Should the test fail early, the tracer's writes fail: it ends.
+	t.Cleanup(func() { pr.Close() })
 	code := make(chan int, 1)
 	go func() {
 		var errOut bytes.Buffer
@@ -352,11 +354,15 @@ func TestTracePIDExit(t *testing.T) {
 	}()
 	lines := make(chan string)
 	go func() {
+		defer close(lines)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
-			lines <- sc.Text()
+			select {
+			case lines <- sc.Text():
+			case <-t.Context().Done():
+				return
+			}
 		}
-		close(lines)
 	}()
 	// Fire until the tracer shows it is attached: its first hit.
 	deadline := time.After(10 * time.Second)
