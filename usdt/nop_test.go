@@ -41,20 +41,9 @@ var nopSites = []struct {
 // perf-event uprobes alike.
 func TestNopSites(t *testing.T) {
 	path := testkit.Fixture("usdt_nops")
-	file, err := usdt.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	locs := map[string]*usdt.Location{}
 	for _, s := range nopSites {
-		p, err := file.Find("nops", s.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(p.Locations) != 1 {
-			t.Fatalf("%s: %d locations, want 1", s.name, len(p.Locations))
-		}
-		l := &p.Locations[0]
+		l := nopSite(t, path, s.name)
 		if l.SiteErr != nil || l.Site != s.kind || l.SiteLength != s.n {
 			t.Errorf("%s: site %v, %d bytes, %v; want %v, %d bytes", s.name, l.Site, l.SiteLength, l.SiteErr, s.kind, s.n)
 		}
@@ -85,24 +74,34 @@ func TestNopSites(t *testing.T) {
 	}
 }
 
+// nopSite parses the usdt_nops file at path and returns the one location
+// of probe nops:name.
+func nopSite(t *testing.T, path, name string) *usdt.Location {
+	t.Helper()
+	file, err := usdt.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := file.Find("nops", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Locations) != 1 {
+		t.Fatalf("%s: %d locations, want 1", name, len(p.Locations))
+	}
+	return &p.Locations[0]
+}
+
 // patchNop5 writes a copy of usdt_nops whose nops:nop5 site holds code
 // (5 bytes) and returns its path.
 func patchNop5(t *testing.T, code []byte) string {
 	t.Helper()
 	src := testkit.Fixture("usdt_nops")
-	file, err := usdt.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := file.Find("nops", "nop5")
-	if err != nil {
-		t.Fatal(err)
-	}
 	b, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	copy(b[p.Locations[0].FileOffset:], code)
+	copy(b[nopSite(t, src, "nop5").FileOffset:], code)
 	path := filepath.Join(t.TempDir(), "usdt_nops")
 	if err := os.WriteFile(path, b, 0o755); err != nil {
 		t.Fatal(err)
@@ -117,19 +116,7 @@ func patchNop5(t *testing.T, code []byte) string {
 func TestNopSegmentPrefix(t *testing.T) {
 	cs := patchNop5(t, []byte{0x2e, 0x0f, 0x1f, 0x40, 0x00}) // nopl %cs:0x0(%rax)
 	fs := patchNop5(t, []byte{0x64, 0x0f, 0x1f, 0x40, 0x00}) // nopl %fs:0x0(%rax)
-	site := func(path string) *usdt.Location {
-		t.Helper()
-		file, err := usdt.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := file.Find("nops", "nop5")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &p.Locations[0]
-	}
-	csLoc, fsLoc := site(cs), site(fs)
+	csLoc, fsLoc := nopSite(t, cs, "nop5"), nopSite(t, fs, "nop5")
 	if csLoc.Site != usdt.SiteNop || csLoc.SiteLength != 5 || !errors.Is(csLoc.SiteErr, usdt.ErrBadSite) ||
 		!strings.Contains(csLoc.SiteErr.Error(), "2e segment prefix") {
 		t.Fatalf("%%cs NOP: %v, %d bytes, %v; want a NOP of 5 bytes refused for its prefix", csLoc.Site, csLoc.SiteLength, csLoc.SiteErr)
