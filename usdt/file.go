@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/probekit/probekit/argspec"
+	"github.com/probekit/probekit/internal/glob"
 	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/procmaps"
 )
@@ -163,49 +164,22 @@ func (f *File) Find(provider, name string) (*Probe, error) {
 	return found, nil
 }
 
-// Match returns the probes matching glob, in file order. The glob is
-// "provider:name", each part with '*' (any run of characters) and '?'
-// (one character); a glob without ':' matches the name in any provider.
-// "python:function__*", "*:gc__*" and "gc__*" are globs.
-func (f *File) Match(glob string) []*Probe {
-	pglob, nglob, ok := strings.Cut(glob, ":")
+// Match returns the probes matching pattern, in file order. The pattern
+// is "provider:name", each part a glob with '*' (any run of characters),
+// '?' (one character) and '\' (escapes the next); a pattern without ':'
+// matches the name in any provider. "python:function__*", "*:gc__*" and
+// "gc__*" are globs.
+func (f *File) Match(pattern string) []*Probe {
+	pglob, nglob, ok := strings.Cut(pattern, ":")
 	if !ok {
-		pglob, nglob = "*", glob
+		pglob, nglob = "*", pattern
 	}
 	var out []*Probe
 	for i := range f.Probes {
 		p := &f.Probes[i]
-		if globMatch(pglob, p.Provider) && globMatch(nglob, p.Name) {
+		if glob.Match(pglob, p.Provider) && glob.Match(nglob, p.Name) {
 			out = append(out, p)
 		}
 	}
 	return out
-}
-
-// globMatch reports whether s matches the glob pattern (only '*' and '?' are
-// special). Iterative with one backtrack point, so a hostile pattern
-// costs O(len(pattern)·len(s)) at worst.
-func globMatch(pattern, s string) bool {
-	p, i := 0, 0
-	star, mark := -1, 0
-	for i < len(s) {
-		switch {
-		case p < len(pattern) && (pattern[p] == '?' || pattern[p] == s[i]):
-			p++
-			i++
-		case p < len(pattern) && pattern[p] == '*':
-			star, mark = p, i
-			p++
-		case star >= 0:
-			p = star + 1
-			mark++
-			i = mark
-		default:
-			return false
-		}
-	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
 }

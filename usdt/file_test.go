@@ -294,22 +294,6 @@ func TestMatch(t *testing.T) {
 	}
 }
 
-func TestGlobMatch(t *testing.T) {
-	for _, c := range []struct {
-		p, s string
-		ok   bool
-	}{
-		{"", "", true}, {"", "a", false}, {"*", "", true}, {"a*b*c", "axxbyyc", true},
-		{"a*b*c", "axxbyy", false}, {"**", "abc", true}, {"a?c", "abc", true}, {"a?c", "ac", false},
-		{"*a", "bbba", true}, {"*a", "bbab", false},
-		{strings.Repeat("*a", 50) + "b", strings.Repeat("a", 200), false},
-	} {
-		if got := globMatch(c.p, c.s); got != c.ok {
-			t.Errorf("globMatch(%q, %q) = %v", c.p, c.s, got)
-		}
-	}
-}
-
 func TestOpenErrors(t *testing.T) {
 	if _, err := Open(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)

@@ -11,7 +11,7 @@ import (
 // layout is what address translation needs from the file: its loadable
 // segments and the prelink delta.
 type layout struct {
-	loads []safeelf.Prog
+	loads safeelf.Segments
 	// stapsdtBase is the address of the .stapsdt.base section, 0 when the
 	// file has none (or no section headers).
 	stapsdtBase uint64
@@ -20,14 +20,9 @@ type layout struct {
 }
 
 func newLayout(f *safeelf.File) layout {
-	l := layout{addrMask: ^uint64(0)}
+	l := layout{loads: f.Loads(), addrMask: ^uint64(0)}
 	if f.Class == elf.ELFCLASS32 {
 		l.addrMask = 0xffffffff
-	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD {
-			l.loads = append(l.loads, p)
-		}
 	}
 	if s := f.Section(".stapsdt.base"); s != nil {
 		l.stapsdtBase = s.Addr
@@ -51,18 +46,8 @@ func (l *layout) prelinkDelta(noteBase uint64) uint64 {
 }
 
 // segmentOf returns the PT_LOAD whose memory image [p_vaddr, p_vaddr+p_memsz)
-// holds addr. Every segment is searched: newer linkers emit several
-// PT_LOADs with different vaddr-offset deltas (libbpf-bootstrap#90), so no
-// single global delta is right.
-func (l *layout) segmentOf(addr uint64) *safeelf.Prog {
-	for i := range l.loads {
-		p := &l.loads[i]
-		if addr >= p.Vaddr && addr-p.Vaddr < p.Memsz {
-			return p
-		}
-	}
-	return nil
-}
+// holds addr (see safeelf.Segments: no single delta serves the file).
+func (l *layout) segmentOf(addr uint64) *safeelf.Prog { return l.loads.Containing(addr) }
 
 // describe names a segment for errors: "LOAD [0x1000,0x1ac5) R E".
 func describe(p *safeelf.Prog) string {
@@ -101,7 +86,7 @@ func (l *layout) resolve(p *Probe, loc *Location) {
 		return
 	}
 	// off = a - p_vaddr + p_offset, in the containing segment.
-	loc.FileOffset = loc.Address - seg.Vaddr + seg.Off
+	loc.FileOffset, _ = l.loads.CodeOffset(loc.Address)
 
 	if loc.Semaphore == 0 {
 		return
@@ -118,5 +103,5 @@ func (l *layout) resolve(p *Probe, loc *Location) {
 	// Same derivation as the probe. A semaphore in the zero-filled tail
 	// is accepted, as libbpf does: the kernel finds it by file offset
 	// within the segment's mapping.
-	loc.SemaphoreOffset = loc.Semaphore - sseg.Vaddr + sseg.Off
+	loc.SemaphoreOffset, _ = l.loads.DataOffset(loc.Semaphore)
 }
