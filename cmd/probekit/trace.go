@@ -143,17 +143,30 @@ func runTrace(args []string, stdout io.Writer) error {
 type traceSite struct {
 	probe *usdt.Probe
 	loc   *usdt.Location
-	// text is " provider:name @0xADDR [".
-	text []byte
-	// jsonHead is `{"provider":"P","name":"N","pid":`, jsonTail
-	// `,"address":A,"args":[`: the pid and tid go between them.
-	jsonHead, jsonTail []byte
+	// A line is head, PID, the form's tidSep, TID, mid, the arguments
+	// separated by the form's argSep, the form's end. Text:
+	// "PID/TID provider:name @0xADDR [ARGS]"; JSON: {"provider":P,
+	// "name":N,"pid":PID,"tid":TID,"address":A,"args":[ARGS]}.
+	head, mid []byte
 }
+
+// lineForm is what the lines of one output format share.
+type lineForm struct {
+	tidSep string
+	argSep byte
+	end    string
+}
+
+var (
+	textForm = lineForm{tidSep: "/", argSep: ' ', end: "]\n"}
+	jsonForm = lineForm{tidSep: `,"tid":`, argSep: ',', end: "]}\n"}
+)
 
 // tracer is one run of probekit trace.
 type tracer struct {
 	req   *traceRequest
 	out   output
+	form  *lineForm
 	sites []traceSite
 	hits  int
 }
@@ -195,7 +208,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	t := &tracer{req: req, out: output{w: stdout, buf: make([]byte, 0, outputChunk+traceprog.MaxEventSize*8)}}
+	t := newTracer(req, stdout)
 
 	var launched *procmaps.Launched
 	opts := &usdt.AttachOptions{PID: req.pid, LocationCookie: t.cookie}
@@ -284,6 +297,14 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 		fmt.Fprintf(os.Stderr, "probekit trace: %d events lost (ring buffer full; a larger --ring-size keeps more)\n", n)
 	}
 	return nil
+}
+
+func newTracer(req *traceRequest, stdout io.Writer) *tracer {
+	t := &tracer{req: req, out: output{w: stdout, buf: make([]byte, 0, outputChunk+traceprog.MaxEventSize*8)}, form: &textForm}
+	if req.json {
+		t.form = &jsonForm
+	}
+	return t
 }
 
 // pfKthread is PF_KTHREAD, the kernel thread bit of the flags in field 9
@@ -375,13 +396,16 @@ func machineDesc(m elf.Machine, bo binary.ByteOrder) string {
 func (t *tracer) cookie(p *usdt.Probe, i int) uint64 {
 	loc := &p.Locations[i]
 	s := traceSite{probe: p, loc: loc}
-	s.text = fmt.Appendf(nil, " %s:%s @%#x [", p.Provider, p.Name, loc.Address)
-	s.jsonHead = append(s.jsonHead, `{"provider":`...)
-	s.jsonHead = appendJSON(s.jsonHead, p.Provider, false)
-	s.jsonHead = append(s.jsonHead, `,"name":`...)
-	s.jsonHead = appendJSON(s.jsonHead, p.Name, false)
-	s.jsonHead = append(s.jsonHead, `,"pid":`...)
-	s.jsonTail = fmt.Appendf(nil, `,"address":%d,"args":[`, loc.Address)
+	if t.req.json {
+		s.head = append(s.head, `{"provider":`...)
+		s.head = appendJSON(s.head, p.Provider, false)
+		s.head = append(s.head, `,"name":`...)
+		s.head = appendJSON(s.head, p.Name, false)
+		s.head = append(s.head, `,"pid":`...)
+		s.mid = fmt.Appendf(nil, `,"address":%d,"args":[`, loc.Address)
+	} else {
+		s.mid = fmt.Appendf(nil, " %s:%s @%#x [", p.Provider, p.Name, loc.Address)
+	}
 	t.sites = append(t.sites, s)
 	return uint64(len(t.sites) - 1)
 }
@@ -469,32 +493,19 @@ func (t *tracer) appendHit(b []byte, ev *traceprog.Event) ([]byte, error) {
 	if ev.Cookie >= uint64(len(t.sites)) || ev.ArgCnt < 0 {
 		return b, fmt.Errorf("event for unknown location (cookie %d, arg count %d)", ev.Cookie, ev.ArgCnt)
 	}
-	site := &t.sites[ev.Cookie]
-	if t.req.json {
-		b = append(b, site.jsonHead...)
-		b = strconv.AppendUint(b, uint64(ev.PID), 10)
-		b = append(b, `,"tid":`...)
-		b = strconv.AppendUint(b, uint64(ev.TID), 10)
-		b = append(b, site.jsonTail...)
-		for i := range ev.NArgs {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendArg(b, ev, i, site.loc)
-		}
-		return append(b, "]}\n"...), nil
-	}
+	site, form := &t.sites[ev.Cookie], t.form
+	b = append(b, site.head...)
 	b = strconv.AppendUint(b, uint64(ev.PID), 10)
-	b = append(b, '/')
+	b = append(b, form.tidSep...)
 	b = strconv.AppendUint(b, uint64(ev.TID), 10)
-	b = append(b, site.text...)
+	b = append(b, site.mid...)
 	for i := range ev.NArgs {
 		if i > 0 {
-			b = append(b, ' ')
+			b = append(b, form.argSep)
 		}
 		b = appendArg(b, ev, i, site.loc)
 	}
-	return append(b, "]\n"...), nil
+	return append(b, form.end...), nil
 }
 
 // appendArg appends argument i: signed or unsigned as its spec says, a

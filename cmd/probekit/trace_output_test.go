@@ -22,7 +22,7 @@ func outputCase(tb testing.TB, asJSON bool, w io.Writer) (*tracer, [][]byte) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	t := &tracer{req: &traceRequest{json: asJSON}, out: output{w: w}}
+	t := newTracer(&traceRequest{json: asJSON}, w)
 	for _, name := range []string{"loop", "sizes", "sizes"} {
 		p, err := f.Find("sample", name)
 		if err != nil {
