@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/probekit/probekit/internal/bpftest"
 	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/traceprog"
 	"github.com/probekit/probekit/usdt"
 )
 
@@ -717,4 +719,29 @@ func schedRuntime(b *testing.B, pid int) uint64 {
 		b.Fatal(err)
 	}
 	return ns
+}
+
+func TestTraceRingSizeFlag(t *testing.T) {
+	for _, c := range []struct {
+		arg  string
+		want int // 0: refused
+	}{
+		{"16M", 16 << 20}, {"64MiB", 64 << 20}, {"256k", 256 << 10}, {"1G", 1 << 30}, {"1048576", 1 << 20},
+		{"3000", 0}, {"1K", 0}, {"2G", 0}, {"0", 0}, {"", 0}, {"M", 0}, {"-4M", 0}, {"16X", 0}, {"99999999999G", 0},
+	} {
+		req, err := parseTrace([]string{"--ring-size", c.arg, "f:p:n"})
+		switch {
+		case c.want == 0 && c.arg == "":
+			if err != nil || req.ringSize != traceprog.DefaultRingSize {
+				t.Errorf("no --ring-size: %v, %+v", err, req)
+			}
+		case c.want == 0:
+			var ue *usageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--ring-size") {
+				t.Errorf("--ring-size %q: %v, want a usage error", c.arg, err)
+			}
+		case err != nil || req.ringSize != c.want:
+			t.Errorf("--ring-size %q: %v, %d bytes; want %d", c.arg, err, req.ringSize, c.want)
+		}
+	}
 }
