@@ -412,6 +412,7 @@ func testMallocFree(t *testing.T, mode attachMode, retSites bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer b.Close()
 	prog, m := recorder(t, regRDI, regRCX)
 	retProg, retMap := recorder(t, regRAX, regRCX)
 	l, err := b.Entry("malloc", prog, &Options{Cookie: 1})

@@ -292,10 +292,7 @@ var fuzzMachines = []elf.Machine{elf.EM_X86_64, elf.EM_AARCH64, elf.EM_386}
 
 func FuzzReturnSites(f *testing.F) {
 	for i, path := range []string{goprog, goprogARM64, mallocUser} {
-		b, err := Open(path)
-		if err != nil {
-			f.Fatal(err)
-		}
+		b := mustOpen(f, path)
 		for _, name := range []string{"main.classify", "main.recurse", "classify", "alloc_round", "main"} {
 			fn, err := b.Function(name)
 			if err != nil || fn.Size == 0 {

@@ -1,12 +1,12 @@
 package uprobe
 
 import (
-	"cmp"
 	"debug/elf"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/probekit/probekit/internal/safeelf"
 )
 
 // Source says which table a function came from.
@@ -71,120 +71,58 @@ func (f Function) String() string {
 	}
 }
 
-// loadFunctions fills b.funcs from .symtab and .dynsym and, for a Go
-// program without function symbols, from .gopclntab.
-func (b *Binary) loadFunctions(ef *elf.File) error {
-	type key struct {
-		name string
-		addr uint64
+// function converts function i of the index.
+func (b *Binary) function(i int) Function {
+	f := b.funcs.Func(i)
+	return Function{
+		Name: f.Name, Version: f.Version, DefaultVersion: f.Version != "" && !f.VersionHidden,
+		Address: f.Address, Offset: f.Offset, Size: f.Size, Global: f.Global, Source: sourceOf(f.Source),
 	}
-	seen := make(map[key]int)
-	b.others = make(map[string]elf.SymType)
-	add := func(syms []elf.Symbol, src Source) {
-		for _, s := range syms {
-			typ := elf.ST_TYPE(s.Info)
-			if s.Section == elf.SHN_UNDEF || s.Name == "" {
-				continue // an import, resolved in another object
-			}
-			if typ != elf.STT_FUNC {
-				if typ == elf.STT_OBJECT || typ == elf.STT_NOTYPE || typ == elf.STT_GNU_IFUNC || typ == elf.STT_TLS || typ == elf.STT_COMMON {
-					b.others[s.Name] = typ
-				}
-				continue
-			}
-			off, ok := b.fileOffset(s.Value)
-			if !ok {
-				b.skipped++
-				continue
-			}
-			fn := Function{
-				Name: s.Name, Address: s.Value, Offset: off, Size: s.Size,
-				Global: bind(s.Info) != elf.STB_LOCAL, Source: src,
-			}
-			if s.HasVersion && s.Version != "" {
-				fn.Version = s.Version
-				fn.DefaultVersion = !s.VersionIndex.IsHidden()
-			}
-			if i, dup := seen[key{s.Name, s.Value}]; dup {
-				// The same function in .symtab and .dynsym: keep one,
-				// with the version only .dynsym carries.
-				if fn.Version != "" {
-					b.funcs[i].Version, b.funcs[i].DefaultVersion = fn.Version, fn.DefaultVersion
-				}
-				b.funcs[i].Size = max(b.funcs[i].Size, fn.Size)
-				continue
-			}
-			seen[key{s.Name, s.Value}] = len(b.funcs)
-			b.funcs = append(b.funcs, fn)
-		}
-	}
-	syms, err := ef.Symbols()
-	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-		return fmt.Errorf("uprobe: %s: read .symtab: %w", b.display, err)
-	}
-	add(syms, SymbolTable)
-	dyn, err := ef.DynamicSymbols()
-	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-		return fmt.Errorf("uprobe: %s: read .dynsym: %w", b.display, err)
-	}
-	add(dyn, DynamicSymbols)
-
-	if b.IsGo() && !hasGoFunctions(b.funcs) {
-		gofns, err := b.goFunctions(ef)
-		if err != nil {
-			return err
-		}
-		b.funcs = append(b.funcs, gofns...)
-	}
-
-	slices.SortFunc(b.funcs, func(x, y Function) int {
-		return cmp.Or(cmp.Compare(x.Address, y.Address), strings.Compare(x.Name, y.Name))
-	})
-	b.byName = make(map[string][]int, len(b.funcs))
-	for i, fn := range b.funcs {
-		b.byName[fn.Name] = append(b.byName[fn.Name], i)
-	}
-	return nil
 }
 
-// hasGoFunctions reports whether a symbol table lists the Go runtime's
-// functions, i.e. the binary was not built with -s.
-func hasGoFunctions(fns []Function) bool {
-	for _, fn := range fns {
-		if fn.Name == "runtime.main" || fn.Name == "runtime.goexit" {
-			return true
-		}
+func sourceOf(s safeelf.Source) Source {
+	switch s {
+	case safeelf.SourceSymtab:
+		return SymbolTable
+	case safeelf.SourceDynsym:
+		return DynamicSymbols
+	case safeelf.SourcePCLNTab:
+		return GoPCLNTab
 	}
-	return false
+	return 0
 }
-
-func bind(info byte) elf.SymBind { return elf.ST_BIND(info) }
 
 // Functions returns the functions whose name matches glob, sorted by
 // address. In glob, '*' matches any run of characters (including '/' and
 // '.', which Go and C++ names contain), '?' one character, '\' escapes the
 // next one; '[' is literal, since C++ names contain it. A glob with '@'
 // is matched against name@VERSION / name@@VERSION. "" or "*" lists all.
+// Names share the bytes of the file's string tables: listing every
+// function of a large binary allocates the slice and nothing per name.
 func (b *Binary) Functions(glob string) []Function {
-	versioned := strings.Contains(glob, "@")
-	// The literal head of the pattern rejects most names without running
-	// the matcher (uv_fs_* over Node's ~100k symbols).
-	prefix := glob[:strings.IndexFunc(glob+"*", func(r rune) bool { return r == '*' || r == '?' || r == '\\' })]
 	var out []Function
-	for _, fn := range b.funcs {
-		if !strings.HasPrefix(fn.Name, prefix) && !(versioned && strings.HasPrefix(fn.String(), prefix)) {
-			continue
-		}
-		name := fn.Name
-		if versioned {
-			name = fn.String()
-		}
-		if glob == "" || matchGlob(glob, name) {
-			out = append(out, fn)
-		}
-	}
+	b.funcs.Match(glob, func(i int) bool {
+		out = append(out, b.function(i))
+		return true
+	})
 	return out
 }
+
+// FunctionAt returns the function holding the link-time address addr
+// (a symbol value, or an address of a stack trace minus the object's
+// load bias): of the functions starting at or below addr, the nearest
+// whose extent covers it. The error wraps ErrNotFound.
+func (b *Binary) FunctionAt(addr uint64) (Function, error) {
+	if i, ok := b.funcs.At(addr); ok {
+		return b.function(i), nil
+	}
+	return Function{}, fmt.Errorf("uprobe: %s: no function holds address %#x: %w", b.display, addr, ErrNotFound)
+}
+
+// maxLinearCandidates is how many candidate addresses of one name are
+// compared pairwise; beyond, a set is used (a hostile file may give
+// a million symbols one name).
+const maxLinearCandidates = 16
 
 // Function resolves one function by name: name, name@VERSION or
 // name@@VERSION. A bare name bound to several addresses picks the default
@@ -199,20 +137,35 @@ func (b *Binary) Function(name string) (Function, error) {
 		}
 	}
 	var cands []Function
-	for _, i := range b.byName[base] {
-		fn := b.funcs[i]
+	var seen map[uint64]bool
+	b.funcs.Lookup(base, func(i int) bool {
+		fn := b.function(i)
 		if exact && (fn.Version != version || (isDefault && !fn.DefaultVersion)) {
-			continue
+			return true
 		}
-		if !slices.ContainsFunc(cands, func(c Function) bool { return c.Address == fn.Address }) {
-			cands = append(cands, fn)
+		switch {
+		case seen != nil:
+			if seen[fn.Address] {
+				return true
+			}
+			seen[fn.Address] = true
+		case slices.ContainsFunc(cands, func(c Function) bool { return c.Address == fn.Address }):
+			return true
+		case len(cands) == maxLinearCandidates:
+			seen = make(map[uint64]bool)
+			for _, c := range cands {
+				seen[c.Address] = true
+			}
+			seen[fn.Address] = true
 		}
-	}
+		cands = append(cands, fn)
+		return true
+	})
 	if !exact && len(cands) > 0 && !slices.ContainsFunc(cands, func(c Function) bool { return c.Version == "" || c.DefaultVersion }) {
 		// Only hidden versions are functions (memcpy@GLIBC_2.2.5 in glibc,
 		// whose default memcpy@@GLIBC_2.14 is an IFUNC): a bare name means
 		// the default, which is not among them.
-		if _, ok := b.others[base]; ok {
+		if _, ok := b.symbolType(base); ok {
 			return Function{}, fmt.Errorf("%w (a hidden version is a function: name it, e.g. %s)", b.missing(name, base), cands[0])
 		}
 	}
@@ -249,7 +202,7 @@ func (b *Binary) Function(name string) (Function, error) {
 
 // missing explains why name is not a function.
 func (b *Binary) missing(name, base string) error {
-	if typ, ok := b.others[base]; ok && name == base {
+	if typ, ok := b.symbolType(base); ok && name == base {
 		hint := ""
 		if typ == elf.STT_GNU_IFUNC {
 			hint = " (an IFUNC resolver: it runs once at load time; probe the implementation it selects, e.g. __" + base + "_avx2)"
@@ -264,51 +217,30 @@ func (b *Binary) missing(name, base string) error {
 	switch {
 	case b.IsGo() && !strings.Contains(name, "."):
 		hint = " (Go functions are package-qualified, e.g. main." + name + ")"
-	case len(b.funcs) == 0:
+	case b.funcs.Len() == 0:
 		hint = " (the file has no function symbols: stripped?)"
 	}
 	return fmt.Errorf("uprobe: %s: function %q: %w%s", b.display, name, ErrNotFound, hint)
 }
 
-// matchGlob matches name against pattern ('*', '?', '\' escapes). It is
-// iterative with one backtrack point, so it runs in O(len(pattern) *
-// len(name)) on any input.
-func matchGlob(pattern, name string) bool {
-	p, n := 0, 0
-	starP, starN := -1, 0
-	for n < len(name) {
-		if p < len(pattern) {
-			switch c := pattern[p]; c {
-			case '*':
-				starP, starN = p, n
-				p++
-				continue
-			case '?':
-				p++
-				n++
-				continue
-			case '\\':
-				if p+1 < len(pattern) && pattern[p+1] == name[n] {
-					p += 2
-					n++
-					continue
-				}
-			default:
-				if c == name[n] {
-					p++
-					n++
-					continue
+// symbolType returns the type of a defined symbol named name that is not a
+// function (an object, TLS, an IFUNC resolver, an untyped label), to say
+// why name cannot be probed. ok is false when there is none.
+func (b *Binary) symbolType(name string) (typ elf.SymType, ok bool) {
+	for _, t := range []*safeelf.Symbols{b.funcs.Symtab, b.funcs.Dynsym} {
+		if t == nil {
+			continue
+		}
+		t.Lookup(name, func(i int) bool {
+			s := t.Symbol(i)
+			switch s.Type {
+			case elf.STT_OBJECT, elf.STT_NOTYPE, elf.STT_GNU_IFUNC, elf.STT_TLS, elf.STT_COMMON:
+				if s.Section != elf.SHN_UNDEF {
+					typ, ok = s.Type, true
 				}
 			}
-		}
-		if starP < 0 {
-			return false
-		}
-		starN++
-		p, n = starP+1, starN
+			return true // the last definition wins, as the table order had it
+		})
 	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
+	return typ, ok
 }

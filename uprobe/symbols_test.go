@@ -8,9 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/procmaps"
 )
 
 func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }
@@ -30,6 +33,7 @@ func mustOpen(tb testing.TB, path string) *Binary {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Cleanup(func() { b.Close() })
 	return b
 }
 
@@ -353,54 +357,51 @@ func TestOpenProcess(t *testing.T) {
 	}
 }
 
-func TestMatchGlob(t *testing.T) {
-	for _, tc := range []struct {
-		pattern, name string
-		want          bool
-	}{
-		{"uv_fs_*", "uv_fs_open", true},
-		{"uv_fs_*", "uv_fs_", true},
-		{"uv_fs_*", "uv_f", false},
-		{"*", "", true},
-		{"main.*", "main.(*T).String", true},
-		{"net/http.*", "net/http.(*conn).serve", true},
-		{"a?c", "abc", true},
-		{"a?c", "ac", false},
-		{"*x*y*", "axbyc", true},
-		{"*x*y", "axbyc", false},
-		{`a\*b`, "a*b", true},
-		{`a\*b`, "axb", false},
-		{"_ZN[abi:cxx11]*", "_ZN[abi:cxx11]foo", true},
-		{"malloc", "malloc", true},
-		{"malloc", "malloc2", false},
-	} {
-		if got := matchGlob(tc.pattern, tc.name); got != tc.want {
-			t.Errorf("matchGlob(%q, %q) = %v", tc.pattern, tc.name, got)
-		}
-	}
-}
-
+// BenchmarkOpenLarge: opening the symbols of large binaries (Node's ~107k
+// .symtab entries, libjvm.so's C++ symbols), what every probe and every
+// listing pays first.
 func BenchmarkOpenLarge(b *testing.B) {
 	for _, path := range []string{
-		"/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so",
 		"/usr/bin/node",
+		"/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so",
 		"/usr/lib/x86_64-linux-gnu/libnode.so.108",
 	} {
-		if _, err := os.Stat(path); err != nil {
-			continue
-		}
 		b.Run(filepath.Base(path), func(b *testing.B) {
+			if _, err := os.Stat(path); err != nil {
+				b.Skipf("%s absent: %v", path, err)
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				bin, err := Open(path)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if len(bin.funcs) == 0 {
+				if bin.funcs.Len() == 0 {
 					b.Fatal("no functions")
 				}
+				bin.Close()
 			}
 		})
+	}
+}
+
+// BenchmarkListAll: open and convert every function, as probekit list
+// --functions does.
+func BenchmarkListAll(b *testing.B) {
+	const path = "/usr/bin/node"
+	if _, err := os.Stat(path); err != nil {
+		b.Skipf("%s absent: %v", path, err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		bin, err := Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(bin.Functions("")) == 0 {
+			b.Fatal("no functions")
+		}
+		bin.Close()
 	}
 }
 
@@ -414,6 +415,18 @@ func BenchmarkResolve(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := bin.Function("JVM_GC"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("FunctionAt", func(b *testing.B) {
+		fn, err := bin.Function("JVM_GC")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := bin.FunctionAt(fn.Address + 1); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -448,7 +461,16 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("%s: offset %#x, translation %#x %v", fn, fn.Offset, off, ok)
 			}
 			_, _ = b.Function(fn.String())
+			_, _ = b.Function(fn.Name)
+			if at, err := b.FunctionAt(fn.Address); err != nil || at.Address != fn.Address {
+				t.Fatalf("FunctionAt(%#x) = %s, %v", fn.Address, at, err)
+			}
+			if fn.Size > 0 {
+				_, _ = b.readCode(fn.Offset, min(fn.Size, 64))
+			}
 		}
+		_ = b.Functions("*@*")
+		_, _ = b.Function("no_such_function")
 	})
 }
 
@@ -473,4 +495,120 @@ func TestNodeLibuv(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkOffset(t, b, node, open)
+}
+
+// TestFunctionAt: the function holding an address, for symbolizing.
+func TestFunctionAt(t *testing.T) {
+	for _, path := range []string{goprog, goprogStripped, mallocUser} {
+		b := mustOpen(t, path)
+		for _, fn := range b.Functions("") {
+			if fn.Size == 0 {
+				continue
+			}
+			for _, addr := range []uint64{fn.Address, fn.Address + fn.Size/2, fn.Address + fn.Size - 1} {
+				got, err := b.FunctionAt(addr)
+				if err != nil || got.Address > addr || addr-got.Address >= max(got.Size, 1) {
+					t.Fatalf("%s: FunctionAt(%#x) in %s = %s at %#x size %d, %v", path, addr, fn, got, got.Address, got.Size, err)
+				}
+			}
+		}
+		if _, err := b.FunctionAt(0); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: FunctionAt(0) = %v", path, err)
+		}
+	}
+	b := mustOpen(t, goprog)
+	add, err := b.Function("main.add")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.FunctionAt(add.Address + 1); err != nil || got.Name != "main.add" {
+		t.Errorf("FunctionAt(main.add+1) = %s, %v", got, err)
+	}
+}
+
+// TestOpenTargets: Open takes what procmaps.OpenTarget takes, keeps the
+// file open for the kernel, refuses special files at once, and Close is
+// idempotent.
+func TestOpenTargets(t *testing.T) {
+	needFile(t, libc)
+	b := mustOpen(t, "libc.so.6")
+	if b.Path() != "libc.so.6" || !strings.HasPrefix(b.path, "/proc/self/fd/") || b.target == nil || b.proc != nil {
+		t.Errorf("Open(libc.so.6): display %q, path %q", b.Path(), b.path)
+	}
+	m, err := b.Function("malloc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOffset(t, b, libc, m)
+
+	if p, err := exec.LookPath("true"); err == nil {
+		tb := mustOpen(t, "true")
+		if _, err := tb.Function("main"); err != nil && !errors.Is(err, ErrNotFound) {
+			t.Errorf("Open(true) from %s: %v", p, err)
+		}
+	}
+
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Open(fifo)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, procmaps.ErrNotRegular) || !strings.Contains(err.Error(), fifo) {
+			t.Errorf("Open(FIFO) = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Open(FIFO) blocked")
+	}
+
+	c, err := Open(goprog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add, err := c.Function("main.add")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := c.readCode(add.Offset, add.Size); err == nil {
+		t.Error("code read after Close")
+	}
+	if fn, err := c.Function("main.add"); err != nil || fn.Name != "main.add" {
+		t.Errorf("Function after Close = %s, %v", fn, err)
+	}
+}
+
+// TestOpenProcessNames: a process target by the base name of an object it
+// maps and by a path inside its root.
+func TestOpenProcessNames(t *testing.T) {
+	fx := testkit.Start(t, mallocUser)
+	for _, name := range []string{"libc.so.6", "malloc_user"} {
+		b, err := OpenProcess(fx.PID(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.pid != fx.PID() || b.proc == nil || b.proc.PID != fx.PID() || b.Path() != name {
+			t.Errorf("OpenProcess(%s) = %s", name, b)
+		}
+		if _, err := b.Function("malloc"); err != nil && !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s: %v", name, err)
+		}
+		b.Close()
+	}
+	if _, err := OpenProcess(fx.PID(), "no_such_library.so.9"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("OpenProcess(missing) = %v", err)
+	}
+	if _, err := OpenProcess(0, "libc.so.6"); err == nil {
+		t.Error("OpenProcess(0) succeeded")
+	}
 }

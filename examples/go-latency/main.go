@@ -252,6 +252,7 @@ func measure(ctx context.Context, opts options) (res *Result, err error) {
 			return nil, err
 		}
 	}
+	defer bin.Close()
 	if err := checkGo(bin); err != nil {
 		return nil, err
 	}

@@ -126,6 +126,7 @@ func TestUretprobeRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer bin.Close()
 	if _, err := bin.Uretprobe("main.add", nil, nil); !errors.Is(err, uprobe.ErrGoUretprobe) {
 		t.Errorf("Uretprobe on goprog: %v, want ErrGoUretprobe", err)
 	}

@@ -61,6 +61,7 @@ func run(pid int, dur time.Duration, top int) error {
 	if err != nil {
 		return err
 	}
+	defer bin.Close()
 
 	counts, err := ebpf.NewMap(&ebpf.MapSpec{
 		Name: "malloc_sizes", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: maxSizes,

@@ -311,6 +311,7 @@ func trace(ctx context.Context, opts options, handle func(Call) bool) (err error
 		if bin, err = uprobe.Open(path); err != nil {
 			return err
 		}
+		defer bin.Close()
 		if launched, err = procmaps.Launch(opts.Cmd); err != nil {
 			return err
 		}
@@ -318,6 +319,8 @@ func trace(ctx context.Context, opts options, handle func(Call) bool) (err error
 		pid = launched.Cmd.Process.Pid
 	} else if bin, err = openInProcess(pid, opts.Object); err != nil {
 		return err
+	} else {
+		defer bin.Close()
 	}
 
 	links, err := attach(bin, pid, &objs, opts.Skipped)
@@ -499,6 +502,7 @@ func openInProcess(pid int, path string) (*uprobe.Binary, error) {
 		if _, err := bin.Function("uv_fs_open"); err == nil {
 			return bin, nil
 		}
+		bin.Close()
 	}
 	if len(tried) == 0 {
 		return nil, fmt.Errorf("pid %d maps no node, libnode or libuv: is it Node.js? (-lib names the file)", pid)
