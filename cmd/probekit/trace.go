@@ -80,9 +80,8 @@ func parseTrace(args []string) (*traceRequest, error) {
 	req.ringSize = traceprog.DefaultRingSize
 	if *ring != "" {
 		n, err := parseSize(*ring)
-		page := os.Getpagesize()
-		if err == nil && (n < page || n > traceprog.MaxRingSize || n&(n-1) != 0) {
-			err = fmt.Errorf("want a power of two from the page size (%d) to %dM", page, traceprog.MaxRingSize>>20)
+		if err == nil {
+			err = traceprog.CheckRingSize(n, os.Getpagesize())
 		}
 		if err != nil {
 			return nil, usagef("--ring-size %q: %v", *ring, err)

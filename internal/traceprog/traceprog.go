@@ -242,12 +242,21 @@ func Spec() (*ebpf.CollectionSpec, error) {
 // wakeup per quarter ring, where the kernel's default wakes it for most
 // records and costs the traced threads an interrupt each.
 func SetRingSize(spec *ebpf.CollectionSpec, size, pageSize int) error {
-	if size < pageSize || size > MaxRingSize || size&(size-1) != 0 || size%pageSize != 0 {
-		return fmt.Errorf("ring buffer size %d: want a power of two from the page size (%d) to %d", size, pageSize, MaxRingSize)
+	if err := CheckRingSize(size, pageSize); err != nil {
+		return err
 	}
 	spec.Maps[EventsMapName].MaxEntries = uint32(size)
 	if err := spec.Variables[WakeupBytesName].Set(uint64(size / 4)); err != nil {
 		return fmt.Errorf("set %s: %w", WakeupBytesName, err)
+	}
+	return nil
+}
+
+// CheckRingSize refuses a ring buffer size the kernel would refuse (not a
+// power of two, not a multiple of the page size) or above MaxRingSize.
+func CheckRingSize(size, pageSize int) error {
+	if size < pageSize || size > MaxRingSize || size&(size-1) != 0 || size%pageSize != 0 {
+		return fmt.Errorf("ring buffer size %d: want a power of two from the page size (%d) to %dM", size, pageSize, MaxRingSize>>20)
 	}
 	return nil
 }
