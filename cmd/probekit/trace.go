@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/probekit/probekit/internal/safeelf"
-	"github.com/probekit/probekit/internal/traceprog"
+	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/usdt"
 )

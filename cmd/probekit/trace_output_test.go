@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/probekit/probekit/internal/testkit"
-	"github.com/probekit/probekit/internal/traceprog"
+	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 	"github.com/probekit/probekit/usdt"
 )
 

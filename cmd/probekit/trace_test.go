@@ -22,7 +22,7 @@ import (
 
 	"github.com/probekit/probekit/internal/bpftest"
 	"github.com/probekit/probekit/internal/testkit"
-	"github.com/probekit/probekit/internal/traceprog"
+	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 	"github.com/probekit/probekit/usdt"
 )
 
