@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/procmaps"
 )
 
@@ -71,6 +72,10 @@ func (a *Attacher) objects(proc *procmaps.Process, target, provider, name string
 	if err != nil {
 		t.Close()
 		return nil, err
+	}
+	if err := attach.CheckMachine(target, f.Machine, f.ByteOrder); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("usdt: %w", err)
 	}
 	probes, err := match(f, provider, name)
 	if err != nil {

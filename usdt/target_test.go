@@ -4,11 +4,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/internal/testkit"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/usdt"
@@ -118,5 +120,22 @@ func TestSpecialFilesRefused(t *testing.T) {
 	tr := newTracer(t, false)
 	if _, err := tr.att.Attach(tr.prog(), fifo, "sample", "zero", nil); !errors.Is(err, procmaps.ErrNotRegular) {
 		t.Errorf("attach to a FIFO: %v", err)
+	}
+}
+
+// A file of another architecture is listed but never attached: its probes
+// could not fire here.
+func TestAttachRefusesForeignMachine(t *testing.T) {
+	testkit.RequireKernel(t)
+	if runtime.GOARCH != "amd64" {
+		t.Skipf("the foreign fixture is aarch64; this host is %s", runtime.GOARCH)
+	}
+	tr := newTracer(t, false)
+	_, err := tr.att.Attach(tr.prog(), testkit.Fixture("usdt_sample_aarch64"), "sample", "zero", nil)
+	if !errors.Is(err, attach.ErrForeignMachine) || !strings.Contains(err.Error(), "aarch64") || !strings.Contains(err.Error(), "x86_64") {
+		t.Errorf("%v, want ErrForeignMachine naming both", err)
+	}
+	if tr.att.SpecsInUse() != 0 {
+		t.Error("spec slots held after a refusal")
 	}
 }
