@@ -1,9 +1,21 @@
 //go:build ignore
 
-/* trace.c: the generic program of `probekit trace`. Attached to any USDT
- * location, it sends one record per hit with every argument the spec
- * describes; the user-space side knows which location fired from the usdt
- * cookie (bpf_usdt_cookie) it gave that location.
+/* trace.c: the generic programs of `probekit trace`.
+ *
+ * trace_usdt is attached to USDT locations and sends one record per hit
+ * with every argument the location's spec describes; the user-space side
+ * knows which location fired from the usdt cookie (bpf_usdt_cookie) it
+ * gave that location.
+ *
+ * trace_func is attached to function entries (uprobes), return sites and
+ * uretprobes. Its BPF cookie describes the probe (FUNC_COOKIE_*): the
+ * tool's probe index, which registers to send (a calling convention's
+ * argument registers, or the return register) and which of them to read
+ * as strings. A uprobe's context (pt_regs) is readable only at constant
+ * offsets, so each register set is a fixed list of field reads, chosen by
+ * a switch on the cookie: no table of offsets, no variable context access.
+ * bpf_get_attach_cookie needs Linux 5.15 (7adfc6c9b315) for perf-event
+ * uprobes; the Go side loads trace_func only where the kernel has it.
  *
  * A record is as long as what it carries (a header, the values, the
  * strings), so that a burst of hits fits in the ring: a 4-argument hit is
@@ -18,8 +30,8 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* At most TRACE_MAX_VALS values per record (a USDT probe has at most 12
- * arguments; a function probe will send up to 8 argument registers and a
- * return value). At most TRACE_MAX_STRS of them are also read as
+ * arguments; a function probe sends at most 9 argument registers, Go's on
+ * x86-64, or its return register). At most TRACE_MAX_STRS of them are also read as
  * NUL-terminated strings, each truncated to TRACE_STR_LEN - 1 bytes. */
 #define TRACE_MAX_VALS BPF_USDT_MAX_ARG_CNT
 #define TRACE_MAX_STRS 4
@@ -27,17 +39,73 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* What a record's values are. */
 enum event_kind {
-	EVENT_USDT = 0, /* the probe's arguments, in order */
+	EVENT_USDT = 0,		/* the probe's arguments, in order */
+	EVENT_UPROBE = 1,	/* a function's argument registers, in order */
+	EVENT_URETPROBE = 2,	/* a function's return register */
 };
+
+/* The BPF cookie of a trace_func probe: bits 0-31 the tool's probe index
+ * (sent as the record's cookie), 32-39 the register set (enum
+ * func_regs), 40-47 the record's kind, 48-59 the string mask (bit n: read
+ * value n as a string too). Keep in sync with FuncCookie in
+ * traceprog.go. */
+#define FUNC_COOKIE_REGS_SHIFT 32
+#define FUNC_COOKIE_KIND_SHIFT 40
+#define FUNC_COOKIE_STRS_SHIFT 48
+
+/* Which registers a function probe sends. */
+enum func_regs {
+	FUNC_REGS_C = 0,	/* the C calling convention's argument registers */
+	FUNC_REGS_GO = 1,	/* Go's register ABI (ABIInternal) argument registers */
+	FUNC_REGS_RET = 2,	/* the (first) return register, C and Go alike */
+};
+
+/* The registers, by field of the uapi pt_regs of each architecture.
+ * x86-64: the System V psABI passes integer arguments in rdi, rsi, rdx,
+ * rcx, r8, r9 and returns in rax; Go's ABIInternal (Go 1.17) passes them
+ * in rax, rbx, rcx, rdi, rsi, r8, r9, r10, r11 and returns first in rax.
+ * arm64: AAPCS64 passes x0-x7 and returns in x0; Go (1.18) passes x0-x15
+ * and returns first in x0, of which the first 8 are sent. The uprobe
+ * context on arm64 is struct user_pt_regs. */
+#if defined(__TARGET_ARCH_x86)
+#define FUNC_C_NREGS 6
+#define FUNC_GO_NREGS 9
+#define FUNC_C_REGS(r, v) do {							\
+	v[0] = r->rdi; v[1] = r->rsi; v[2] = r->rdx;				\
+	v[3] = r->rcx; v[4] = r->r8; v[5] = r->r9;				\
+} while (0)
+#define FUNC_GO_REGS(r, v) do {							\
+	v[0] = r->rax; v[1] = r->rbx; v[2] = r->rcx; v[3] = r->rdi;		\
+	v[4] = r->rsi; v[5] = r->r8; v[6] = r->r9; v[7] = r->r10;		\
+	v[8] = r->r11;								\
+} while (0)
+#define FUNC_RET_REG(r) (r->rax)
+typedef struct pt_regs func_regs_t;
+#elif defined(__TARGET_ARCH_arm64)
+#define FUNC_C_NREGS 8
+#define FUNC_GO_NREGS 8
+#define FUNC_C_REGS(r, v) do {							\
+	v[0] = r->regs[0]; v[1] = r->regs[1]; v[2] = r->regs[2];		\
+	v[3] = r->regs[3]; v[4] = r->regs[4]; v[5] = r->regs[5];		\
+	v[6] = r->regs[6]; v[7] = r->regs[7];					\
+} while (0)
+#define FUNC_GO_REGS(r, v) FUNC_C_REGS(r, v)
+#define FUNC_RET_REG(r) (r->regs[0])
+typedef struct user_pt_regs func_regs_t;
+#else
+#error "trace.c: function registers are defined for x86 and arm64 only"
+#endif
 
 /* One hit: this header, then nvals 8-byte values, then nstrs strings, each
  * with its NUL, back to back. Keep in sync with Event in traceprog.go
  * (checked by a test). */
 struct event {
-	__u64 cookie;	/* bpf_usdt_cookie: the tool's location index */
+	__u64 cookie;	/* the tool's index: bpf_usdt_cookie, or a function
+			 * probe's from its BPF cookie */
 	__u32 pid;	/* thread group id, in the initial PID namespace */
 	__u32 tid;
-	__s32 arg_cnt;	/* bpf_usdt_arg_cnt, negative when no spec was found */
+	__s32 arg_cnt;	/* bpf_usdt_arg_cnt, negative when no spec was found;
+			 * nvals for a function probe */
 	__u32 errors;	/* bit n: value n could not be read; it is 0 */
 	/* Bit n: value n was read as a string too, the k-th string for the
 	 * k-th such value. A failed string read sends "" and sets the
@@ -52,7 +120,8 @@ struct event {
 
 #define TRACE_EVENT_MAX (sizeof(struct event) + 8 * TRACE_MAX_VALS + TRACE_MAX_STRS * TRACE_STR_LEN)
 
-/* Bit n: read argument n as a pointer to a string. Set before load. */
+/* Bit n: read USDT argument n as a pointer to a string. Set before load.
+ * (A function probe's mask is in its cookie.) */
 volatile const __u32 probekit_trace_str_mask = 0;
 
 /* The reader is woken when this many bytes are unread; below, it finds
@@ -105,40 +174,22 @@ static __always_inline void count_lost(void)
 		__sync_fetch_and_add(n, 1);
 }
 
-/* Fills e (TRACE_EVENT_MAX bytes) and returns the record's length. */
-static __noinline __u32 fill(struct pt_regs *ctx, struct event *e)
+/* Reads value n of e as a string at off for each bit n of mask, and
+ * returns the record's length. */
+static __always_inline __u32 read_strs(struct event *e, __u32 nvals, __u32 mask, __u32 off)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	/* One spec lookup for the count and the cookie (bpf_usdt_arg_cnt and
-	 * bpf_usdt_cookie would make one each). */
-	struct __bpf_usdt_spec *spec = __bpf_usdt_spec(ctx);
-	int cnt = spec ? spec->arg_cnt : -ESRCH;
-	__u32 nvals = cnt < 0 ? 0 : cnt > TRACE_MAX_VALS ? TRACE_MAX_VALS : cnt;
-	__u32 off = sizeof(*e) + 8 * nvals;
-	__u32 errors = 0, str_args = 0, nstrs = 0;
+	__u32 errors = e->errors, str_args = 0, nstrs = 0;
 
-	e->cookie = spec ? spec->usdt_cookie : 0;
-	e->pid = id >> 32;
-	e->tid = (__u32)id;
-	e->arg_cnt = cnt;
-	e->kind = EVENT_USDT;
-	e->nvals = nvals;
-	e->pad = 0;
 #pragma unroll
 	for (int n = 0; n < TRACE_MAX_VALS; n++) {
-		long v = 0, len;
+		long len;
 
-		if (n >= nvals)
-			continue;
-		if (bpf_usdt_arg(ctx, n, &v))
-			errors |= 1u << n;
-		e->vals[n] = v;
 		/* off > ... is never true (off <= header + values + 3
 		 * strings here): it tells the verifier the read stays in e. */
-		if (!((probekit_trace_str_mask >> n) & 1) || nstrs >= TRACE_MAX_STRS ||
+		if (n >= nvals || !((mask >> n) & 1) || nstrs >= TRACE_MAX_STRS ||
 		    off > TRACE_EVENT_MAX - TRACE_STR_LEN)
 			continue;
-		len = bpf_probe_read_user_str((char *)e + off, TRACE_STR_LEN, (void *)v);
+		len = bpf_probe_read_user_str((char *)e + off, TRACE_STR_LEN, (void *)e->vals[n]);
 		if (len <= 0 || len > TRACE_STR_LEN) {
 			((char *)e)[off] = 0;
 			len = 1;
@@ -152,6 +203,99 @@ static __noinline __u32 fill(struct pt_regs *ctx, struct event *e)
 	e->str_args = str_args;
 	e->nstrs = nstrs;
 	return off;
+}
+
+/* Fills e (TRACE_EVENT_MAX bytes) for a USDT hit and returns the
+ * record's length. */
+static __noinline __u32 fill_usdt(struct pt_regs *ctx, struct event *e)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	/* One spec lookup for the count and the cookie (bpf_usdt_arg_cnt and
+	 * bpf_usdt_cookie would make one each). */
+	struct __bpf_usdt_spec *spec = __bpf_usdt_spec(ctx);
+	int cnt = spec ? spec->arg_cnt : -ESRCH;
+	__u32 nvals = cnt < 0 ? 0 : cnt > TRACE_MAX_VALS ? TRACE_MAX_VALS : cnt;
+	__u32 errors = 0;
+
+	e->cookie = spec ? spec->usdt_cookie : 0;
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->arg_cnt = cnt;
+	e->kind = EVENT_USDT;
+	e->nvals = nvals;
+	e->pad = 0;
+#pragma unroll
+	for (int n = 0; n < TRACE_MAX_VALS; n++) {
+		long v = 0;
+
+		if (n >= nvals)
+			continue;
+		if (bpf_usdt_arg(ctx, n, &v))
+			errors |= 1u << n;
+		e->vals[n] = v;
+	}
+	e->errors = errors;
+	return read_strs(e, nvals, probekit_trace_str_mask, sizeof(*e) + 8 * nvals);
+}
+
+/* Each register set is read by a function of its own: inlined into one
+ * switch, clang merges the cases' loads into one load from ctx plus an
+ * offset it computes, and the verifier refuses a load through a modified
+ * context pointer. Each returns the number of values it stored. */
+static __noinline __u32 read_c_regs(struct pt_regs *ctx, __s64 *v)
+{
+	const func_regs_t *r = (const func_regs_t *)ctx;
+
+	FUNC_C_REGS(r, v);
+	return FUNC_C_NREGS;
+}
+
+static __noinline __u32 read_go_regs(struct pt_regs *ctx, __s64 *v)
+{
+	const func_regs_t *r = (const func_regs_t *)ctx;
+
+	FUNC_GO_REGS(r, v);
+	return FUNC_GO_NREGS;
+}
+
+static __noinline __u32 read_ret_reg(struct pt_regs *ctx, __s64 *v)
+{
+	const func_regs_t *r = (const func_regs_t *)ctx;
+
+	v[0] = FUNC_RET_REG(r);
+	return 1;
+}
+
+/* Fills e (TRACE_EVENT_MAX bytes) for a function probe's hit, as its
+ * cookie describes, and returns the record's length. */
+static __noinline __u32 fill_func(struct pt_regs *ctx, struct event *e)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 nvals;
+
+	switch ((cookie >> FUNC_COOKIE_REGS_SHIFT) & 0xff) {
+	case FUNC_REGS_C:
+		nvals = read_c_regs(ctx, e->vals);
+		break;
+	case FUNC_REGS_GO:
+		nvals = read_go_regs(ctx, e->vals);
+		break;
+	case FUNC_REGS_RET:
+		nvals = read_ret_reg(ctx, e->vals);
+		break;
+	default:
+		nvals = 0;
+	}
+	e->cookie = (__u32)cookie;
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->arg_cnt = nvals;
+	e->errors = 0;
+	e->kind = (cookie >> FUNC_COOKIE_KIND_SHIFT) & 0xff;
+	e->nvals = nvals;
+	e->pad = 0;
+	return read_strs(e, nvals, (cookie >> FUNC_COOKIE_STRS_SHIFT) & 0xfff, sizeof(*e) + 8 * nvals);
 }
 
 /* BPF_RB_NO_WAKEUP, or BPF_RB_FORCE_WAKEUP when the reader has
@@ -172,8 +316,8 @@ static __always_inline __u64 wakeup_flags(struct scratch *s)
 	return BPF_RB_FORCE_WAKEUP;
 }
 
-SEC("usdt")
-int trace_usdt(struct pt_regs *ctx)
+/* Sends one record, built by fill_func (func) or fill_usdt. */
+static __always_inline int submit(struct pt_regs *ctx, int func)
 {
 	__u32 key = 0, size;
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &key);
@@ -187,7 +331,8 @@ int trace_usdt(struct pt_regs *ctx)
 	 * one reads 1 (each adds before it reads). */
 	__sync_fetch_and_add(&s->users, 1);
 	if (*(volatile __u64 *)&s->users == 1) {
-		size = fill(ctx, (struct event *)s->buf);
+		e = (struct event *)s->buf;
+		size = func ? fill_func(ctx, e) : fill_usdt(ctx, e);
 		if (size > TRACE_EVENT_MAX)
 			size = TRACE_EVENT_MAX;
 		if (bpf_ringbuf_output(&events, s->buf, size, flags))
@@ -203,7 +348,23 @@ int trace_usdt(struct pt_regs *ctx)
 		count_lost();
 		return 0;
 	}
-	fill(ctx, e);
+	if (func)
+		fill_func(ctx, e);
+	else
+		fill_usdt(ctx, e);
 	bpf_ringbuf_submit(e, flags);
 	return 0;
+}
+
+SEC("usdt")
+int trace_usdt(struct pt_regs *ctx)
+{
+	return submit(ctx, 0);
+}
+
+/* Attached as a uprobe (entry or return site) or a uretprobe. */
+SEC("uprobe")
+int trace_func(struct pt_regs *ctx)
+{
+	return submit(ctx, 1);
 }

@@ -60,6 +60,7 @@ const (
 	traceMapDropped                  = "dropped"
 	traceMapEvents                   = "events"
 	traceMapScratch                  = "scratch"
+	traceProgTraceFunc               = "trace_func"
 	traceProgTraceUsdt               = "trace_usdt"
 	traceVarProbekitTraceStrMask     = "probekit_trace_str_mask"
 	traceVarProbekitTraceWakeupBytes = "probekit_trace_wakeup_bytes"
@@ -108,6 +109,7 @@ type traceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceProgramSpecs struct {
+	TraceFunc *ebpf.ProgramSpec `ebpf:"trace_func"`
 	TraceUsdt *ebpf.ProgramSpec `ebpf:"trace_usdt"`
 }
 
@@ -181,11 +183,13 @@ type traceVariables struct {
 //
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tracePrograms struct {
+	TraceFunc *ebpf.Program `ebpf:"trace_func"`
 	TraceUsdt *ebpf.Program `ebpf:"trace_usdt"`
 }
 
 func (p *tracePrograms) Close() error {
 	return _TraceClose(
+		p.TraceFunc,
 		p.TraceUsdt,
 	)
 }

@@ -13,8 +13,13 @@ import (
 
 // Names in trace.c.
 const (
-	// ProgramName is the program, in a "usdt" section.
+	// ProgramName is the program for USDT locations, in a "usdt"
+	// section.
 	ProgramName = "trace_usdt"
+	// FuncProgramName is the program for function probes (entries,
+	// return sites, uretprobes), in a "uprobe" section; each probe's
+	// BPF cookie is a FuncCookie.
+	FuncProgramName = "trace_func"
 	// EventsMapName is the ring buffer of events.
 	EventsMapName = "events"
 	// CookieFlagName is usdt.bpf.h's constant choosing BPF cookies (true)
@@ -29,8 +34,8 @@ const (
 )
 
 // MaxArgs is the number of values a record can carry (usdt.bpf.h's
-// BPF_USDT_MAX_ARG_CNT: 12 USDT arguments; a function probe needs 8
-// argument registers and a return value).
+// BPF_USDT_MAX_ARG_CNT: 12 USDT arguments; a function probe sends at most
+// 9 argument registers, Go's on x86-64, or one return register).
 const MaxArgs = 12
 
 // MaxStrs is how many values of one hit can be read as strings, and
@@ -61,19 +66,58 @@ const (
 // Kind says what a record's values are.
 type Kind uint8
 
-// KindUSDT: the values are the probe's arguments, in order.
-const KindUSDT Kind = 0
+const (
+	// KindUSDT: the values are the probe's arguments, in order.
+	KindUSDT Kind = 0
+	// KindUprobe: the values are a function's argument registers at its
+	// entry, in the order of its calling convention (Regs).
+	KindUprobe Kind = 1
+	// KindUretprobe: the one value is a function's return register, read
+	// by a uretprobe or at a return instruction.
+	KindUretprobe Kind = 2
+	numKinds           = 3
+)
+
+// Regs is the register set a function probe sends (enum func_regs of
+// trace.c). The registers of each set are in trace.c, per architecture.
+type Regs uint8
+
+const (
+	// RegsC are the C calling convention's integer argument registers:
+	// rdi, rsi, rdx, rcx, r8, r9 on x86-64 (System V psABI); x0-x7 on
+	// arm64 (AAPCS64).
+	RegsC Regs = 0
+	// RegsGo are Go's register ABI (ABIInternal; Go 1.17 on amd64, 1.18
+	// on arm64) integer argument registers: rax, rbx, rcx, rdi, rsi, r8,
+	// r9, r10, r11 on x86-64; x0-x7 on arm64 (of Go's x0-x15).
+	RegsGo Regs = 1
+	// RegsRet is the (first) return register, rax or x0, for C and Go.
+	RegsRet Regs = 2
+)
+
+// FuncCookie is the BPF cookie of a function probe: the index the
+// records carry as their Cookie (bits 0-31), the registers to send
+// (32-39), the records' kind (40-47) and the values to read as strings
+// too (48-59: bit n for value n). It is never 0.
+func FuncCookie(index uint32, regs Regs, kind Kind, strMask uint32) (uint64, error) {
+	if kind != KindUprobe && kind != KindUretprobe || regs > RegsRet || strMask>>MaxArgs != 0 {
+		return 0, fmt.Errorf("traceprog: function probe of kind %d, registers %d, strings %#b", kind, regs, strMask)
+	}
+	return uint64(index) | uint64(regs)<<32 | uint64(kind)<<40 | uint64(strMask)<<48, nil
+}
 
 // Event is one hit, decoded from a record (see Decode).
 type Event struct {
 	Kind Kind
-	// Cookie is the usdt cookie the attacher gave the location that fired.
+	// Cookie is the usdt cookie the attacher gave the location that
+	// fired, or the index in a function probe's FuncCookie.
 	Cookie uint64
 	// PID and TID are the process (thread group) and thread ids as the
 	// initial PID namespace sees them.
 	PID, TID uint32
 	// ArgCnt is the location's argument count; negative (-ESRCH) when the
 	// program found no spec for the location, in which case Cookie is 0.
+	// For a function probe it is NArgs.
 	ArgCnt int32
 	// Errors has bit n set when value n could not be read (an operand
 	// probekit cannot express, or memory that could not be read without
@@ -123,7 +167,7 @@ func (e *Event) Decode(rec []byte) error {
 	kind, nvals, nstrs := Kind(rec[28]), int(rec[29]), int(rec[30])
 	strArgs := ne.Uint32(rec[24:])
 	switch {
-	case kind != KindUSDT:
+	case kind >= numKinds:
 		return badEvent("kind %d", kind)
 	case nvals > MaxArgs:
 		return badEvent("%d values, at most %d", nvals, MaxArgs)
@@ -190,10 +234,14 @@ func (e *Event) AppendBinary(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// Objects is the loaded program and its maps.
+// Objects is the loaded programs and their maps.
 type Objects struct {
-	// Program is the program to attach to USDT locations.
+	// Program is the program to attach to USDT locations; nil when not
+	// loaded (see Programs).
 	Program *ebpf.Program
+	// FuncProgram is the program to attach to function entries, return
+	// sites and uretprobes, each with a FuncCookie; nil when not loaded.
+	FuncProgram *ebpf.Program
 	// Events is the ring buffer of Event records.
 	Events *ebpf.Map
 	// Dropped is a one-slot array counting events lost to a full ring
@@ -202,17 +250,52 @@ type Objects struct {
 	// Scratch is the per-CPU buffer records are built in.
 	Scratch *ebpf.Map
 	// Specs and IPToSpecID are usdt.bpf.h's __bpf_usdt_specs and
-	// __bpf_usdt_ip_to_spec_id, for the attacher.
+	// __bpf_usdt_ip_to_spec_id, for the attacher; nil without Program.
 	Specs, IPToSpecID *ebpf.Map
+}
+
+// Programs selects the programs LoadSpec loads.
+type Programs uint8
+
+const (
+	// USDTProgram is trace_usdt, with usdt.bpf.h's maps.
+	USDTProgram Programs = 1 << iota
+	// FuncProgram is trace_func. It calls bpf_get_attach_cookie, which a
+	// kernel before 5.15 (7adfc6c9b315) refuses to load, so callers load
+	// it only when they trace functions.
+	FuncProgram
+)
+
+// loadTarget receives what LoadSpec loads: cilium/ebpf loads only the
+// programs and maps a struct names (and the maps those programs use).
+type loadTarget struct {
+	Events  *ebpf.Map `ebpf:"events"`
+	Dropped *ebpf.Map `ebpf:"dropped"`
+	Scratch *ebpf.Map `ebpf:"scratch"`
+}
+
+type loadUSDT struct {
+	loadTarget
+	Program    *ebpf.Program `ebpf:"trace_usdt"`
+	Specs      *ebpf.Map     `ebpf:"__bpf_usdt_specs"`
+	IPToSpecID *ebpf.Map     `ebpf:"__bpf_usdt_ip_to_spec_id"`
+}
+
+type loadFunc struct {
+	loadTarget
+	FuncProgram *ebpf.Program `ebpf:"trace_func"`
+}
+
+type loadBoth struct {
+	loadUSDT
+	FuncProgram *ebpf.Program `ebpf:"trace_func"`
 }
 
 // Close releases the program and the maps.
 func (o *Objects) Close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Program, o.Events, o.Dropped, o.Scratch, o.Specs, o.IPToSpecID} {
-		if c != nil {
-			errs = append(errs, c.Close())
-		}
+	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.Specs, o.IPToSpecID} {
+		errs = append(errs, c.Close()) // nil *Program and *Map close as nothing
 	}
 	return errors.Join(errs...)
 }
@@ -261,20 +344,38 @@ func CheckRingSize(size, pageSize int) error {
 	return nil
 }
 
-// LoadSpec loads spec (from Spec) into the kernel.
-func LoadSpec(spec *ebpf.CollectionSpec) (*Objects, error) {
-	var objs traceObjects
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+// LoadSpec loads the programs which selects (at least one) of spec (from
+// Spec) into the kernel, with the maps they use.
+func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
+	var o Objects
+	var err error
+	switch which {
+	case USDTProgram:
+		var l loadUSDT
+		err = spec.LoadAndAssign(&l, nil)
+		o = Objects{Program: l.Program, Specs: l.Specs, IPToSpecID: l.IPToSpecID}
+		o.setMaps(l.loadTarget)
+	case FuncProgram:
+		var l loadFunc
+		err = spec.LoadAndAssign(&l, nil)
+		o = Objects{FuncProgram: l.FuncProgram}
+		o.setMaps(l.loadTarget)
+	case USDTProgram | FuncProgram:
+		var l loadBoth
+		err = spec.LoadAndAssign(&l, nil)
+		o = Objects{Program: l.Program, FuncProgram: l.FuncProgram, Specs: l.Specs, IPToSpecID: l.IPToSpecID}
+		o.setMaps(l.loadTarget)
+	default:
+		return nil, fmt.Errorf("traceprog: no programs selected (%#b)", which)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("load the trace program: %w", err)
 	}
-	return &Objects{
-		Program:    objs.TraceUsdt,
-		Events:     objs.Events,
-		Dropped:    objs.Dropped,
-		Scratch:    objs.Scratch,
-		Specs:      objs.BpfUsdtSpecs,
-		IPToSpecID: objs.BpfUsdtIpToSpecId,
-	}, nil
+	return &o, nil
+}
+
+func (o *Objects) setMaps(l loadTarget) {
+	o.Events, o.Dropped, o.Scratch = l.Events, l.Dropped, l.Scratch
 }
 
 // Options are the choices Load makes before loading. The zero value
@@ -291,6 +392,8 @@ type Options struct {
 	// RingSize, when not 0, sizes the ring buffer and sets the wakeup
 	// threshold (see SetRingSize).
 	RingSize int
+	// Programs selects the programs to load; 0 means USDTProgram.
+	Programs Programs
 }
 
 // Load loads the program with explicit choices, for callers that do not
@@ -315,7 +418,14 @@ func Load(opts Options) (*Objects, *ebpf.CollectionSpec, error) {
 	if opts.UprobeMulti {
 		spec.Programs[ProgramName].AttachType = ebpf.AttachTraceUprobeMulti
 	}
-	objs, err := LoadSpec(spec)
+	which := opts.Programs
+	if which == 0 {
+		which = USDTProgram
+	}
+	if opts.UprobeMulti && which&FuncProgram != 0 {
+		spec.Programs[FuncProgramName].AttachType = ebpf.AttachTraceUprobeMulti
+	}
+	objs, err := LoadSpec(spec, which)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,10 +1,13 @@
 package traceprog
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"os"
+	"os/exec"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -368,3 +371,176 @@ func TestKernelWakeup(t *testing.T) {
 }
 
 func littleEndian() bool { return binary.NativeEndian.Uint16([]byte{1, 0}) == 1 }
+
+// FuncCookie packs the index, the registers, the kind and the string
+// mask where trace.c reads them, and refuses what the program cannot
+// send.
+func TestFuncCookie(t *testing.T) {
+	c, err := FuncCookie(0xdeadbeef, RegsGo, KindUprobe, 0b101)
+	if err != nil || c != 0xdeadbeef|1<<32|1<<40|0b101<<48 {
+		t.Errorf("FuncCookie = %#x, %v", c, err)
+	}
+	if c, err := FuncCookie(0, RegsC, KindUprobe, 0); err != nil || c == 0 {
+		t.Errorf("cookie of probe 0: %#x, %v; want non-zero", c, err)
+	}
+	for _, bad := range []struct {
+		regs Regs
+		kind Kind
+		strs uint32
+	}{{RegsC, KindUSDT, 0}, {RegsRet + 1, KindUprobe, 0}, {RegsC, KindUretprobe + 1, 0}, {RegsC, KindUprobe, 1 << MaxArgs}} {
+		if _, err := FuncCookie(1, bad.regs, bad.kind, bad.strs); err == nil {
+			t.Errorf("FuncCookie(%+v) accepted", bad)
+		}
+	}
+}
+
+// funcProbe is one probe of TestKernelFunc: trace_func on a function of
+// a fixture, with a cookie.
+type funcProbe struct {
+	sym    string
+	ret    bool
+	cookie uint64
+}
+
+// runFuncProbes loads trace_func (for uprobe_multi links or perf-event
+// uprobes), attaches it to path's functions as probes say, runs path with
+// args and stdin, and returns the records of that process, in order.
+func runFuncProbes(t *testing.T, multi bool, probes []funcProbe, stdin, path string, args ...string) []Event {
+	t.Helper()
+	objs, _, err := Load(Options{UprobeMulti: multi, Programs: FuncProgram})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer objs.Close()
+	if objs.Program != nil || objs.Specs != nil {
+		t.Error("USDT program loaded without being asked for")
+	}
+	ex, err := link.OpenExecutable(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range probes {
+		var l link.Link
+		multiOpts := &link.UprobeMultiOptions{Cookies: []uint64{p.cookie}}
+		switch {
+		case multi && p.ret:
+			l, err = ex.UretprobeMulti([]string{p.sym}, objs.FuncProgram, multiOpts)
+		case multi:
+			l, err = ex.UprobeMulti([]string{p.sym}, objs.FuncProgram, multiOpts)
+		case p.ret:
+			l, err = ex.Uretprobe(p.sym, objs.FuncProgram, &link.UprobeOptions{Cookie: p.cookie})
+		default:
+			l, err = ex.Uprobe(p.sym, objs.FuncProgram, &link.UprobeOptions{Cookie: p.cookie})
+		}
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			testkit.Unavailable(t, "%v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+	}
+	rd, err := ringbuf.NewReader(objs.Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	cmd := exec.Command(path, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v: %s", path, err, out)
+	}
+	var evs []Event
+	for {
+		rd.SetDeadline(time.Now().Add(200 * time.Millisecond))
+		rec, err := rd.Read()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return evs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e Event
+		if err := e.Decode(rec.RawSample); err != nil {
+			t.Fatal(err)
+		}
+		if int(e.PID) == cmd.Process.Pid {
+			for k := range e.Strs {
+				e.Strs[k] = bytes.Clone(e.Strs[k]) // the record is reused
+			}
+			evs = append(evs, e)
+		}
+	}
+}
+
+// trace_func reads the argument registers of the C calling convention at
+// a function's entry, the return register at its return (through a
+// uretprobe), and strings at the pointers in the arguments the cookie
+// names. The fixture calls sum6(r, -2, 300, -40000, 5e9, -6e9) and
+// count_char("probekit-func-args", '-') in rounds r = 0, 1, 2.
+func TestKernelFunc(t *testing.T) {
+	testkit.RequireKernel(t)
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the fixture is built for x86-64")
+	}
+	path := testkit.Fixture("func_args")
+	cookie := func(i uint32, regs Regs, kind Kind, strs uint32) uint64 {
+		c, err := FuncCookie(i, regs, kind, strs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	probes := []funcProbe{
+		{"sum6", false, cookie(10, RegsC, KindUprobe, 0)},
+		{"sum6", true, cookie(11, RegsRet, KindUretprobe, 0)},
+		{"count_char", false, cookie(12, RegsC, KindUprobe, 1)},
+	}
+	for _, multi := range []bool{false, true} {
+		t.Run(map[bool]string{false: "uprobe", true: "uprobe_multi"}[multi], func(t *testing.T) {
+			evs := runFuncProbes(t, multi, probes, "", path, "3")
+			if len(evs) != 9 {
+				t.Fatalf("%d records, want 9: %+v", len(evs), evs)
+			}
+			for r := range int64(3) {
+				sum, ret, count := evs[3*r], evs[3*r+1], evs[3*r+2]
+				want := Event{Kind: KindUprobe, Cookie: 10, PID: sum.PID, TID: sum.PID, ArgCnt: 6, NArgs: 6,
+					Args: [MaxArgs]int64{r, -2, 300, -40000, 5000000000, -6000000000}}
+				if !reflect.DeepEqual(sum, want) {
+					t.Errorf("round %d sum6 entry:\n got %+v\nwant %+v", r, sum, want)
+				}
+				want = Event{Kind: KindUretprobe, Cookie: 11, PID: sum.PID, TID: sum.PID, ArgCnt: 1, NArgs: 1,
+					Args: [MaxArgs]int64{r - 1000039702}}
+				if !reflect.DeepEqual(ret, want) {
+					t.Errorf("round %d sum6 return:\n got %+v\nwant %+v", r, ret, want)
+				}
+				s, ok := count.Str(0)
+				if count.Kind != KindUprobe || count.Cookie != 12 || count.NArgs != 6 || count.StrArgs != 1 ||
+					count.Errors != 0 || count.Args[1] != '-' || !ok || string(s) != "probekit-func-args" {
+					t.Errorf("round %d count_char entry: %+v (string %q)", r, count, s)
+				}
+			}
+		})
+	}
+}
+
+// Go's register ABI: main.add(i, 2i+1) has i in rax and 2i+1 in rbx.
+func TestKernelFuncGo(t *testing.T) {
+	testkit.RequireKernel(t)
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the fixture's registers are those of amd64")
+	}
+	c, err := FuncCookie(3, RegsGo, KindUprobe, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := runFuncProbes(t, false, []funcProbe{{"main.add", false, c}}, "add 4\nquit\n", testkit.Fixture("goprog"))
+	if len(evs) != 4 {
+		t.Fatalf("%d records, want 4: %+v", len(evs), evs)
+	}
+	for i, e := range evs {
+		if e.Kind != KindUprobe || e.Cookie != 3 || e.NArgs != 9 || e.Args[0] != int64(i) || e.Args[1] != int64(2*i+1) {
+			t.Errorf("call %d: %+v", i, e)
+		}
+	}
+}
