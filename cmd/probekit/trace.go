@@ -21,19 +21,21 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/prometheus/procfs"
 
-	"github.com/probekit/probekit/internal/safeelf"
+	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/usdt"
 )
 
-const traceUsage = "trace [--json] [-p PID] [-n COUNT] [--str N,...] [--ring-size SIZE] TARGET:PROVIDER:NAME... [-- CMD ARGS...]"
+const traceUsage = "trace [--json] [-p PID] [-n COUNT] [--str N,...] [--ring-size SIZE] PROBE... [-- CMD ARGS...]\n" +
+	"      PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC"
 
 func init() {
 	register(&command{
 		name:    "trace",
 		usage:   traceUsage,
-		summary: "print every hit of the USDT probes (globs allowed in PROVIDER and NAME) with its decoded arguments; with -- CMD, launch CMD stopped until attached, trace only it, and exit when it exits",
+		summary: "print every hit of the USDT probes (globs allowed in PROVIDER and NAME) with its decoded arguments, of the functions (globs allowed in FUNC) with their argument registers, and of their returns with the return value; with -- CMD, launch CMD stopped until attached, trace only it, and exit when it exits",
 		run:     runTrace,
 	})
 }
@@ -43,8 +45,8 @@ type traceRequest struct {
 	json  bool
 	pid   int
 	count int
-	// strMask has bit n set to print argument n (0-based) as the string
-	// it points to.
+	// strMask has bit n set to print argument n (0-based) of USDT and
+	// uprobe hits as the string it points to.
 	strMask uint32
 	// ringSize is the ring buffer's size in bytes.
 	ringSize int
@@ -52,8 +54,48 @@ type traceRequest struct {
 	cmd      []string
 }
 
+// probeSpec is one PROBE of the command line.
 type probeSpec struct {
-	target, provider, name string
+	// kind is KindUSDT, KindUprobe or KindUretprobe.
+	kind   traceprog.Kind
+	target string
+	// provider and name of a USDT probe; fn is a function name or glob.
+	provider, name, fn string
+}
+
+// Prefixes of PROBE.
+const (
+	usdtPrefix      = "usdt:"
+	uprobePrefix    = "uprobe:"
+	uretprobePrefix = "uretprobe:"
+)
+
+// parseProbe reads [usdt:]TARGET:PROVIDER:NAME, uprobe:TARGET:FUNC or
+// uretprobe:TARGET:FUNC. FUNC is what follows the last colon: function
+// names (C, mangled C++, Go, versioned) hold none, a path may.
+func parseProbe(s string) (probeSpec, error) {
+	for _, f := range []struct {
+		prefix string
+		kind   traceprog.Kind
+	}{{uprobePrefix, traceprog.KindUprobe}, {uretprobePrefix, traceprog.KindUretprobe}} {
+		rest, ok := strings.CutPrefix(s, f.prefix)
+		if !ok {
+			continue
+		}
+		i := strings.LastIndexByte(rest, ':')
+		if i <= 0 || i == len(rest)-1 {
+			return probeSpec{}, fmt.Errorf("%q: want %sTARGET:FUNC", s, f.prefix)
+		}
+		return probeSpec{kind: f.kind, target: rest[:i], fn: rest[i+1:]}, nil
+	}
+	target, provider, name, err := usdt.ParseSection(strings.TrimPrefix(s, usdtPrefix))
+	if err != nil {
+		if strings.Count(s, ":") == 1 && !strings.HasPrefix(s, usdtPrefix) {
+			return probeSpec{}, fmt.Errorf("%q: want [usdt:]TARGET:PROVIDER:NAME, or uprobe:%s for a function", s, s)
+		}
+		return probeSpec{}, fmt.Errorf("%q: want [usdt:]TARGET:PROVIDER:NAME, uprobe:TARGET:FUNC or uretprobe:TARGET:FUNC", s)
+	}
+	return probeSpec{kind: traceprog.KindUSDT, target: target, provider: provider, name: name}, nil
 }
 
 func parseTrace(args []string) (*traceRequest, error) {
@@ -102,7 +144,7 @@ func parseTrace(args []string) (*traceRequest, error) {
 	}
 	switch {
 	case len(pos) == 0:
-		return nil, usagef("want at least one TARGET:PROVIDER:NAME")
+		return nil, usagef("want at least one PROBE: [usdt:]TARGET:PROVIDER:NAME, uprobe:TARGET:FUNC or uretprobe:TARGET:FUNC")
 	case req.count < 0:
 		return nil, usagef("-n %d: want a count", req.count)
 	case req.pid != 0 && len(cmd) > 0:
@@ -111,12 +153,17 @@ func parseTrace(args []string) (*traceRequest, error) {
 	if cmd != nil && len(cmd) == 0 {
 		return nil, usagef("-- needs a command")
 	}
+	takesStrs := false
 	for _, p := range pos {
-		target, provider, name, err := usdt.ParseSection(p)
+		ps, err := parseProbe(p)
 		if err != nil {
 			return nil, usagef("probe %v", err)
 		}
-		req.probes = append(req.probes, probeSpec{target, provider, name})
+		req.probes = append(req.probes, ps)
+		takesStrs = takesStrs || ps.kind != traceprog.KindUretprobe
+	}
+	if req.strMask != 0 && !takesStrs {
+		return nil, usagef("--str %q: numbers arguments, and a uretprobe has none: it prints a return value", *strs)
 	}
 	return req, nil
 }
@@ -137,28 +184,40 @@ func runTrace(args []string, stdout io.Writer) error {
 	return trace(req, stdout)
 }
 
-// traceSite is what a usdt cookie stands for in the events: one location,
-// and the parts of its lines that every hit shares, formatted once.
+// traceSite is what an event's cookie stands for: a USDT location or a
+// function probe, and the parts of its lines that every hit shares,
+// formatted once.
 type traceSite struct {
-	probe *usdt.Probe
-	loc   *usdt.Location
-	// A line is head, PID, the form's tidSep, TID, mid, the arguments
-	// separated by the form's argSep, the form's end. Text:
-	// "PID/TID provider:name @0xADDR [ARGS]"; JSON: {"provider":P,
-	// "name":N,"pid":PID,"tid":TID,"address":A,"args":[ARGS]}.
-	head, mid []byte
+	// loc is the USDT location, whose argument specs say which values
+	// are signed; nil for a function probe, whose values are registers
+	// printed signed.
+	loc *usdt.Location
+	// kind is the kind of the records this site sends.
+	kind traceprog.Kind
+	// A line is head, PID, the form's tidSep, TID, mid, the values
+	// separated by the form's argSep, end. Text:
+	//	PID/TID provider:name @0xADDR [ARGS]
+	//	PID/TID uprobe:FUNC @0xADDR [ARGS]
+	//	PID/TID uretprobe:FUNC @0xADDR = RET
+	// JSON:
+	//	{"kind":"usdt","provider":P,"name":N,"pid":PID,"tid":TID,"address":A,"args":[ARGS]}
+	//	{"kind":"uprobe","function":F,"pid":PID,"tid":TID,"address":A,"args":[ARGS]}
+	//	{"kind":"uretprobe","function":F,"pid":PID,"tid":TID,"address":A,"ret":RET}
+	head, mid, end []byte
 }
 
 // lineForm is what the lines of one output format share.
 type lineForm struct {
 	tidSep string
 	argSep byte
-	end    string
+	// argsEnd ends a line of arguments, retEnd a line with a return
+	// value.
+	argsEnd, retEnd string
 }
 
 var (
-	textForm = lineForm{tidSep: "/", argSep: ' ', end: "]\n"}
-	jsonForm = lineForm{tidSep: `,"tid":`, argSep: ',', end: "]}\n"}
+	textForm = lineForm{tidSep: "/", argSep: ' ', argsEnd: "]\n", retEnd: "\n"}
+	jsonForm = lineForm{tidSep: `,"tid":`, argSep: ',', argsEnd: "]}\n", retEnd: "}\n"}
 )
 
 // tracer is one run of probekit trace.
@@ -168,6 +227,9 @@ type tracer struct {
 	form  *lineForm
 	sites []traceSite
 	hits  int
+	// exitErr is the launched command's failure (cmd.Wait), once the
+	// loop has seen it exit.
+	exitErr error
 }
 
 func trace(req *traceRequest, stdout io.Writer) (err error) {
@@ -180,8 +242,19 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 			return err
 		}
 	}
+	var which traceprog.Programs
 	for _, p := range req.probes {
 		if err := checkMachine(p.target, proc); err != nil {
+			return err
+		}
+		if p.kind == traceprog.KindUSDT {
+			which |= traceprog.USDTProgram
+		} else {
+			which |= traceprog.FuncProgram
+		}
+	}
+	if which&traceprog.FuncProgram != 0 {
+		if err := checkFuncProbes(); err != nil {
 			return err
 		}
 	}
@@ -189,6 +262,8 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	// The same call as uprobe.Prepare: both programs get this kernel's
+	// attach type.
 	if err := usdt.Prepare(spec); err != nil {
 		return err
 	}
@@ -198,14 +273,16 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	if err := traceprog.SetRingSize(spec, req.ringSize, os.Getpagesize()); err != nil {
 		return err
 	}
-	objs, err := traceprog.LoadSpec(spec)
+	objs, err := traceprog.LoadSpec(spec, which)
 	if err != nil {
 		return err
 	}
 	defer objs.Close()
-	att, err := usdt.NewAttacherWithMaps(spec, objs.Specs, objs.IPToSpecID)
-	if err != nil {
-		return err
+	var att *usdt.Attacher
+	if which&traceprog.USDTProgram != 0 {
+		if att, err = usdt.NewAttacherWithMaps(spec, objs.Specs, objs.IPToSpecID); err != nil {
+			return err
+		}
 	}
 	t := newTracer(req, stdout)
 
@@ -241,24 +318,40 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 		opts.Process = proc
 	}
 
-	var links []*usdt.Link
+	var links []*attach.Link
 	defer func() {
 		for _, l := range links {
 			l.Close()
 		}
 	}()
+	fa := &funcAttacher{t: t, prog: objs.FuncProgram}
+	if opts.Process != nil {
+		fa.pid = opts.Process.PID
+	}
+	defer fa.close()
 	for _, p := range req.probes {
-		// The target as given: a path, a program on PATH or a library
-		// name, as the process sees it with -p.
-		l, err := att.Attach(objs.Program, p.target, p.provider, p.name, opts)
+		var ls []*attach.Link
+		if p.kind == traceprog.KindUSDT {
+			// The target as given: a path, a program on PATH or a
+			// library name, as the process sees it with -p.
+			var l *usdt.Link
+			l, err = att.Attach(objs.Program, p.target, p.provider, p.name, opts)
+			ls = []*attach.Link{l}
+		} else {
+			ls, err = fa.attach(p)
+		}
+		links = append(links, ls...)
 		if err != nil {
 			return err
 		}
-		links = append(links, l)
-		for _, w := range l.Warnings() {
-			fmt.Fprintln(os.Stderr, "probekit trace: warning:", w)
+		for _, l := range ls {
+			for _, w := range l.Warnings() {
+				fmt.Fprintln(os.Stderr, "probekit trace: warning:", w)
+			}
 		}
 	}
+	// Attached: the files may go (the kernel holds what it needs).
+	fa.close()
 
 	rd, err := ringbuf.NewReader(objs.Events)
 	if err != nil {
@@ -294,6 +387,11 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	}
 	if n, err := objs.DroppedCount(); err == nil && n > 0 {
 		fmt.Fprintf(os.Stderr, "probekit trace: %d events lost (ring buffer full; a larger --ring-size keeps more)\n", n)
+	}
+	if t.exitErr != nil {
+		// Every event is printed; the command failed (a crash under the
+		// probes would show here).
+		return fmt.Errorf("%s: %w", req.cmd[0], t.exitErr)
 	}
 	return nil
 }
@@ -394,9 +492,9 @@ func machineDesc(m elf.Machine, bo binary.ByteOrder) string {
 // cookie numbers each attached location; events carry the number.
 func (t *tracer) cookie(p *usdt.Probe, i int) uint64 {
 	loc := &p.Locations[i]
-	s := traceSite{probe: p, loc: loc}
+	s := traceSite{loc: loc, kind: traceprog.KindUSDT, end: []byte(t.form.argsEnd)}
 	if t.req.json {
-		s.head = append(s.head, `{"provider":`...)
+		s.head = append(s.head, `{"kind":"usdt","provider":`...)
 		s.head = appendJSON(s.head, p.Provider, false)
 		s.head = append(s.head, `,"name":`...)
 		s.head = appendJSON(s.head, p.Name, false)
@@ -458,9 +556,10 @@ func (t *tracer) loop(rd *ringbuf.Reader, stop <-chan os.Signal, exited <-chan e
 		select {
 		case <-stop:
 			return t.out.flush()
-		case <-exited:
+		case err := <-exited:
 			// Everything the command fired is in the ring by now: read
 			// until it is empty, then stop.
+			t.exitErr = err
 			draining = true
 			rd.SetDeadline(time.Now())
 			continue
@@ -493,6 +592,9 @@ func (t *tracer) appendHit(b []byte, ev *traceprog.Event) ([]byte, error) {
 		return b, fmt.Errorf("event for unknown location (cookie %d, arg count %d)", ev.Cookie, ev.ArgCnt)
 	}
 	site, form := &t.sites[ev.Cookie], t.form
+	if ev.Kind != site.kind {
+		return b, fmt.Errorf("event of kind %d for a site of kind %d (cookie %d)", ev.Kind, site.kind, ev.Cookie)
+	}
 	b = append(b, site.head...)
 	b = strconv.AppendUint(b, uint64(ev.PID), 10)
 	b = append(b, form.tidSep...)
@@ -504,11 +606,12 @@ func (t *tracer) appendHit(b []byte, ev *traceprog.Event) ([]byte, error) {
 		}
 		b = appendArg(b, ev, i, site.loc)
 	}
-	return append(b, form.end...), nil
+	return append(b, site.end...), nil
 }
 
-// appendArg appends argument i: signed or unsigned as its spec says, a
-// quoted string, or null when the BPF program could not read it.
+// appendArg appends value i: signed or unsigned as its spec says (signed
+// without a spec: a register), a quoted string, or null when the BPF
+// program could not read it.
 func appendArg(b []byte, ev *traceprog.Event, i int, loc *usdt.Location) []byte {
 	if ev.Errors&(1<<i) != 0 {
 		return append(b, "null"...)
@@ -518,7 +621,7 @@ func appendArg(b []byte, ev *traceprog.Event, i int, loc *usdt.Location) []byte 
 		return appendJSON(b, str, false)
 	}
 	v := ev.Args[i]
-	if i >= len(loc.Args) || loc.Args[i].Signed {
+	if loc == nil || i >= len(loc.Args) || loc.Args[i].Signed {
 		return strconv.AppendInt(b, v, 10)
 	}
 	// Unsigned: the program zero-extended it; an 8-byte value needs the
