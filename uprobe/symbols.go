@@ -3,6 +3,7 @@ package uprobe
 import (
 	"debug/elf"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 
@@ -100,12 +101,16 @@ func sourceOf(s safeelf.Source) Source {
 // Names share the bytes of the file's string tables: listing every
 // function of a large binary allocates the slice and nothing per name.
 func (b *Binary) Functions(glob string) []Function {
-	var out []Function
-	b.funcs.Match(glob, func(i int) bool {
-		out = append(out, b.function(i))
-		return true
-	})
-	return out
+	return slices.Collect(b.FunctionsSeq(glob))
+}
+
+// FunctionsSeq yields what Functions returns, one function at a time,
+// without the slice: listing the 86k functions of Node costs no memory
+// beyond the file's tables.
+func (b *Binary) FunctionsSeq(glob string) iter.Seq[Function] {
+	return func(yield func(Function) bool) {
+		b.funcs.Match(glob, func(i int) bool { return yield(b.function(i)) })
+	}
 }
 
 // FunctionAt returns the function holding the link-time address addr

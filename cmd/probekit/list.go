@@ -29,6 +29,7 @@ func runList(args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print one JSON document")
 	pid := pidFlag(fs, "list the probes of every object process PID has mapped")
+	functions := fs.Bool("functions", false, "list the functions uprobes attach to, not USDT probes")
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(stdout, "usage: probekit list [--json] TARGET [GLOB] | list [--json] -p PID [GLOB]")
@@ -36,6 +37,9 @@ func runList(args []string, stdout io.Writer) error {
 	}
 	if err != nil {
 		return usagef("%v", err)
+	}
+	if *functions {
+		return listFunctions(stdout, pos, *pid, *asJSON)
 	}
 	if *pid != 0 {
 		if *pid < 0 || len(pos) > 1 {

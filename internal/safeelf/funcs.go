@@ -5,7 +5,8 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"hash/maphash"
+	"math/bits"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -91,41 +92,63 @@ type Funcs struct {
 	Skipped int
 
 	loads Segments
-	seed  maphash.Seed
+	seed  uint64    // of the name hashes
 	refs  []funcRef // sorted by address, then source and entry index
 
 	byName  func() *nameIndex
 	maxEnds func() []uint64
 }
 
-// funcRef is one function: 24 bytes, no pointer (the garbage collector
-// does not scan a 100k-entry index).
+// funcRef is one function: 32 bytes, no pointer (the garbage collector
+// does not scan a 100k-entry index). It carries what listing needs
+// besides the name's bytes, taken while the table is read in order:
+// decoding a function in address order then touches its name and
+// nothing else of the tables.
 type funcRef struct {
 	addr uint64
-	// hash is the name's hash (seeded per Funcs), computed while the
-	// table is read in order: folding twins then compares hashes, not
-	// names scattered over the string tables.
+	// hash is the name's hash (seeded per Funcs): folding twins compares
+	// hashes, not names scattered over the string tables, and the name
+	// index is built from it.
 	hash uint64
-	// ref is the source in its top two bits and the entry index in its
-	// table in the rest (maxSymbols < 1<<30).
+	// name is st_name, the name's offset in its table's strings.
+	name uint32
+	// size is st_size (the larger of twins', the pclntab extent), or
+	// sizeInTable when it does not fit: read it from the table then.
+	size uint32
+	// ref is the source in its top two bits, refGlobal, and the entry
+	// index in its table in the low 24 bits (maxSymbols).
 	ref uint32
 	// dyn is 1 + the .dynsym index of the same function listed from
-	// .symtab, whose version and size it contributes; 0 for none.
+	// .symtab, whose version it contributes; 0 for none.
 	dyn uint32
 }
 
-func (r funcRef) src() Source { return Source(r.ref >> 30) }
-func (r funcRef) idx() int    { return int(r.ref & (1<<30 - 1)) }
+const (
+	refGlobal   = 1 << 29
+	refIndex    = 1<<24 - 1
+	sizeInTable = ^uint32(0)
+)
 
-func mkRef(addr uint64, src Source, i int) funcRef {
-	return funcRef{addr: addr, ref: uint32(src)<<30 | uint32(i)}
+func (r funcRef) src() Source  { return Source(r.ref >> 30) }
+func (r funcRef) idx() int     { return int(r.ref & refIndex) }
+func (r funcRef) global() bool { return r.ref&refGlobal != 0 }
+
+func mkRef(addr uint64, src Source, i int, global bool, size uint64) funcRef {
+	r := funcRef{addr: addr, ref: uint32(src)<<30 | uint32(i), size: sizeInTable}
+	if global {
+		r.ref |= refGlobal
+	}
+	if size < uint64(sizeInTable) {
+		r.size = uint32(size)
+	}
+	return r
 }
 
 // Functions reads the functions of f (see Funcs). A file without any
 // function table gives an empty Funcs, not an error; a corrupt table is a
 // *FormatError.
 func (f *File) Functions() (*Funcs, error) {
-	t := &Funcs{loads: f.Loads(), seed: maphash.MakeSeed()}
+	t := &Funcs{loads: f.Loads(), seed: rand.Uint64()}
 	var err error
 	if t.Symtab, err = f.Symbols(); err != nil && !errors.Is(err, ErrNoSymbols) {
 		return nil, fmt.Errorf(".symtab: %w", err)
@@ -133,15 +156,11 @@ func (f *File) Functions() (*Funcs, error) {
 	if t.Dynsym, err = f.DynamicSymbols(); err != nil && !errors.Is(err, ErrNoSymbols) {
 		return nil, fmt.Errorf(".dynsym: %w", err)
 	}
-	n := 0
-	for _, s := range []*Symbols{t.Symtab, t.Dynsym} {
-		if s != nil {
-			n += s.n
-		}
-	}
+	// Counted first, so that the index is allocated once.
+	n := t.collect(t.Symtab, SourceSymtab, true) + t.collect(t.Dynsym, SourceDynsym, true)
 	t.refs = make([]funcRef, 0, n)
-	t.collect(t.Symtab, SourceSymtab)
-	t.collect(t.Dynsym, SourceDynsym)
+	t.collect(t.Symtab, SourceSymtab, false)
+	t.collect(t.Dynsym, SourceDynsym, false)
 
 	if f.Section(".gopclntab") != nil && !t.hasGoRuntime() {
 		switch gt, err := f.GoTable(); {
@@ -163,24 +182,32 @@ func (f *File) Functions() (*Funcs, error) {
 }
 
 // collect appends the defined, named STT_FUNC entries of s that lie in
-// code.
-func (t *Funcs) collect(s *Symbols, src Source) {
+// code, or with count set only counts them.
+func (t *Funcs) collect(s *Symbols, src Source, count bool) int {
 	if s == nil {
-		return
+		return 0
 	}
+	n := 0
 	for i := 1; i < s.n; i++ {
 		r := s.rawAt(i)
 		if elf.ST_TYPE(r.info) != elf.STT_FUNC || r.shndx == uint16(elf.SHN_UNDEF) || r.name == 0 {
+			continue
+		}
+		if count {
+			n++ // an upper bound: not checked against the segments
 			continue
 		}
 		if _, ok := t.loads.CodeOffset(r.value); !ok {
 			t.Skipped++
 			continue
 		}
-		ref := mkRef(r.value, src, i)
-		ref.hash = maphash.String(t.seed, cstring0(s.strtab, r.name))
+		n++
+		ref := mkRef(r.value, src, i, elf.ST_BIND(r.info) != elf.STB_LOCAL, r.size)
+		ref.name = r.name
+		ref.hash, _ = hashCString(s.strtab[r.name:], t.seed)
 		t.refs = append(t.refs, ref)
 	}
+	return n
 }
 
 // hasGoRuntime reports whether the symbols list the Go runtime's
@@ -195,6 +222,9 @@ func (t *Funcs) hasGoRuntime() bool {
 }
 
 func (t *Funcs) addGo(gt *GoTable) error {
+	if len(gt.Funcs) > refIndex {
+		return fmt.Errorf(".gopclntab: %d functions, more than the %d an index holds", len(gt.Funcs), refIndex)
+	}
 	t.Go = gt
 	outside := 0
 	for i, g := range gt.Funcs {
@@ -202,8 +232,8 @@ func (t *Funcs) addGo(gt *GoTable) error {
 			outside++
 			continue
 		}
-		ref := mkRef(g.Entry, SourcePCLNTab, i)
-		ref.hash = maphash.String(t.seed, g.Name)
+		ref := mkRef(g.Entry, SourcePCLNTab, i, true, g.End-g.Entry)
+		ref.hash = hashString(g.Name, t.seed)
 		t.refs = append(t.refs, ref)
 	}
 	if outside > 0 && outside == len(gt.Funcs) {
@@ -221,9 +251,7 @@ func (t *Funcs) sort() {
 	if len(t.refs) == 0 {
 		return
 	}
-	// collect and addGo append in (source, index) order, so a stable
-	// sort by address gives the order wanted.
-	t.refs = radixSortByAddr(t.refs)
+	sortByAddr(t.refs)
 	out := t.refs[:0]
 	for i := 0; i < len(t.refs); {
 		j := i + 1
@@ -231,11 +259,12 @@ func (t *Funcs) sort() {
 			j++
 		}
 		// Within one address, an entry whose name hash equals a kept
-		// entry's is that entry's twin. The seed is random per Funcs,
-		// so no file can make two names collide on purpose; the odds of
-		// an accidental collision at one address are 2^-64 per pair.
-		// A hostile file with every symbol at one address is indexed
-		// by hash rather than compared pairwise.
+		// entry's is that entry's twin. With a random seed per Funcs two
+		// different names collide by accident with odds of about 2^-64;
+		// a file crafted to make them collide can only hide one of its
+		// own functions behind another at the same address. A hostile
+		// file with every symbol at one address is indexed by hash
+		// rather than compared pairwise.
 		start := len(out)
 		var seen map[uint64]int
 		if j-i > maxLinearGroup {
@@ -264,6 +293,9 @@ func (t *Funcs) sort() {
 			}
 			if kept := &out[k]; r.src() == SourceDynsym && kept.src() == SourceSymtab && kept.dyn == 0 {
 				kept.dyn = uint32(r.idx()) + 1
+				if kept.size != sizeInTable && (r.size == sizeInTable || r.size > kept.size) {
+					kept.size = r.size
+				}
 			}
 		}
 		i = j
@@ -289,9 +321,9 @@ func (t *Funcs) Name(i int) string { return t.nameOf(t.refs[i]) }
 func (t *Funcs) nameOf(r funcRef) string {
 	switch r.src() {
 	case SourceSymtab:
-		return t.Symtab.Name(r.idx())
+		return cstring0(t.Symtab.strtab, r.name)
 	case SourceDynsym:
-		return t.Dynsym.Name(r.idx())
+		return cstring0(t.Dynsym.strtab, r.name)
 	}
 	return t.Go.Funcs[r.idx()].Name
 }
@@ -299,26 +331,12 @@ func (t *Funcs) nameOf(r funcRef) string {
 // Func decodes function i.
 func (t *Funcs) Func(i int) Func {
 	r := t.refs[i]
-	fn := Func{Address: r.addr, Source: r.src(), Global: true}
-	switch r.src() {
-	case SourceSymtab, SourceDynsym:
-		s := t.Symtab
-		if r.src() == SourceDynsym {
-			s = t.Dynsym
-		}
-		raw := s.rawAt(r.idx())
-		fn.Name = cstring0(s.strtab, raw.name)
-		fn.Size = raw.size
-		fn.Global = elf.ST_BIND(raw.info) != elf.STB_LOCAL
-		fn.Version, fn.VersionHidden = s.version(r.idx())
-		if r.dyn != 0 {
-			d := int(r.dyn - 1)
-			fn.Version, fn.VersionHidden = t.Dynsym.version(d)
-			fn.Size = max(fn.Size, t.Dynsym.rawAt(d).size)
-		}
-	default:
-		g := t.Go.Funcs[r.idx()]
-		fn.Name, fn.Size = g.Name, g.End-g.Entry
+	fn := Func{Name: t.nameOf(r), Address: r.addr, Size: t.size(r), Global: r.global(), Source: r.src()}
+	switch {
+	case r.src() == SourceDynsym:
+		fn.Version, fn.VersionHidden = t.Dynsym.version(r.idx())
+	case r.dyn != 0:
+		fn.Version, fn.VersionHidden = t.Dynsym.version(int(r.dyn - 1))
 	}
 	fn.Offset, _ = t.loads.CodeOffset(r.addr)
 	return fn
@@ -326,6 +344,9 @@ func (t *Funcs) Func(i int) Func {
 
 // size is Func(i).Size without decoding the rest.
 func (t *Funcs) size(r funcRef) uint64 {
+	if r.size != sizeInTable {
+		return uint64(r.size)
+	}
 	switch r.src() {
 	case SourceSymtab:
 		sz := t.Symtab.rawAt(r.idx()).size
@@ -343,7 +364,7 @@ func (t *Funcs) size(r funcRef) uint64 {
 // Lookup calls yield with each function named name (without version), in
 // address order, until yield returns false.
 func (t *Funcs) Lookup(name string, yield func(i int) bool) {
-	h := maphash.String(t.seed, name)
+	h := hashString(name, t.seed)
 	t.byName().lookup(h, func(i int) bool { return t.refs[i].hash == h && t.Name(i) == name }, yield)
 }
 
@@ -351,8 +372,16 @@ func (t *Funcs) Lookup(name string, yield func(i int) bool) {
 // package glob), in address order, until yield returns false. A pattern
 // with '@' is matched against name@VERSION / name@@VERSION; "" matches
 // every function. Names that do not start with the pattern's literal head
-// are rejected without running the matcher.
+// are rejected without running the matcher; "" and "*" read no name.
 func (t *Funcs) Match(pattern string, yield func(i int) bool) {
+	if pattern == "" || pattern == "*" {
+		for i := range t.refs {
+			if !yield(i) {
+				return
+			}
+		}
+		return
+	}
 	prefix := glob.Prefix(pattern)
 	versioned := strings.Contains(pattern, "@")
 	// With a version in the pattern, the name part of the head: the name
@@ -378,7 +407,7 @@ func (t *Funcs) Match(pattern string, yield func(i int) bool) {
 				subject = unsafe.String(unsafe.SliceData(buf), len(buf))
 			}
 		}
-		if (pattern == "" || glob.Match(pattern, subject)) && !yield(i) {
+		if glob.Match(pattern, subject) && !yield(i) {
 			return
 		}
 	}
@@ -431,27 +460,55 @@ func (t *Funcs) prefixMaxEnds() []uint64 {
 	return ends
 }
 
-// radixSortByAddr sorts refs by address, stably: a least-significant-
-// digit radix sort, one pass per address byte that varies. For 100k
-// functions it is several times faster than a comparison sort, which
-// matters when the listing of a large binary is meant to cost less than
-// nm's. It returns refs or the scratch buffer, whichever holds the result.
-func radixSortByAddr(refs []funcRef) []funcRef {
-	var counts [8][256]int
+// sortByAddr sorts refs by address, then by source and entry index (so
+// that a .symtab entry precedes its .dynsym twin). collect and addGo
+// append in (source, index) order, so the position of an entry is that
+// second key: an entry becomes address<<p | position, p the bits of a
+// position, and the keys are sorted by a least-significant-digit radix
+// sort over the bytes that vary, then the entries are moved to their
+// places in place. For Node's 150k functions this takes a few
+// milliseconds where a comparison sort takes 25, and it costs 16 bytes
+// per entry, not another copy of the index. Addresses too large to share
+// a key with a position (no real user-space binary's) fall back to an
+// in-place radix sort of the entries themselves.
+func sortByAddr(refs []funcRef) {
+	if len(refs) < 2 {
+		return
+	}
+	or, and := uint64(0), ^uint64(0)
 	for _, r := range refs {
-		for d := range 8 {
-			counts[d][byte(r.addr>>(8*d))]++
+		or |= r.addr
+		and &= r.addr
+	}
+	posBits := bits.Len(uint(len(refs)))
+	if or>>(64-posBits) != 0 {
+		if varying := or ^ and; varying == 0 {
+			sortByRef(refs)
+		} else {
+			radixPass(refs, (63-bits.LeadingZeros64(varying))&^7)
+		}
+		return
+	}
+	keys := make([]uint64, len(refs))
+	var counts [8][256]int
+	for i, r := range refs {
+		k := r.addr<<posBits | uint64(i)
+		keys[i] = k
+		for d := posBits / 8; d < 8; d++ {
+			counts[d][byte(k>>(8*d))]++
 		}
 	}
-	var tmp []funcRef
-	src := refs
-	for d := range 8 {
+	// Bytes below posBits/8 hold only position bits, in which the keys
+	// are already in order.
+	var tmp []uint64
+	src := keys
+	for d := posBits / 8; d < 8; d++ {
 		c := &counts[d]
-		if c[byte(src[0].addr>>(8*d))] == len(src) {
-			continue // every address has the same byte here
+		if c[byte(src[0]>>(8*d))] == len(src) {
+			continue // the same byte in every key
 		}
 		if tmp == nil {
-			tmp = make([]funcRef, len(refs))
+			tmp = make([]uint64, len(keys))
 		}
 		pos := 0
 		for b := range c {
@@ -461,14 +518,103 @@ func radixSortByAddr(refs []funcRef) []funcRef {
 		}
 		dst := tmp
 		if &dst[0] == &src[0] {
-			dst = refs
+			dst = keys
 		}
-		for _, r := range src {
-			b := byte(r.addr >> (8 * d))
-			dst[c[b]] = r
+		for _, k := range src {
+			b := byte(k >> (8 * d))
+			dst[c[b]] = k
 			c[b]++
 		}
 		src = dst
 	}
-	return src
+	// src[i]'s position bits name the entry that belongs at i: follow
+	// each cycle of that permutation once, marking the keys done.
+	mask := uint64(1)<<posBits - 1
+	const done = 1 << 63 // above every position; addresses are no longer needed
+	for i := range src {
+		if src[i]&done != 0 {
+			continue
+		}
+		first := refs[i]
+		j := i
+		for {
+			k := int(src[j] & mask)
+			src[j] = done
+			if k == i {
+				refs[j] = first
+				break
+			}
+			refs[j] = refs[k]
+			j = k
+		}
+	}
+}
+
+// radixPass distributes refs into 256 buckets by the address byte at
+// shift (American flag sort: each entry is swapped into its bucket's next
+// slot), then sorts each bucket by the next byte down. Entries at one
+// address keep no order here; sortByRef restores it.
+func radixPass(refs []funcRef, shift int) {
+	if len(refs) <= smallSort {
+		insertionSort(refs)
+		return
+	}
+	var count, next, end [256]int
+	for _, r := range refs {
+		count[byte(r.addr>>shift)]++
+	}
+	pos := 0
+	for b := range 256 {
+		next[b] = pos
+		pos += count[b]
+		end[b] = pos
+	}
+	for b := range 256 {
+		for next[b] < end[b] {
+			r := refs[next[b]]
+			for d := byte(r.addr >> shift); int(d) != b; d = byte(r.addr >> shift) {
+				r, refs[next[d]] = refs[next[d]], r
+				next[d]++
+			}
+			refs[next[b]] = r
+			next[b]++
+		}
+	}
+	start := 0
+	for b := range 256 {
+		bucket := refs[start:end[b]]
+		start = end[b]
+		switch {
+		case len(bucket) < 2:
+		case shift == 0:
+			sortByRef(bucket) // one address
+		default:
+			radixPass(bucket, shift-8)
+		}
+	}
+}
+
+// smallSort is the bucket size below which insertion sort beats another
+// radix pass.
+const smallSort = 32
+
+func insertionSort(refs []funcRef) {
+	for i := 1; i < len(refs); i++ {
+		for j := i; j > 0 && refLess(refs[j], refs[j-1]); j-- {
+			refs[j], refs[j-1] = refs[j-1], refs[j]
+		}
+	}
+}
+
+func refLess(a, b funcRef) bool {
+	return a.addr < b.addr || a.addr == b.addr && a.ref&^refGlobal < b.ref&^refGlobal
+}
+
+// sortByRef orders entries of one address by source and index.
+func sortByRef(refs []funcRef) {
+	if len(refs) <= smallSort {
+		insertionSort(refs)
+		return
+	}
+	slices.SortFunc(refs, func(a, b funcRef) int { return cmp.Compare(a.ref&^refGlobal, b.ref&^refGlobal) })
 }
