@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/probekit/probekit/internal/testkit"
@@ -14,8 +15,11 @@ import (
 
 // outputCase is a tracer writing to w with three sites of the fixture
 // (cookies 0, 1, 2: sample:loop, sample:sizes, sample:sizes again) and
-// one record per site as the program writes it: 4 arguments; 8 of every
-// size and sign, one unreadable; 8 with the first two read as strings.
+// two function probes (3: the entry of count_char at 0x1250, 4: the
+// return of sum6 at 0x1230), and one record per site as the programs
+// write them: 4 arguments; 8 of every size and sign, one unreadable; 8
+// with the first two read as strings; 6 registers, the first read as a
+// string; a return value.
 func outputCase(tb testing.TB, asJSON bool, w io.Writer) (*tracer, [][]byte) {
 	tb.Helper()
 	f, err := usdt.Open(testkit.Fixture("usdt_sample"))
@@ -30,6 +34,8 @@ func outputCase(tb testing.TB, asJSON bool, w io.Writer) (*tracer, [][]byte) {
 		}
 		t.cookie(p, 0)
 	}
+	t.funcSite(traceprog.KindUprobe, "count_char", 0x1250)
+	t.funcSite(traceprog.KindUretprobe, "sum6", 0x1230)
 	sizes := [traceprog.MaxArgs]int64{-5, 250, -1234, 60000, -123456, 4000000000, -1234567890123, -616}
 	var recs [][]byte
 	for _, e := range []traceprog.Event{
@@ -37,6 +43,9 @@ func outputCase(tb testing.TB, asJSON bool, w io.Writer) (*tracer, [][]byte) {
 		{Cookie: 1, PID: 4242, TID: 4242, ArgCnt: 8, NArgs: 8, Args: sizes, Errors: 1 << 2},
 		{Cookie: 2, PID: 1, TID: 1, ArgCnt: 8, NArgs: 8, Args: sizes, StrArgs: 0b11,
 			Strs: [traceprog.MaxStrs][]byte{[]byte("<string>"), []byte("quote\" tab\t \xff")}},
+		{Kind: traceprog.KindUprobe, Cookie: 3, PID: 7, TID: 8, ArgCnt: 6, NArgs: 6, Args: [traceprog.MaxArgs]int64{0, -2, 3, -4, 5, 1 << 62},
+			StrArgs: 1, Strs: [traceprog.MaxStrs][]byte{[]byte("probekit-func-args")}},
+		{Kind: traceprog.KindUretprobe, Cookie: 4, PID: 7, TID: 8, ArgCnt: 1, NArgs: 1, Args: [traceprog.MaxArgs]int64{-1000039702}},
 	} {
 		rec, err := e.AppendBinary(nil)
 		if err != nil {
@@ -65,7 +74,9 @@ func TestTraceOutputLines(t *testing.T) {
 	loop, sizes := tr.sites[0].loc.Address, tr.sites[1].loc.Address
 	want := fmt.Sprintf("4242/4243 sample:loop @%#x [999999 1000000 -999999 999999]\n", loop) +
 		fmt.Sprintf("4242/4242 sample:sizes @%#x [-5 250 null 60000 -123456 4000000000 -1234567890123 18446744073709551000]\n", sizes) +
-		fmt.Sprintf(`1/1 sample:sizes @%#x ["<string>" "quote\" tab\t \ufffd" -1234 60000 -123456 4000000000 -1234567890123 18446744073709551000]`+"\n", sizes)
+		fmt.Sprintf(`1/1 sample:sizes @%#x ["<string>" "quote\" tab\t \ufffd" -1234 60000 -123456 4000000000 -1234567890123 18446744073709551000]`+"\n", sizes) +
+		`7/8 uprobe:count_char @0x1250 ["probekit-func-args" -2 3 -4 5 4611686018427387904]` + "\n" +
+		"7/8 uretprobe:sum6 @0x1230 = -1000039702\n"
 	if out.String() != want {
 		t.Errorf("text:\n%s\nwant:\n%s", out.String(), want)
 	}
@@ -78,7 +89,17 @@ func TestTraceOutputLines(t *testing.T) {
 		}
 	}
 	tr.out.flush()
-	hits := decodeHits(t, out.String())
+	lines := strings.Split(out.String(), "\n")
+	for i, want := range []string{
+		fmt.Sprintf(`{"kind":"usdt","provider":"sample","name":"loop","pid":4242,"tid":4243,"address":%d,"args":[999999,1000000,-999999,999999]}`, loop),
+		3: `{"kind":"uprobe","function":"count_char","pid":7,"tid":8,"address":4688,"args":["probekit-func-args",-2,3,-4,5,4611686018427387904]}`,
+		4: `{"kind":"uretprobe","function":"sum6","pid":7,"tid":8,"address":4656,"ret":-1000039702}`,
+	} {
+		if want != "" && lines[i] != want {
+			t.Errorf("JSON line %d:\n%s\nwant\n%s", i, lines[i], want)
+		}
+	}
+	hits := decodeHits(t, strings.Join(lines[:3], "\n"))
 	if len(hits) != 3 {
 		t.Fatalf("%d JSON lines:\n%s", len(hits), out.String())
 	}
@@ -145,5 +166,20 @@ func BenchmarkTraceOutput(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 		})
+	}
+}
+
+// A record whose kind is not its site's (a stale or foreign cookie) is an
+// error, not a line.
+func TestTraceOutputKindMismatch(t *testing.T) {
+	tr, _ := outputCase(t, false, io.Discard)
+	e := traceprog.Event{Kind: traceprog.KindUretprobe, Cookie: 3, NArgs: 1}
+	rec, err := e.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev traceprog.Event
+	if err := tr.handle(rec, &ev); err == nil || !strings.Contains(err.Error(), "kind") {
+		t.Errorf("uretprobe record for an uprobe site: %v", err)
 	}
 }
