@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probekit/probekit/internal/testkit"
 	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+	"github.com/probekit/probekit/internal/testkit"
 	"github.com/probekit/probekit/usdt"
 )
 

@@ -20,9 +20,9 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 	"github.com/probekit/probekit/internal/bpftest"
 	"github.com/probekit/probekit/internal/testkit"
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 	"github.com/probekit/probekit/usdt"
 )
 
