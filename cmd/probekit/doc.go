@@ -1,43 +1,85 @@
-// Command probekit lists and traces the USDT probes of programs.
+// Command probekit lists and traces the USDT probes and the functions of
+// programs.
 //
 //	probekit list [--json] TARGET [GLOB]
 //	probekit list [--json] -p PID [GLOB]
-//	probekit trace [--json] [-p PID] [-n COUNT] [--str N,...] TARGET:PROVIDER:NAME... [-- CMD ARGS...]
+//	probekit list --functions [--json] [-p PID] TARGET [GLOB]
+//	probekit trace [--json] [-p PID] [-n COUNT] [--str N,...] [--ring-size SIZE] PROBE... [-- CMD ARGS...]
+//	probekit cflags [-o DIR]
 //
-// list prints every USDT probe of TARGET (a path, a program found on PATH,
-// or a library name such as libc.so.6 found in the library directories):
-// per probe its locations with address, file offset and semaphore, and each
-// argument decoded for the file's architecture. GLOB ("python:function__*",
-// "*:gc__*", or a bare name pattern) keeps the matching probes. With
-// --json the output is one JSON document (numbers as integers, fields that
-// do not apply omitted). With -p PID it lists the probes of every object
-// the process has mapped — its executable and shared libraries, opened
-// through the process's root when it runs in a container — each under the
-// path the process knows it by: {"pid", "objects": [{"path", "host_path",
-// "machine", "probes": [...]}]}.
+//	PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC
 //
-// trace attaches a generic BPF program to every location of the named
-// probes (globs allowed in PROVIDER and NAME) and prints each hit with its
-// arguments, signed or unsigned as the probe's argument spec says:
+// TARGET is a path, a program found on PATH, or a library name such as
+// libc.so.6 found in the library directories; with -p PID (or a launched
+// CMD) it is found as that process sees it: a path inside its root (a
+// container's file, not the host's), a bare name among the objects it
+// maps, then in its program and library directories.
+//
+// list prints every USDT probe of TARGET: per probe its locations with
+// address, file offset and semaphore, and each argument decoded for the
+// file's architecture. GLOB ("python:function__*", "*:gc__*", or a bare
+// name pattern) keeps the matching probes. With --json the output is one
+// JSON document (numbers as integers, fields that do not apply omitted).
+// With -p PID it lists the probes of every object the process has mapped
+// — its executable and shared libraries, opened through the process's
+// root when it runs in a container — each under the path the process
+// knows it by: {"pid", "objects": [{"path", "host_path", "machine",
+// "probes": [...]}]}. With --functions it lists the functions uprobes
+// attach to (from .symtab, .dynsym and Go's .gopclntab), as nm -n does.
+//
+// trace attaches generic BPF programs to the probes named and prints each
+// hit. A USDT probe (globs allowed in PROVIDER and NAME) is attached at
+// every location, and a hit shows its arguments, signed or unsigned as
+// the probe's argument spec says:
 //
 //	PID/TID provider:name @ADDRESS [ARG ...]
 //
-// or, with --json, one object per line: {"provider", "name", "pid", "tid",
-// "address", "args"}, where address is the link-time address of the
-// location that fired and args are JSON integers (null for an argument
-// the program could not read). --str 1,2 prints those arguments (counted
-// from 1) as the NUL-terminated strings they point to (at most 4, each up
-// to 95 bytes). With -- CMD, probekit launches CMD stopped right after
-// exec, attaches (filtered to its PID), lets it run, and exits when it
-// exits, after printing every event; a bare CMD name prefers an ELF binary
-// on PATH over a wrapper script. -p PID traces one running process until it exits; -n
-// COUNT exits after COUNT hits. Without -p or CMD every process running
-// TARGET is traced until interrupted.
+// uprobe:TARGET:FUNC attaches at the entry of the function FUNC names: a
+// C name, a versioned one (malloc@@GLIBC_2.2.5, memcpy@GLIBC_2.2.5), a
+// mangled C++ name, a Go name (main.(*Server).Handle), or a glob over
+// them (uv_fs_*: one probe per address, aliases sharing it). A hit shows
+// the argument registers of the function's calling convention, as signed
+// 64-bit integers (the program knows no types or counts): rdi, rsi, rdx,
+// rcx, r8, r9 for C on x86-64, x0-x7 on arm64; for Go functions, Go's
+// register ABI (ABIInternal, Go 1.17 on x86-64 and 1.18 on arm64): rax,
+// rbx, rcx, rdi, rsi, r8, r9, r10, r11 on x86-64, x0-x7 on arm64.
+// uretprobe:TARGET:FUNC shows the value the function returns (rax or x0;
+// for Go its first result). On a Go program it probes each return
+// instruction instead of using a kernel uretprobe, which crashes Go
+// programs when the runtime moves a stack; elsewhere it is a uretprobe.
+//
+//	PID/TID uprobe:FUNC @ADDRESS [ARG ...]
+//	PID/TID uretprobe:FUNC @ADDRESS = RET
+//
+// ADDRESS is the link-time address of the USDT location or of the
+// function. With --json each hit is one object per line, with "kind"
+// first: {"kind":"usdt", "provider", "name", "pid", "tid", "address",
+// "args"}, {"kind":"uprobe", "function", "pid", "tid", "address", "args"}
+// or {"kind":"uretprobe", "function", "pid", "tid", "address", "ret"};
+// values are JSON integers (null for an argument the program could not
+// read). --str 1,2 prints those arguments (counted from 1) of USDT and
+// uprobe hits as the NUL-terminated strings they point to (at most 4,
+// each up to 95 bytes); a return value is never read as one. USDT and
+// function probes mix freely in one trace, sharing one ring buffer of
+// --ring-size bytes (a power of two, 16M by default). Hits reach the
+// output within about 100 ms, and in chunks while a burst lasts.
+//
+// With -- CMD, probekit launches CMD stopped right after exec, attaches
+// every probe (filtered to its PID), lets it run, and exits when it
+// exits, after printing every event; a bare CMD name prefers an ELF
+// binary on PATH over a wrapper script, and a CMD that fails (a non-zero
+// exit, a signal) makes the trace fail after its hits. -p PID traces one
+// running process until it exits; -n COUNT exits after COUNT hits.
+// Without -p or CMD every process running TARGET is traced until
+// interrupted. Function probes need BPF cookies (Linux 5.15).
 //
 // Note that CPython 3.11 fires function__entry and function__return only
 // while a trace or profile function is set (sys.setprofile).
 //
+// cflags writes the BPF-side header usdt.bpf.h this probekit embeds and
+// prints the -I flag that finds it, for clang or bpf2go.
+//
 // Exit status: 0 on success, 1 when a target is missing, not ELF, has no
-// probes or none matching, or when tracing is not permitted (root is
-// needed), 2 on a usage error.
+// probes or functions or none matching, when tracing is not permitted
+// (root is needed), or when the launched CMD failed, 2 on a usage error.
 package main

@@ -1,26 +1,39 @@
-// Package traceprog is the generic BPF program behind `probekit trace`:
-// attached to any USDT location with usdt.bpf.h's spec maps filled in, it
-// reports every hit as a record carrying the location's usdt cookie, the
-// process and thread, and the value of each argument (with a bit per
-// argument that could not be read), some of them also read as strings.
+// Package traceprog holds the generic BPF programs behind `probekit
+// trace`, which report every hit as a record: the probe's index, the
+// process and thread, a kind, values (with a bit per value that could not
+// be read), some of them also read as strings.
+//
+//   - trace_usdt (ProgramName) is attached to USDT locations with
+//     usdt.bpf.h's spec maps filled in; its values are the location's
+//     arguments, its index the usdt cookie the attacher gave the location.
+//   - trace_func (FuncProgramName) is attached to function entries,
+//     return instructions and uretprobes. Its BPF cookie (FuncCookie)
+//     describes the probe: the index, the kind, the register set to send
+//     (Regs: a calling convention's argument registers, or the return
+//     register) and the values to read as strings. A uprobe's context is
+//     readable only at constant offsets, so each register set is a fixed
+//     list of pt_regs field reads, one BPF function per set, chosen by
+//     the cookie. It needs bpf_get_attach_cookie (Linux 5.15), so LoadSpec
+//     loads it only when asked (Programs).
 //
 // A record is as long as what it carries: a 32-byte header, 8 bytes per
 // value, then each string with its NUL (Event, Decode). The kind byte of
-// the header says what the values are; the layout leaves room for function
-// probes (8 argument registers and a return value, up to 4 strings).
+// the header says what the values are (KindUSDT, KindUprobe,
+// KindUretprobe).
 //
-// Typical use with the usdt attacher:
+// Typical use with the usdt attacher and package uprobe:
 //
 //	spec, _ := traceprog.Spec()
-//	_ = usdt.Prepare(spec) // cookie flag and attach type for this kernel
+//	_ = usdt.Prepare(spec) // = uprobe.Prepare: attach type for this kernel, cookie flag
 //	_ = traceprog.SetRingSize(spec, traceprog.DefaultRingSize, os.Getpagesize())
-//	objs, _ := traceprog.LoadSpec(spec)
+//	objs, _ := traceprog.LoadSpec(spec, traceprog.USDTProgram|traceprog.FuncProgram)
 //	defer objs.Close()
 //	// attach objs.Program with an Attacher built on objs.Specs and
-//	// objs.IPToSpecID, then read objs.Events with cilium's ringbuf
-//	// reader (ReadInto, with a deadline: after SetRingSize the program
-//	// wakes the reader only when a quarter of the ring is unread) and
-//	// Event.Decode.
+//	// objs.IPToSpecID; attach objs.FuncProgram with uprobe's Entry or
+//	// Return and Options.Cookie from FuncCookie; then read objs.Events
+//	// with cilium's ringbuf reader (ReadInto, with a deadline: after
+//	// SetRingSize the programs wake the reader only when a quarter of
+//	// the ring is unread) and Event.Decode.
 //
 // The object is built for x86-64 and arm64 (gen.go).
 package traceprog
