@@ -167,6 +167,8 @@ func FuzzDecode(f *testing.F) {
 		{ArgCnt: 12, NArgs: 12, Errors: 0b100000000001, StrArgs: 0b1111,
 			Strs: [MaxStrs][]byte{[]byte("<string>"), []byte("probekit_fn"), nil, []byte(strings.Repeat("x", StrLen-1))}},
 		{ArgCnt: -3},
+		{Kind: KindUprobe, Cookie: 9, ArgCnt: 9, NArgs: 9, Args: [MaxArgs]int64{1, 3, 5, 7}, StrArgs: 0b10, Strs: [MaxStrs][]byte{[]byte("x")}},
+		{Kind: KindUretprobe, Cookie: 2, ArgCnt: 1, NArgs: 1, Args: [MaxArgs]int64{-1}},
 	} {
 		b, err := e.AppendBinary(nil)
 		if err != nil {
