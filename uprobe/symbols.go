@@ -15,24 +15,15 @@ type Source uint8
 
 const (
 	// SymbolTable is .symtab (removed by strip).
-	SymbolTable Source = iota + 1
+	SymbolTable Source = Source(safeelf.SourceSymtab)
 	// DynamicSymbols is .dynsym (exported symbols, with versions).
-	DynamicSymbols
+	DynamicSymbols Source = Source(safeelf.SourceDynsym)
 	// GoPCLNTab is the Go runtime's function table, kept by -s -w.
-	GoPCLNTab
+	GoPCLNTab Source = Source(safeelf.SourcePCLNTab)
 )
 
-func (s Source) String() string {
-	switch s {
-	case SymbolTable:
-		return ".symtab"
-	case DynamicSymbols:
-		return ".dynsym"
-	case GoPCLNTab:
-		return ".gopclntab"
-	}
-	return fmt.Sprintf("Source(%d)", uint8(s))
-}
+// String is the table's section name, ".symtab".
+func (s Source) String() string { return safeelf.Source(s).String() }
 
 // Function is a function of a Binary.
 type Function struct {
@@ -77,20 +68,8 @@ func (b *Binary) function(i int) Function {
 	f := b.funcs.Func(i)
 	return Function{
 		Name: f.Name, Version: f.Version, DefaultVersion: f.Version != "" && !f.VersionHidden,
-		Address: f.Address, Offset: f.Offset, Size: f.Size, Global: f.Global, Source: sourceOf(f.Source),
+		Address: f.Address, Offset: f.Offset, Size: f.Size, Global: f.Global, Source: Source(f.Source),
 	}
-}
-
-func sourceOf(s safeelf.Source) Source {
-	switch s {
-	case safeelf.SourceSymtab:
-		return SymbolTable
-	case safeelf.SourceDynsym:
-		return DynamicSymbols
-	case safeelf.SourcePCLNTab:
-		return GoPCLNTab
-	}
-	return 0
 }
 
 // Functions returns the functions whose name matches glob, sorted by

@@ -385,26 +385,6 @@ func BenchmarkOpenLarge(b *testing.B) {
 	}
 }
 
-// BenchmarkListAll: open and convert every function, as probekit list
-// --functions does.
-func BenchmarkListAll(b *testing.B) {
-	const path = "/usr/bin/node"
-	if _, err := os.Stat(path); err != nil {
-		b.Skipf("%s absent: %v", path, err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		bin, err := Open(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(bin.Functions("")) == 0 {
-			b.Fatal("no functions")
-		}
-		bin.Close()
-	}
-}
-
 func BenchmarkResolve(b *testing.B) {
 	path := "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"
 	if _, err := os.Stat(path); err != nil {
