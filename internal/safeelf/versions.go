@@ -80,28 +80,28 @@ func (f *File) readVersions(t *Symbols) (*versionTable, error) {
 		version
 	}
 	var defs []def
-	strtabs := map[uint32][]byte{t.Section.Link: t.strtab}
-	strings := func(sec *Section) ([]byte, error) {
-		if b, ok := strtabs[sec.Link]; ok {
-			return b, nil
+	// read returns the first section of type typ (nil if none), its
+	// bytes and the string table it links to (usually .dynstr, already
+	// read for the symbols).
+	read := func(typ elf.SectionType) (sec *Section, data, str []byte, err error) {
+		if sec = f.SectionByType(typ); sec == nil {
+			return nil, nil, nil, nil
 		}
-		b, err := f.stringTable(sec, sec.Link)
-		if err == nil {
-			strtabs[sec.Link] = b
+		if data, err = f.ReadAt(sec.Offset, sec.Size, maxVersionSection); err != nil {
+			return nil, nil, nil, err
 		}
-		return b, err
+		if str = t.strtab; sec.Link != t.Section.Link {
+			str, err = f.stringTable(sec, sec.Link)
+		}
+		return sec, data, str, err
 	}
 	u16, u32 := t.u16, t.u32
 
-	if sec := f.SectionByType(elf.SHT_GNU_VERDEF); sec != nil {
-		data, err := f.ReadAt(sec.Offset, sec.Size, maxVersionSection)
-		if err != nil {
-			return nil, err
-		}
-		str, err := strings(sec)
-		if err != nil {
-			return nil, err
-		}
+	sec, data, str, err := read(elf.SHT_GNU_VERDEF)
+	if err != nil {
+		return nil, err
+	}
+	if sec != nil {
 		// vd_next moves strictly forward, so the walk ends.
 		for off := uint64(0); ; {
 			at := sec.Offset + off
@@ -133,15 +133,10 @@ func (f *File) readVersions(t *Symbols) (*versionTable, error) {
 		}
 	}
 
-	if sec := f.SectionByType(elf.SHT_GNU_VERNEED); sec != nil {
-		data, err := f.ReadAt(sec.Offset, sec.Size, maxVersionSection)
-		if err != nil {
-			return nil, err
-		}
-		str, err := strings(sec)
-		if err != nil {
-			return nil, err
-		}
+	if sec, data, str, err = read(elf.SHT_GNU_VERNEED); err != nil {
+		return nil, err
+	}
+	if sec != nil {
 		for off := uint64(0); ; {
 			at := sec.Offset + off
 			if off+verneedSize > uint64(len(data)) {
