@@ -303,39 +303,22 @@ func TestTraceFuncPID(t *testing.T) {
 	requireAMD64(t)
 	fx := testkit.Fixture("usdt_sample")
 	p := testkit.Start(t, fx)
-	done := make(chan traceResult, 1)
-	go func() {
-		done <- runTraceCmd("--json", "-p", itoa(p.PID()), "-n", "3", "uprobe:usdt_sample:sample_sema_fire")
-	}()
-	deadline := time.After(30 * time.Second)
-	for {
-		select {
-		case r := <-done:
-			if r.code != 0 {
-				t.Fatalf("exit %d: %s", r.code, r.errOut)
-			}
-			var hits []funcHit
-			for _, line := range strings.Split(strings.TrimSpace(r.out), "\n") {
-				var h funcHit
-				if err := json.Unmarshal([]byte(line), &h); err != nil {
-					t.Fatal(err)
-				}
-				hits = append(hits, h)
-			}
-			if len(hits) != 3 {
-				t.Fatalf("%d hits with -n 3", len(hits))
-			}
-			for _, h := range hits {
-				// fire sema N calls sample_sema_fire(r, 1) for r in [0, N).
-				if h.PID != p.PID() || h.Function != "sample_sema_fire" || string(h.Args[0]) != "0" || string(h.Args[1]) != "1" {
-					t.Errorf("hit %+v", h)
-				}
-			}
-			return
-		case <-deadline:
-			t.Fatal("tracer did not see 3 hits within 30s")
-		case <-time.After(5 * time.Millisecond):
-			p.Fire("sema", 1)
+	r := traceWhileFiring(t, p, "sema", "--json", "-p", itoa(p.PID()), "-n", "3", "uprobe:usdt_sample:sample_sema_fire")
+	var hits []funcHit
+	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n") {
+		var h funcHit
+		if err := json.Unmarshal([]byte(line), &h); err != nil {
+			t.Fatal(err)
+		}
+		hits = append(hits, h)
+	}
+	if len(hits) != 3 {
+		t.Fatalf("%d hits with -n 3", len(hits))
+	}
+	for _, h := range hits {
+		// fire sema N calls sample_sema_fire(r, 1) for r in [0, N).
+		if h.PID != p.PID() || h.Function != "sample_sema_fire" || string(h.Args[0]) != "0" || string(h.Args[1]) != "1" {
+			t.Errorf("hit %+v", h)
 		}
 	}
 }

@@ -150,32 +150,38 @@ func TestTracePIDCount(t *testing.T) {
 	testkit.RequireKernel(t)
 	fixture := testkit.Fixture("usdt_sample")
 	p := testkit.Start(t, fixture)
+	r := traceWhileFiring(t, p, "consts", "--json", "-p", itoa(p.PID()), "-n", "4", fixture+":sample:consts")
+	hits := decodeHits(t, r.out)
+	if len(hits) != 4 {
+		t.Fatalf("%d hits with -n 4", len(hits))
+	}
+	for _, h := range hits {
+		if h.PID != p.PID() || len(h.Args) != 5 || string(h.Args[4]) != "9223372036854775807" || string(h.Args[3]) != "65535" {
+			t.Fatalf("hit %+v", h)
+		}
+	}
+}
+
+// traceWhileFiring runs probekit trace with args (an -n COUNT trace of
+// p) and makes p fire probe every 5 ms until the trace ends, for as long
+// as loading and attaching take, within 30 s. The trace must succeed.
+func traceWhileFiring(t *testing.T, p *testkit.Process, probe string, args ...string) traceResult {
+	t.Helper()
 	done := make(chan traceResult, 1)
-	go func() {
-		done <- runTraceCmd("--json", "-p", itoa(p.PID()), "-n", "4", fixture+":sample:consts")
-	}()
+	go func() { done <- runTraceCmd(args...) }()
 	deadline := time.After(30 * time.Second)
 	for {
 		select {
 		case r := <-done:
 			if r.code != 0 {
-				t.Fatalf("exit %d: %s", r.code, r.errOut)
+				t.Fatalf("probekit trace %v: exit %d: %s", args, r.code, r.errOut)
 			}
-			hits := decodeHits(t, r.out)
-			if len(hits) != 4 {
-				t.Fatalf("%d hits with -n 4", len(hits))
-			}
-			for _, h := range hits {
-				if h.PID != p.PID() || len(h.Args) != 5 || string(h.Args[4]) != "9223372036854775807" || string(h.Args[3]) != "65535" {
-					t.Fatalf("hit %+v", h)
-				}
-			}
-			return
+			return r
 		case <-deadline:
 			// The tracer ends with the fixture (Cleanup stops it).
-			t.Fatal("tracer did not see 4 hits within 30s")
+			t.Fatalf("probekit trace %v did not end within 30s", args)
 		case <-time.After(5 * time.Millisecond):
-			p.Fire("consts", 1)
+			p.Fire(probe, 1)
 		}
 	}
 }
