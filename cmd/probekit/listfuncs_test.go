@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,8 +245,8 @@ func BenchmarkListFunctions(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if code, _, stderr := runCmd("list", "--functions", node); code != 0 {
-			b.Fatal(stderr)
+		if code := run([]string{"list", "--functions", node}, io.Discard, io.Discard); code != 0 {
+			b.Fatalf("exit %d", code)
 		}
 	}
 }

@@ -328,6 +328,24 @@ func (t *Funcs) nameOf(r funcRef) string {
 	return t.Go.Funcs[r.idx()].Name
 }
 
+// nameHasPrefix reports whether r's name starts with p, reading no more
+// of it than p's length.
+func (t *Funcs) nameHasPrefix(r funcRef, p string) bool {
+	var tab []byte
+	switch r.src() {
+	case SourceSymtab:
+		tab = t.Symtab.strtab
+	case SourceDynsym:
+		tab = t.Dynsym.strtab
+	default:
+		return strings.HasPrefix(t.Go.Funcs[r.idx()].Name, p)
+	}
+	// Bytes past the name's NUL may match a p holding a NUL: the full
+	// check that follows rejects such a name.
+	end := uint64(r.name) + uint64(len(p))
+	return end <= uint64(len(tab)) && string(tab[r.name:end]) == p
+}
+
 // Func decodes function i.
 func (t *Funcs) Func(i int) Func {
 	r := t.refs[i]
@@ -391,7 +409,16 @@ func (t *Funcs) Match(pattern string, yield func(i int) bool) {
 		namePrefix, exact = prefix[:at], true
 	}
 	var buf []byte
+	// The head names no '@' in most patterns: the first bytes of a name
+	// then reject it without its length being found.
+	head := prefix
+	if versioned {
+		head = namePrefix
+	}
 	for i, r := range t.refs {
+		if !t.nameHasPrefix(r, head) {
+			continue
+		}
 		name := t.nameOf(r)
 		if !strings.HasPrefix(name, prefix) && !(versioned && (name == namePrefix || !exact && strings.HasPrefix(name, namePrefix))) {
 			continue

@@ -118,7 +118,9 @@ func readAll(r io.ReaderAt) error {
 			fns.At(fn.Address)
 			fns.Lookup(fn.Name, func(int) bool { return true })
 		}
-		fns.Match("*a*", func(int) bool { return true })
+		for _, pattern := range []string{"*a*", "a*", "_Z*", "m*@*", "*@@GLIBC_2.?"} {
+			fns.Match(pattern, func(i int) bool { fns.Func(i); return true })
+		}
 	}
 	if gt, err := f.GoTable(); err == nil {
 		for _, g := range gt.Funcs[:min(len(gt.Funcs), 100)] {
