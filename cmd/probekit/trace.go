@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"debug/elf"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -447,37 +445,16 @@ func openTraced(pid int) (*procmaps.Process, error) {
 	return proc, nil
 }
 
-// hostELF is the machine and byte order of the tracer's own executable: a
-// native build, so those of the kernel whose registers the BPF program
-// reads.
-var hostELF = sync.OnceValues(func() (*safeelf.File, error) {
-	f, err := procmaps.OpenFile("/proc/self/exe")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return safeelf.NewFile(f)
-})
-
-// compatMachines are the 32-bit machines a 64-bit kernel runs beside its
-// own, whose registers usdt reads from the 64-bit pt_regs.
-var compatMachines = map[elf.Machine]elf.Machine{
-	elf.EM_X86_64:  elf.EM_386,
-	elf.EM_AARCH64: elf.EM_ARM,
-}
-
-// checkMachine refuses a target built for another architecture than the
-// host's: no process here runs it, so its probes would never fire. With
-// proc, target is opened as that process sees it.
+// checkMachine refuses a target built for an architecture this host
+// cannot run (attach.CheckMachine): no process here runs it, so its
+// probes would never fire. With proc, target is opened as that process
+// sees it.
 func checkMachine(target string, proc *procmaps.Process) error {
 	if target == "" {
 		return nil // every object proc has mapped: proc runs them
 	}
-	host, err := hostELF()
-	if err != nil {
-		return fmt.Errorf("read this program's ELF header: %w", err)
-	}
 	var t *procmaps.Target
+	var err error
 	if proc != nil {
 		t, err = proc.OpenTarget(target)
 	} else {
@@ -491,20 +468,7 @@ func checkMachine(target string, proc *procmaps.Process) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", target, err)
 	}
-	if (f.Machine == host.Machine || f.Machine == compatMachines[host.Machine]) && f.ByteOrder == host.ByteOrder {
-		return nil
-	}
-	return fmt.Errorf("%s is built for %s and this host is %s: it cannot run here, so its probes never fire (probekit list reads it)",
-		target, machineDesc(f.Machine, f.ByteOrder), machineDesc(host.Machine, host.ByteOrder))
-}
-
-// machineDesc names a machine, with its byte order where both exist
-// (ppc64 and ppc64le share EM_PPC64).
-func machineDesc(m elf.Machine, bo binary.ByteOrder) string {
-	if m == elf.EM_PPC64 && bo == binary.LittleEndian {
-		return "ppc64le"
-	}
-	return machineName(m)
+	return attach.CheckMachine(target, f.Machine, f.ByteOrder)
 }
 
 // cookie numbers each attached location; events carry the number.
