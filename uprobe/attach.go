@@ -222,6 +222,12 @@ func (b *Binary) attach(p probe, prog *ebpf.Program, o Options) (*Link, error) {
 	if prog == nil {
 		return nil, fmt.Errorf("uprobe: %s: %s probe on %s: nil program", b.display, p.what, p.fn)
 	}
+	if b.closed.Load() {
+		return nil, fmt.Errorf("uprobe: %s: %s probe on %s: the Binary is closed", b.display, p.what, p.fn)
+	}
+	if err := attach.CheckMachine(b.display, b.machine, b.file.ByteOrder); err != nil {
+		return nil, fmt.Errorf("uprobe: %w", err)
+	}
 	if b.machine == elf.EM_AARCH64 {
 		for _, off := range p.offsets {
 			if off%4 != 0 {

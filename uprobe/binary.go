@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/procmaps"
@@ -41,6 +42,7 @@ type Binary struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	closed    atomic.Bool
 }
 
 // Open opens the ELF file name names: a path, a program on PATH or a
@@ -94,6 +96,7 @@ func newBinary(t *procmaps.Target, p *procmaps.Process) (*Binary, error) {
 // code fails afterwards. It is idempotent.
 func (b *Binary) Close() error {
 	b.closeOnce.Do(func() {
+		b.closed.Store(true)
 		if b.target != nil {
 			b.closeErr = b.target.Close()
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/testkit"
 )
@@ -505,5 +507,22 @@ func TestAttachErrors(t *testing.T) {
 	}
 	if _, err := b.Return("main.add", prog, &Options{Offset: 1}); err == nil {
 		t.Error("Return with Offset accepted")
+	}
+
+	// A program of another architecture is read but never attached.
+	if runtime.GOARCH == "amd64" {
+		arm := mustOpen(t, "../testdata/bin/goprog_arm64")
+		if _, err := arm.Entry("main.add", prog, nil); !errors.Is(err, attach.ErrForeignMachine) {
+			t.Errorf("entry in an arm64 program: %v, want ErrForeignMachine", err)
+		}
+	}
+	// A closed Binary attaches nothing: its descriptor is gone.
+	c, err := Open(goprog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if _, err := c.Entry("main.add", prog, nil); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("entry through a closed Binary: %v", err)
 	}
 }
