@@ -15,11 +15,13 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
+const listUsage = "list [--json] TARGET [GLOB] | list [--json] -p PID [GLOB] | list --functions [--json] [-p PID] TARGET [GLOB]"
+
 func init() {
 	register(&command{
 		name:    "list",
-		usage:   "list [--json] TARGET [GLOB] | list [--json] -p PID [GLOB]",
-		summary: "list the USDT probes of TARGET (a path, a program on PATH or a library name), with every location, semaphore and argument; GLOB is provider:name with * and ?",
+		usage:   listUsage,
+		summary: "list the USDT probes of TARGET (a path, a program on PATH or a library name), with every location, semaphore and argument; GLOB is provider:name with * and ?; with --functions, its functions as nm does (GLOB over their names)",
 		run:     runList,
 	})
 }
@@ -32,7 +34,7 @@ func runList(args []string, stdout io.Writer) error {
 	functions := fs.Bool("functions", false, "list the functions uprobes attach to, not USDT probes")
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stdout, "usage: probekit list [--json] TARGET [GLOB] | list [--json] -p PID [GLOB]")
+		fmt.Fprintln(stdout, "usage: probekit "+listUsage)
 		return err
 	}
 	if err != nil {
