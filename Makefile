@@ -89,7 +89,7 @@ testdata: deps $(SDTINC)/sys/sdt.h
 	gcc $(CFLAGS_FX) -o $(BIN)/usdt_sample $(SAMPLE)
 	gcc $(CFLAGS_FX) -O0 -o $(BIN)/usdt_sample_O0 $(SAMPLE)
 	strip -o $(BIN)/usdt_sample_stripped $(BIN)/usdt_sample
-	$(GO) run ./internal/tools/noshdr $(BIN)/usdt_sample $(BIN)/usdt_sample_noshdr
+	$(GO) run ./internal/test/tools/noshdr $(BIN)/usdt_sample $(BIN)/usdt_sample_noshdr
 	set -e; for pair in $(CROSS); do \
 		arch=$${pair%%:*}; cc=$${pair#*:}-gcc; \
 		$$cc $(CFLAGS_FX) -o $(BIN)/usdt_sample_$$arch $(SAMPLE); \
@@ -100,8 +100,8 @@ testdata: deps $(SDTINC)/sys/sdt.h
 	gcc $(CFLAGS_FX) -o $(BIN)/func_args $(TD)/func_args.c
 	@if [ -x $(TD)/goprog/build.sh ]; then $(TD)/goprog/build.sh; fi
 	@if [ -x $(TD)/cfix/build.sh ]; then $(TD)/cfix/build.sh; fi
-	$(GO) run ./internal/tools/golden -o $(TD)/golden $(BIN)/*
-	$(GO) run ./internal/tools/golden -o $(TD)/golden -name python3.11 /usr/bin/python3.11
+	$(GO) run ./internal/test/tools/golden -o $(TD)/golden $(BIN)/*
+	$(GO) run ./internal/test/tools/golden -o $(TD)/golden -name python3.11 /usr/bin/python3.11
 	argspec/testdata/regen.sh
 	file $(BIN)/* | sed 's/, BuildID[^,]*//'
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 // slot is one pt_regs slot: the C expression naming it in offsetof() and

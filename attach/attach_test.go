@@ -12,7 +12,7 @@ import (
 
 	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/internal/features"
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/procmaps"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 	"golang.org/x/sys/unix"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 // TestDeletedObject: a binary unlinked after it started is still listed,

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 // Addresses in fixtures come from testkit's debug/elf readers, so the

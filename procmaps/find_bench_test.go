@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 // benchSleepers is how many extra processes BenchmarkFindPIDs starts, to

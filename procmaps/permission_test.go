@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 // permPIDEnv carries the target PID to the test binary re-run as nobody.

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 func fixturePath(t testing.TB, name string) string {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 func TestWaitExit(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/procmaps"
 )
 

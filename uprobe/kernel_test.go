@@ -15,7 +15,7 @@ import (
 
 	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/internal/features"
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 // x86-64 struct pt_regs offsets (arch/x86/include/uapi/asm/ptrace.h).

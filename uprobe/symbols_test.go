@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/procmaps"
 )
 

@@ -10,9 +10,9 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/probekit/probekit/internal/bpftest"
 	"github.com/probekit/probekit/internal/features"
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/bpftest"
+	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/usdt"
 )
 
@@ -51,7 +51,7 @@ func buildManySites(b *testing.B, n int) string {
 	return bin
 }
 
-// loadCount loads internal/bpftest's counting programs with an Attacher.
+// loadCount loads internal/test/bpftest's counting programs with an Attacher.
 func loadCount(b *testing.B) (*usdt.Attacher, *ebpf.Collection) {
 	b.Helper()
 	spec, err := bpftest.LoadCount()

@@ -19,9 +19,9 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/probekit/probekit/argspec"
-	"github.com/probekit/probekit/internal/bpftest"
 	"github.com/probekit/probekit/internal/features"
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/bpftest"
+	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/usdt"
 )
@@ -31,7 +31,7 @@ const (
 	einval = -22
 )
 
-// tracer is a loaded args_reader collection (internal/bpftest/args.c):
+// tracer is a loaded args_reader collection (internal/test/bpftest/args.c):
 // every hit records bpf_usdt_arg_cnt, and for n in 0..12 the results of
 // bpf_usdt_arg and bpf_usdt_arg_size, bpf_usdt_cookie and the IP.
 type tracer struct {

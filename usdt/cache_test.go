@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 func copyFile(t *testing.T, src, dst string) {

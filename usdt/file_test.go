@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probekit/probekit/internal/testkit"
-	"github.com/probekit/probekit/internal/tools/golden/readelf"
+	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/internal/test/tools/golden/readelf"
 )
 
 func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cilium/ebpf/link"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/usdt"
 )
 

@@ -8,7 +8,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 // elfPatch is a writable copy of a little-endian ELF64 fixture with the

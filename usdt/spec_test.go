@@ -22,8 +22,8 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/probekit/probekit/argspec"
-	"github.com/probekit/probekit/internal/bpftest"
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/bpftest"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 // --- layouts ---------------------------------------------------------------
@@ -45,7 +45,7 @@ func specsValue(t testing.TB, load func() (*ebpf.CollectionSpec, error)) btf.Typ
 // of another architecture (not embedded in this build).
 func layoutFromObject(t *testing.T, name string) *specLayout {
 	t.Helper()
-	spec, err := ebpf.LoadCollectionSpec(filepath.Join(testkit.Root(), "internal", "bpftest", name))
+	spec, err := ebpf.LoadCollectionSpec(filepath.Join(testkit.Root(), "internal", "test", "bpftest", name))
 	if err != nil {
 		t.Fatal(err)
 	}

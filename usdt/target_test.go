@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/probekit/probekit/attach"
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/usdt"
 )

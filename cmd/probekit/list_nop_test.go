@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 // TestListSiteLength: every location shows its NOP and how long it is,

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 // nmText returns the "address name" pairs nm --defined-only lists with

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 // list -p lists the executable's and the shared library's probes, each

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/uprobe"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/usdt"
 )
 

@@ -21,8 +21,8 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
-	"github.com/probekit/probekit/internal/bpftest"
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/bpftest"
+	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/usdt"
 )
 
@@ -590,7 +590,7 @@ func TestTracePIDErrorsNameTarget(t *testing.T) {
 
 // BenchmarkTraceHit measures what a hit of sample:loop (4 arguments)
 // costs the traced program: with no probe, under a program that reads
-// the arguments and counts (internal/bpftest's count_args4), and under
+// the arguments and counts (internal/test/bpftest's count_args4), and under
 // probekit trace -p printing to a pipe that is read. ns/op is per hit;
 // cpu-ns/hit is the fixture's own CPU time per hit (the handler runs in
 // its context), which other load on the machine does not inflate. Every

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/uprobe"
 )
 

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }

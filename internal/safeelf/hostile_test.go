@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 // heapGrowth runs fn and returns how many bytes it allocated in total.

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"

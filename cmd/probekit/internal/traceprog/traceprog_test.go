@@ -17,7 +17,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
-	"github.com/probekit/probekit/internal/testkit"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }

@@ -24,7 +24,7 @@ func Root() string {
 	if !ok {
 		panic("testkit: cannot locate source")
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
 // Fixture returns the path of a built fixture in testdata/bin

@@ -20,7 +20,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/probekit/probekit/internal/tools/golden/readelf"
+	"github.com/probekit/probekit/internal/test/tools/golden/readelf"
 )
 
 func main() {
