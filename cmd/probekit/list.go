@@ -8,7 +8,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/probekit/probekit/argspec"
 	"github.com/probekit/probekit/procmaps"
@@ -145,7 +144,7 @@ func (w *jsonWriter) key(k string) {
 
 func (w *jsonWriter) str(k, v string) {
 	w.key(k)
-	w.buf = appendJSONString(w.buf, v)
+	w.buf = appendJSON(w.buf, v, true)
 }
 
 func (w *jsonWriter) uint(k string, v uint64) {
@@ -161,39 +160,6 @@ func (w *jsonWriter) int(k string, v int64) {
 func (w *jsonWriter) bool(k string, v bool) {
 	w.key(k)
 	w.buf = strconv.AppendBool(w.buf, v)
-}
-
-// appendJSONString appends s as a JSON string. Bytes that are not valid
-// UTF-8 (a hostile note's provider) become U+FFFD, as encoding/json does.
-func appendJSONString(buf []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	buf = append(buf, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				buf = append(buf, '\\', c)
-			case c < 0x20 || c == '<' || c == '>' || c == '&':
-				buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			default:
-				buf = append(buf, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			buf = append(buf, `\ufffd`...)
-		} else if r == '\u2028' || r == '\u2029' {
-			buf = append(buf, `\u202`...)
-			buf = append(buf, hex[r&0xf])
-		} else {
-			buf = append(buf, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(buf, '"')
 }
 
 func writeJSON(out io.Writer, f *usdt.File, probes []*usdt.Probe) error {
