@@ -53,6 +53,20 @@ func (p *Process) openRoot() (*root, error) {
 
 func (r *root) close() { unix.Close(r.fd) }
 
+// checkedRoot opens p's root and then checks p's identity, which proves
+// the handle is p's root and not that of a process that took its PID.
+func (p *Process) checkedRoot() (*root, error) {
+	r, err := p.openRoot()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Check(); err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
 // sharesView reports whether p has our mount namespace and root.
 func (p *Process) sharesView(rootFd int) bool {
 	var ours, theirs unix.Stat_t
@@ -153,14 +167,11 @@ func fileKind(mode uint32) string {
 // /proc/PID/root is accepted as well. The file's name is
 // /proc/PID/root/PATH.
 func (p *Process) OpenInRoot(path string) (*os.File, error) {
-	r, err := p.openRoot()
+	r, err := p.checkedRoot()
 	if err != nil {
 		return nil, err
 	}
 	defer r.close()
-	if err := p.Check(); err != nil { // the root fd is p's
-		return nil, err
-	}
 	f, err := r.open(path)
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", p.PID, err)
@@ -176,14 +187,11 @@ func (p *Process) OpenInRoot(path string) (*os.File, error) {
 // files but needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE. The error
 // lists every attempt.
 func (p *Process) OpenObject(o *Object) (*os.File, error) {
-	r, err := p.openRoot()
+	r, err := p.checkedRoot()
 	if err != nil {
 		return nil, err
 	}
 	defer r.close()
-	if err := p.Check(); err != nil {
-		return nil, err
-	}
 	f, _, err := r.openObject(p, o)
 	return f, err
 }

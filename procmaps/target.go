@@ -165,14 +165,11 @@ func (p *Process) OpenTarget(name string) (*Target, error) {
 			return newTarget(f, name, o.Path, p)
 		}
 	}
-	r, err := p.openRoot()
+	r, err := p.checkedRoot()
 	if err != nil {
 		return nil, err
 	}
 	defer r.close()
-	if err := p.Check(); err != nil {
-		return nil, err
-	}
 	for _, dir := range append(programDirs, LibraryDirs...) {
 		path := dir + "/" + name
 		f, err := r.open(path)

@@ -5,9 +5,10 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 // testNote is one note for the writers below.
@@ -302,16 +303,6 @@ type readerAtOnly struct{ r *bytes.Reader }
 
 func (r readerAtOnly) ReadAt(p []byte, off int64) (int, error) { return r.r.ReadAt(p, off) }
 
-// heapGrowth runs fn and returns how many bytes it allocated in total.
-func heapGrowth(fn func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	fn()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
 // TestHostileSizesBoundedMemory: header fields claiming gigabytes cost at
 // most a chunk, whether or not the reader tells its size.
 func TestHostileSizesBoundedMemory(t *testing.T) {
@@ -334,7 +325,7 @@ func TestHostileSizesBoundedMemory(t *testing.T) {
 			}
 		}{{"sized", bytes.NewReader(b)}, {"unsized", readerAtOnly{bytes.NewReader(b)}}} {
 			var perr error
-			grew := heapGrowth(func() { _, perr = Parse(r.r) })
+			grew := testkit.HeapGrowth(func() { _, perr = Parse(r.r) })
 			if perr == nil {
 				t.Errorf("%s/%s: no error", name, r.kind)
 			}
@@ -369,7 +360,7 @@ func TestManyNotes(t *testing.T) {
 	file := buildELF(elf.ELFCLASS64, bo, elf.EM_X86_64, nops16, encodeNotes(elf.ELFCLASS64, bo, notes))
 	var f *File
 	var err error
-	grew := heapGrowth(func() { f, err = Parse(bytes.NewReader(file)) })
+	grew := testkit.HeapGrowth(func() { f, err = Parse(bytes.NewReader(file)) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,22 +6,11 @@ import (
 	"errors"
 	"io"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/probekit/probekit/internal/test/testkit"
 )
-
-// heapGrowth runs fn and returns how many bytes it allocated in total.
-func heapGrowth(fn func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	fn()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // sizeless hides the size of a reader, so that reads must grow with what
 // the file delivers.
@@ -182,7 +171,7 @@ func TestHostileSymbols(t *testing.T) {
 			t.Run(fixture+"/"+tc.name, func(t *testing.T) {
 				for _, r := range []io.ReaderAt{bytes.NewReader(tc.file), sizeless{bytes.NewReader(tc.file)}} {
 					var err error
-					grew := heapGrowth(func() { err = readAll(r) })
+					grew := testkit.HeapGrowth(func() { err = readAll(r) })
 					var fe *FormatError
 					if !errors.As(err, &fe) {
 						t.Fatalf("err = %v, want a *FormatError", err)
@@ -219,7 +208,7 @@ func TestHostilePCLNTab(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error
-			grew := heapGrowth(func() { err = readAll(bytes.NewReader(tc.file)) })
+			grew := testkit.HeapGrowth(func() { err = readAll(bytes.NewReader(tc.file)) })
 			var fe *FormatError
 			if !errors.As(err, &fe) {
 				t.Fatalf("err = %v, want a *FormatError", err)
