@@ -69,7 +69,7 @@ func parse(r io.ReaderAt) (f *File, err error) {
 		return nil, ErrNoProbes
 	}
 	f = &File{Machine: ef.Machine, Class: ef.Class, ByteOrder: ef.ByteOrder, Type: ef.Type}
-	l := newLayout(ef)
+	l := newAddressing(ef)
 
 	// Group notes into probes, in order of first appearance, and give
 	// every probe its exact share of one Location array.

@@ -8,9 +8,9 @@ import (
 	"github.com/probekit/probekit/internal/safeelf"
 )
 
-// layout is what address translation needs from the file: its loadable
+// addressing is what address translation needs from the file: its loadable
 // segments and the prelink delta.
-type layout struct {
+type addressing struct {
 	loads safeelf.Segments
 	// stapsdtBase is the address of the .stapsdt.base section, 0 when the
 	// file has none (or no section headers).
@@ -19,8 +19,8 @@ type layout struct {
 	addrMask uint64
 }
 
-func newLayout(f *safeelf.File) layout {
-	l := layout{loads: f.Loads(), addrMask: ^uint64(0)}
+func newAddressing(f *safeelf.File) addressing {
+	l := addressing{loads: f.Loads(), addrMask: ^uint64(0)}
 	if f.Class == elf.ELFCLASS32 {
 		l.addrMask = 0xffffffff
 	}
@@ -38,7 +38,7 @@ func newLayout(f *safeelf.File) layout {
 // (libbpf/usdt#5) or a non-zero base with the section garbage-collected
 // (oxidecomputer/usdt#449) would otherwise shift probes onto unrelated
 // code and semaphores onto unrelated data (libbpf 69d85c5f).
-func (l *layout) prelinkDelta(noteBase uint64) uint64 {
+func (l *addressing) prelinkDelta(noteBase uint64) uint64 {
 	if l.stapsdtBase == 0 || noteBase == 0 {
 		return 0
 	}
@@ -47,7 +47,7 @@ func (l *layout) prelinkDelta(noteBase uint64) uint64 {
 
 // segmentOf returns the PT_LOAD whose memory image [p_vaddr, p_vaddr+p_memsz)
 // holds addr (see safeelf.Segments: no single delta serves the file).
-func (l *layout) segmentOf(addr uint64) *safeelf.Prog { return l.loads.Containing(addr) }
+func (l *addressing) segmentOf(addr uint64) *safeelf.Prog { return l.loads.Containing(addr) }
 
 // describe names a segment for errors: "LOAD [0x1000,0x1ac5) R E".
 func describe(p *safeelf.Prog) string {
@@ -72,7 +72,7 @@ func describe(p *safeelf.Prog) string {
 // uprobe is set on a file offset, and the site is checked there); the
 // semaphore must be in a non-executable one (libbpf collect_usdt_targets
 // enforces the same). A failure is recorded in loc.SiteErr.
-func (l *layout) resolve(p *Probe, loc *Location) {
+func (l *addressing) resolve(p *Probe, loc *Location) {
 	seg := l.segmentOf(loc.Address)
 	switch {
 	case seg == nil:

@@ -111,7 +111,7 @@ type siteRef struct {
 
 // checkSites reads the bytes at each resolved location (SiteErr nil) and
 // records what they are, reading nearby sites together.
-func checkSites(f *safeelf.File, l *layout, probes []Probe) {
+func checkSites(f *safeelf.File, l *addressing, probes []Probe) {
 	total := 0
 	for i := range probes {
 		total += len(probes[i].Locations)
