@@ -99,7 +99,7 @@ func symbolsFor(o *object) func(string) (uint64, bool) {
 	return func(name string) (uint64, bool) {
 		if resolve == nil {
 			resolve = func(string) (uint64, bool) { return 0, false }
-			if f, err := safeelf.NewDebugFile(o.fd); err == nil {
+			if f, err := safeelf.NewFile(o.fd); err == nil {
 				resolve = symbolResolver(f)
 			}
 		}

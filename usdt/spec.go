@@ -10,6 +10,7 @@ import (
 	"runtime"
 
 	"github.com/probekit/probekit/argspec"
+	"github.com/probekit/probekit/internal/safeelf"
 )
 
 // maxSpecArgs is BPF_USDT_MAX_ARG_CNT: sys/sdt.h stops at STAP_PROBE12,
@@ -270,41 +271,35 @@ func hostRegister(host, machine elf.Machine, r argspec.Register) (int16, string)
 // none is an address relative to the file's load base. A name defined more
 // than once with different addresses (two static variables of the same
 // name in different units, libbpf/usdt#13) resolves to nothing rather
-// than to a guess. The tables are read at once, so f may be closed after
-// the call.
-func symbolResolver(f *elf.File) func(string) (uint64, bool) {
-	addrs := map[string]uint64{}
-	ambiguous := map[string]bool{}
-	add := func(syms []elf.Symbol) {
-		for _, s := range syms {
-			switch {
-			case s.Name == "",
-				s.Section == elf.SHN_UNDEF, s.Section == elf.SHN_ABS, s.Section == elf.SHN_COMMON,
-				elf.ST_TYPE(s.Info) == elf.STT_TLS, elf.ST_TYPE(s.Info) == elf.STT_SECTION,
-				elf.ST_TYPE(s.Info) == elf.STT_FILE:
-				continue
-			}
-			if prev, ok := addrs[s.Name]; ok && prev != s.Value {
-				ambiguous[s.Name] = true
-			}
-			addrs[s.Name] = s.Value
+// than to a guess. A table that cannot be read resolves nothing.
+func symbolResolver(f *safeelf.File) func(string) (uint64, bool) {
+	var tables []*safeelf.Symbols
+	for _, read := range []func() (*safeelf.Symbols, error){f.Symbols, f.DynamicSymbols} {
+		if t, err := read(); err == nil {
+			tables = append(tables, t)
 		}
 	}
-	// debug/elf is not hardened against hostile files (golang/go#47445 and
-	// others): a table that cannot be read is one that resolves nothing.
-	read := func(get func() ([]elf.Symbol, error)) {
-		defer func() { _ = recover() }()
-		if syms, err := get(); err == nil {
-			add(syms)
+	return func(name string) (addr uint64, ok bool) {
+		ambiguous := false
+		for _, t := range tables {
+			t.Lookup(name, func(i int) bool {
+				s := t.Symbol(i)
+				switch {
+				case s.Section == elf.SHN_UNDEF, s.Section == elf.SHN_ABS, s.Section == elf.SHN_COMMON,
+					s.Type == elf.STT_TLS, s.Type == elf.STT_SECTION, s.Type == elf.STT_FILE:
+					return true
+				}
+				if ok && addr != s.Value {
+					ambiguous = true
+					return false
+				}
+				addr, ok = s.Value, true
+				return true
+			})
 		}
-	}
-	read(f.Symbols)
-	read(f.DynamicSymbols)
-	return func(name string) (uint64, bool) {
-		if ambiguous[name] {
+		if ambiguous {
 			return 0, false
 		}
-		v, ok := addrs[name]
-		return v, ok
+		return addr, ok
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/probekit/probekit/argspec"
+	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/internal/test/bpftest"
 	"github.com/probekit/probekit/internal/test/testkit"
 )
@@ -402,13 +403,29 @@ func TestBuildSpecTooManyArgs(t *testing.T) {
 	}
 }
 
+// openSymbolResolver is symbolResolver over the file at path, read
+// through the hardened reader as attaching does.
+func openSymbolResolver(t *testing.T, path string) func(string) (uint64, bool) {
+	t.Helper()
+	fd, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	f, err := safeelf.NewFile(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return symbolResolver(f)
+}
+
 func TestSymbolResolver(t *testing.T) {
 	f, err := elf.Open(testkit.Fixture("usdt_sample"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	resolve := symbolResolver(f)
+	resolve := openSymbolResolver(t, testkit.Fixture("usdt_sample"))
 	syms, err := f.Symbols()
 	if err != nil {
 		t.Fatal(err)
@@ -537,12 +554,7 @@ func TestKernelArgs(t *testing.T) {
 	testkit.RequireKernel(t)
 	path := testkit.Fixture("usdt_sample")
 	locs := readTestLocations(t, path)
-	ef, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sym := symbolResolver(ef)
-	ef.Close()
+	sym := openSymbolResolver(t, path)
 
 	for _, obj := range []struct {
 		name  string
@@ -985,12 +997,7 @@ func BenchmarkSpecEncode(b *testing.B) {
 func TestKernelBPFUSDTMacro(t *testing.T) {
 	testkit.RequireKernel(t)
 	path := testkit.Fixture("usdt_sample")
-	ef, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sym := symbolResolver(ef)
-	ef.Close()
+	sym := openSymbolResolver(t, path)
 	p := testkit.Start(t, path)
 	spec, err := bpftest.LoadArgs()
 	if err != nil {

@@ -24,7 +24,7 @@ func TestMatchesDebugELF(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		ef, err := NewDebugFile(bytes.NewReader(b))
+		ef, err := elf.NewFile(bytes.NewReader(b)) // the fixtures are ours: debug/elf is the oracle
 		if err != nil {
 			t.Fatal(err)
 		}
