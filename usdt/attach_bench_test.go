@@ -139,7 +139,7 @@ func BenchmarkHit(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			if prog != "" {
-				l, err := att.Attach(coll.Programs[prog], testkit.Fixture("usdt_sample"), "sample", "loop", &usdt.AttachOptions{PID: p.PID()})
+				l, err := att.Attach(coll.Programs[prog], testkit.Fixture("usdt_sample"), "sample", "loop", &usdt.Options{PID: p.PID()})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -74,7 +74,7 @@ func newTracer(t testing.TB, pre17 bool) *tracer {
 
 func (tr *tracer) prog() *ebpf.Program { return tr.coll.Programs["args_reader"] }
 
-func (tr *tracer) attach(path, provider, name string, opts *usdt.AttachOptions) *usdt.Link {
+func (tr *tracer) attach(path, provider, name string, opts *usdt.Options) *usdt.Link {
 	tr.t.Helper()
 	l, err := tr.att.Attach(tr.prog(), path, provider, name, opts)
 	if err != nil {
@@ -185,7 +185,7 @@ func TestArgumentValues(t *testing.T) {
 					t.Fatal(err)
 				}
 				l := tr.attach(testkit.Fixture("usdt_sample"), "sample", name,
-					&usdt.AttachOptions{PID: p.PID(), Cookie: 0xc0ffee00 + uint64(len(name))})
+					&usdt.Options{PID: p.PID(), Cookie: 0xc0ffee00 + uint64(len(name))})
 				if w := l.Warnings(); len(w) > 0 {
 					t.Errorf("%s: warnings %v", name, w)
 				}
@@ -220,7 +220,7 @@ func TestPre17Layout(t *testing.T) {
 	p := testkit.Start(t, testkit.Fixture("usdt_sample"))
 	for _, name := range valueProbes {
 		probe, _ := file.Find("sample", name)
-		l := tr.attach(testkit.Fixture("usdt_sample"), "sample", name, &usdt.AttachOptions{PID: p.PID()})
+		l := tr.attach(testkit.Fixture("usdt_sample"), "sample", name, &usdt.Options{PID: p.PID()})
 		want := p.Fire(name, 2)
 		got := tr.hits(len(want))
 		for i := range want {
@@ -286,7 +286,7 @@ func TestThreeSites(t *testing.T) {
 			forceOff(t, mode.off)
 			tr := newTracer(t, false)
 			p := testkit.Start(t, testkit.Fixture("usdt_sample"))
-			tr.attach(testkit.Fixture("usdt_sample"), "sample", "inlined", &usdt.AttachOptions{
+			tr.attach(testkit.Fixture("usdt_sample"), "sample", "inlined", &usdt.Options{
 				PID:            p.PID(),
 				LocationCookie: func(_ *usdt.Probe, i int) uint64 { return uint64(100 + i) },
 			})
@@ -343,7 +343,7 @@ func TestPIDFilter(t *testing.T) {
 			tr := newTracer(t, false)
 			target := testkit.Start(t, testkit.Fixture("usdt_sample"))
 			sibling := testkit.Start(t, testkit.Fixture("usdt_sample"))
-			tr.attach(testkit.Fixture("usdt_sample"), "sample", "sizes", &usdt.AttachOptions{PID: target.PID()})
+			tr.attach(testkit.Fixture("usdt_sample"), "sample", "sizes", &usdt.Options{PID: target.PID()})
 			sibling.Fire("sizes", 5)
 			target.Fire("sizes", 2)
 			sibling.Fire("sizes", 5)
@@ -365,7 +365,7 @@ func TestExecutableAndLibrary(t *testing.T) {
 			forceOff(t, mode.off)
 			tr := newTracer(t, false)
 			p := testkit.Start(t, testkit.Fixture("usdt_lib_user"))
-			l := tr.attach("", "sample", "shared", &usdt.AttachOptions{PID: p.PID()})
+			l := tr.attach("", "sample", "shared", &usdt.Options{PID: p.PID()})
 			if n := len(l.Sites()); n != 2 {
 				t.Fatalf("attached %d sites, want 2 (executable and library)", n)
 			}
@@ -435,7 +435,7 @@ func TestSemaphore(t *testing.T) {
 			if h := p.Fire("sema", 1); !h[0].Skipped {
 				t.Fatal("probe enabled before attach")
 			}
-			opts := &usdt.AttachOptions{PID: p.PID()}
+			opts := &usdt.Options{PID: p.PID()}
 			l1 := tr.attach(testkit.Fixture("usdt_sample"), "sample", "sema", opts)
 			if v := readSemaphore(t, p.PID(), addr); v != 1 {
 				t.Fatalf("semaphore %d after attach, want 1", v)
@@ -508,7 +508,7 @@ func TestHelperTracer(t *testing.T) {
 		t.Skip("helper process for TestSemaphoreAfterTracerKilled")
 	}
 	tr := newTracer(t, false)
-	tr.attach(testkit.Fixture("usdt_sample"), "sample", "sema", &usdt.AttachOptions{PID: pid})
+	tr.attach(testkit.Fixture("usdt_sample"), "sample", "sema", &usdt.Options{PID: pid})
 	fmt.Println("attached")
 	time.Sleep(time.Minute)
 }
@@ -601,7 +601,7 @@ func TestFailedAttachRollsBack(t *testing.T) {
 
 			addr := semaphoreAddress(t, p.PID())
 			fds := countFDs(t)
-			_, err = tr.att.Attach(tr.prog(), testkit.Fixture("usdt_sample"), "sample", "*", &usdt.AttachOptions{PID: p.PID()})
+			_, err = tr.att.Attach(tr.prog(), testkit.Fixture("usdt_sample"), "sample", "*", &usdt.Options{PID: p.PID()})
 			if err == nil {
 				t.Fatal("attach over a conflicting uprobe succeeded")
 			}
@@ -657,14 +657,14 @@ func TestAttachErrors(t *testing.T) {
 	tr := newTracer(t, false)
 	for _, c := range []struct {
 		path, provider, name string
-		opts                 *usdt.AttachOptions
+		opts                 *usdt.Options
 		want                 error
 	}{
 		{testkit.Fixture("usdt_sample"), "sample", "nosuch", nil, usdt.ErrNotFound},
 		{testkit.Fixture("usdt_sample"), "nosuch", "*", nil, usdt.ErrNotFound},
 		{"/nonexistent/file", "sample", "zero", nil, os.ErrNotExist},
 		{"/bin/true", "sample", "zero", nil, usdt.ErrNoProbes},
-		{testkit.Fixture("usdt_sample"), "sample", "zero", &usdt.AttachOptions{PID: 1 << 22}, os.ErrNotExist},
+		{testkit.Fixture("usdt_sample"), "sample", "zero", &usdt.Options{PID: 1 << 22}, os.ErrNotExist},
 	} {
 		_, err := tr.att.Attach(tr.prog(), c.path, c.provider, c.name, c.opts)
 		if !errors.Is(err, c.want) {
@@ -702,7 +702,7 @@ func TestAttachDetachCycles(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				l, err := tr.att.Attach(tr.prog(), testkit.Fixture("usdt_sample"), "sample", "*", &usdt.AttachOptions{PID: p.PID(), Cookie: uint64(i)})
+				l, err := tr.att.Attach(tr.prog(), testkit.Fixture("usdt_sample"), "sample", "*", &usdt.Options{PID: p.PID(), Cookie: uint64(i)})
 				if err != nil {
 					errs <- fmt.Errorf("cycle %d: %w", i, err)
 					return
@@ -730,7 +730,7 @@ func TestAttachDetachCycles(t *testing.T) {
 		t.Errorf("semaphore %d", v)
 	}
 	// Still working after all of that.
-	tr.attach(testkit.Fixture("usdt_sample"), "sample", "consts", &usdt.AttachOptions{PID: p.PID()})
+	tr.attach(testkit.Fixture("usdt_sample"), "sample", "consts", &usdt.Options{PID: p.PID()})
 	want := p.Fire("consts", 1)
 	got := tr.hits(1)
 	if got[0].ArgVal[4] != want[0].Args[4] {
@@ -767,7 +767,7 @@ func TestSpecsFull(t *testing.T) {
 	for i := 0; i <= max; i++ {
 		var l *usdt.Link
 		// Distinct cookies: one spec each.
-		l, err = tr.att.Attach(tr.prog(), testkit.Fixture("usdt_sample"), "sample", "zero", &usdt.AttachOptions{Cookie: uint64(i)})
+		l, err = tr.att.Attach(tr.prog(), testkit.Fixture("usdt_sample"), "sample", "zero", &usdt.Options{Cookie: uint64(i)})
 		if err != nil {
 			break
 		}
@@ -845,7 +845,7 @@ func TestAutoAttach(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := testkit.Start(t, fixture)
-	links, err := att.AutoAttach(spec, coll, &usdt.AttachOptions{PID: p.PID()})
+	links, err := att.AutoAttach(spec, coll, &usdt.Options{PID: p.PID()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -899,7 +899,7 @@ func TestContainerAttach(t *testing.T) {
 	fx, _ := testkit.StartContainer(t)
 	tr := newTracer(t, false)
 
-	l := tr.attach("/app/libusdt_lib.so", "sample", "libonly", &usdt.AttachOptions{PID: fx.PID()})
+	l := tr.attach("/app/libusdt_lib.so", "sample", "libonly", &usdt.Options{PID: fx.PID()})
 	if s := l.Sites(); len(s) != 1 || s[0].Path != "/app/libusdt_lib.so" {
 		t.Fatalf("sites %+v", s)
 	}
@@ -919,7 +919,7 @@ func TestContainerAttach(t *testing.T) {
 	tr.hits(0)
 	host.Close()
 
-	all := tr.attach("", "sample", "shared", &usdt.AttachOptions{PID: fx.PID()})
+	all := tr.attach("", "sample", "shared", &usdt.Options{PID: fx.PID()})
 	paths := map[string]bool{}
 	for _, s := range all.Sites() {
 		paths[s.Path] = true
@@ -960,7 +960,7 @@ func TestAttachOutOfFDs(t *testing.T) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &tight); err != nil {
 		t.Fatal(err)
 	}
-	_, err := tr.att.Attach(tr.prog(), testkit.Fixture("usdt_sample"), "sample", "*", &usdt.AttachOptions{PID: p.PID()})
+	_, err := tr.att.Attach(tr.prog(), testkit.Fixture("usdt_sample"), "sample", "*", &usdt.Options{PID: p.PID()})
 	if rerr := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); rerr != nil {
 		t.Fatal(rerr)
 	}
@@ -994,7 +994,7 @@ func TestTargetsKilled(t *testing.T) {
 	for i := 0; i < n; i++ {
 		p := testkit.Start(t, testkit.Fixture("usdt_sample"))
 		procs = append(procs, p)
-		links = append(links, tr.attach(testkit.Fixture("usdt_sample"), "sample", "sema", &usdt.AttachOptions{PID: p.PID()}))
+		links = append(links, tr.attach(testkit.Fixture("usdt_sample"), "sample", "sema", &usdt.Options{PID: p.PID()}))
 	}
 	// Kill every third one.
 	for i := 0; i < n; i += 3 {
@@ -1050,7 +1050,7 @@ func TestI386Process(t *testing.T) {
 			t.Fatal(err)
 		}
 		loc := &probe.Locations[0]
-		l := tr.attach(testkit.Fixture(fixture), "sample", name, &usdt.AttachOptions{PID: p.PID()})
+		l := tr.attach(testkit.Fixture(fixture), "sample", name, &usdt.Options{PID: p.PID()})
 		want := p.Fire(name, 2)
 		got := tr.hits(len(want))
 		for i := range want {

@@ -167,8 +167,3 @@ type Options struct {
 	// (before 4.20).
 	UserSemaphores bool
 }
-
-// AttachOptions is the former name of Options.
-//
-// Deprecated: use Options.
-type AttachOptions = Options

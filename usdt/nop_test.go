@@ -60,7 +60,7 @@ func TestNopSites(t *testing.T) {
 			tr := newTracer(t, false)
 			fx := testkit.Start(t, path)
 			for _, s := range nopSites {
-				l := tr.attach(path, "nops", s.name, &usdt.AttachOptions{PID: fx.PID()})
+				l := tr.attach(path, "nops", s.name, &usdt.Options{PID: fx.PID()})
 				want := fx.Fire(s.name, 3)
 				got := tr.hits(len(want))
 				for i := range want {
@@ -144,7 +144,7 @@ func TestNopSegmentPrefix(t *testing.T) {
 		t.Fatalf("Attach on the %%cs NOP: %v, want ErrBadSite", err)
 	}
 	fx := testkit.Start(t, fs)
-	tr.attach(fs, "nops", "nop5", &usdt.AttachOptions{PID: fx.PID()})
+	tr.attach(fs, "nops", "nop5", &usdt.Options{PID: fx.PID()})
 	want := fx.Fire("nop5", 2)
 	got := tr.hits(len(want))
 	for i := range want {

@@ -285,7 +285,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	t := newTracer(req, stdout)
 
 	var launched *procmaps.Launched
-	opts := &usdt.AttachOptions{PID: req.pid, LocationCookie: t.cookie}
+	opts := &usdt.Options{PID: req.pid, LocationCookie: t.cookie}
 	if len(req.cmd) > 0 {
 		name := req.cmd[0]
 		if !strings.ContainsRune(name, '/') {

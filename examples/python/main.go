@@ -235,12 +235,12 @@ func trace(ctx context.Context, opts options, handle func(c Call, more bool) boo
 	// return is attached could stay open forever and shift every later
 	// depth of its thread, while a return seen before entries are is
 	// merely unmatched.
-	ret, err := att.Attach(objs.OnReturn, opts.Python, "python", "function__return", &usdt.AttachOptions{Process: proc})
+	ret, err := att.Attach(objs.OnReturn, opts.Python, "python", "function__return", &usdt.Options{Process: proc})
 	if err != nil {
 		return err
 	}
 	defer ret.Close()
-	entry, err := att.Attach(objs.OnEntry, opts.Python, "python", "function__entry", &usdt.AttachOptions{Process: proc})
+	entry, err := att.Attach(objs.OnEntry, opts.Python, "python", "function__entry", &usdt.Options{Process: proc})
 	if err != nil {
 		return err
 	}
