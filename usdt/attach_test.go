@@ -611,6 +611,11 @@ func TestFailedAttachRollsBack(t *testing.T) {
 			if mode.name != "no-cookie" && !errors.Is(err, usdt.ErrRefCtrConflict) {
 				t.Errorf("error %v does not wrap ErrRefCtrConflict", err)
 			}
+			// The message says what happened and how to find the other
+			// tracer.
+			if mode.name != "no-cookie" && (!strings.Contains(err.Error(), "another tracer") || !strings.Contains(err.Error(), "bpftool")) {
+				t.Errorf("error %q does not explain the conflict", err)
+			}
 			if n := tr.att.SpecsInUse(); n != 0 {
 				t.Errorf("%d spec ids in use after a failed attach", n)
 			}
