@@ -1,0 +1,180 @@
+package symbolize
+
+import (
+	"bytes"
+	"io"
+	"slices"
+	"strconv"
+)
+
+// A perf map is the text file a JIT compiler writes so that profilers can
+// name its code (tools/perf/Documentation/jit-interface.txt in the Linux
+// tree): /tmp/perf-PID.map, one line per function,
+//
+//	START SIZE NAME
+//
+// START and SIZE in hexadecimal (with or without 0x), NAME up to the end
+// of the line and possibly with spaces. The file is only appended to;
+// code memory the JIT reuses gets a new line, so of overlapping entries the
+// later one wins. node --perf-basic-prof and Java's perf-map-agent write it.
+
+// Ceilings of the perf map parser: the file belongs to the traced
+// process, which may write anything.
+const (
+	// MaxPerfMapBytes is how much of a perf map is read; the rest is
+	// ignored (and counted as truncated).
+	MaxPerfMapBytes = 256 << 20
+	// MaxPerfMapEntries bounds the entries kept.
+	MaxPerfMapEntries = 4 << 20
+	// MaxPerfMapName bounds a name; a longer one is cut.
+	MaxPerfMapName = 4 << 10
+)
+
+// PerfMap is a parsed perf map, immutable and safe for concurrent use.
+type PerfMap struct {
+	entries []perfEntry // by start, then by line
+	maxEnd  []uint64    // maxEnd[i]: the highest end of entries[:i+1]
+	// Bad counts lines that are not START SIZE NAME (or have size 0, or
+	// wrap around the address space); Truncated is set when the file or
+	// the entries exceeded a ceiling.
+	Bad       int
+	Truncated bool
+	size      int64 // bytes read
+}
+
+type perfEntry struct {
+	start, end uint64
+	seq        int // line order: the later wins
+	name       string
+}
+
+// ParsePerfMap reads a perf map from r, up to MaxPerfMapBytes. Bad lines
+// are skipped and counted; only a read error fails it.
+func ParsePerfMap(r io.Reader) (*PerfMap, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxPerfMapBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	m := &PerfMap{}
+	if len(data) > MaxPerfMapBytes {
+		data, m.Truncated = data[:MaxPerfMapBytes], true
+		// The cut line is incomplete.
+		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+			data = data[:i+1]
+		} else {
+			data = nil
+		}
+	}
+	m.size = int64(len(data))
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		if len(line) == 0 {
+			continue
+		}
+		if len(m.entries) == MaxPerfMapEntries {
+			m.Truncated = true
+			break
+		}
+		e, ok := parsePerfLine(line)
+		if !ok {
+			m.Bad++
+			continue
+		}
+		e.seq = len(m.entries)
+		m.entries = append(m.entries, e)
+	}
+	slices.SortFunc(m.entries, func(a, b perfEntry) int {
+		if a.start != b.start {
+			if a.start < b.start {
+				return -1
+			}
+			return 1
+		}
+		return a.seq - b.seq
+	})
+	m.maxEnd = make([]uint64, len(m.entries))
+	var hi uint64
+	for i, e := range m.entries {
+		hi = max(hi, e.end)
+		m.maxEnd[i] = hi
+	}
+	return m, nil
+}
+
+// parsePerfLine parses "START SIZE NAME" (a trailing \r is dropped).
+func parsePerfLine(line []byte) (perfEntry, bool) {
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	start, rest, ok := hexField(line)
+	if !ok {
+		return perfEntry{}, false
+	}
+	size, rest, ok := hexField(rest)
+	if !ok || size == 0 || start+size < start {
+		return perfEntry{}, false
+	}
+	name := bytes.TrimLeft(rest, " \t")
+	if len(name) == 0 {
+		return perfEntry{}, false
+	}
+	if len(name) > MaxPerfMapName {
+		name = name[:MaxPerfMapName]
+	}
+	return perfEntry{start: start, end: start + size, name: string(name)}, true
+}
+
+// hexField parses a hexadecimal number (0x optional) at the start of b,
+// after leading blanks, and returns the rest, which must be empty or start
+// with a blank.
+func hexField(b []byte) (uint64, []byte, bool) {
+	b = bytes.TrimLeft(b, " \t")
+	if len(b) >= 2 && b[0] == '0' && (b[1] == 'x' || b[1] == 'X') {
+		b = b[2:]
+	}
+	n := 0
+	for n < len(b) && b[n] != ' ' && b[n] != '\t' {
+		n++
+	}
+	if n == 0 || n > 16 {
+		return 0, nil, false
+	}
+	v, err := strconv.ParseUint(string(b[:n]), 16, 64)
+	if err != nil {
+		return 0, nil, false
+	}
+	return v, b[n:], true
+}
+
+// Lookup returns the name of the entry holding addr and addr's offset in
+// it; of overlapping entries, the one written last.
+func (m *PerfMap) Lookup(addr uint64) (name string, off uint64, ok bool) {
+	// First entry starting above addr; candidates are before it.
+	lo, hi := 0, len(m.entries)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if m.entries[mid].start <= addr {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	best := -1
+	for k := lo - 1; k >= 0 && m.maxEnd[k] > addr; k-- {
+		e := &m.entries[k]
+		if addr < e.end && (best < 0 || e.seq > m.entries[best].seq) {
+			best = k
+		}
+	}
+	if best < 0 {
+		return "", 0, false
+	}
+	e := &m.entries[best]
+	return e.name, addr - e.start, true
+}
+
+// Len is the number of entries.
+func (m *PerfMap) Len() int { return len(m.entries) }

@@ -1,0 +1,312 @@
+package symbolize
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/probekit/probekit/procmaps"
+)
+
+// Process symbolizes the runtime addresses of one process (identified
+// by PID and start time, so a reused PID is detected). It keeps a
+// snapshot of the process's maps, read again when an address falls
+// outside every mapping, and is safe for concurrent use.
+type Process struct {
+	s    *Symbolizer
+	proc *procmaps.Process
+	snap atomic.Pointer[snapshot]
+	// perf is the process's perf map, read on the first address in
+	// anonymous executable memory and again when the file grew.
+	perfMu sync.Mutex
+	perf   atomic.Pointer[perfState]
+}
+
+type perfState struct {
+	path string // as the process sees it
+	m    *PerfMap
+	err  error
+}
+
+// snapshot is one reading of /proc/PID/maps, immutable but for the table
+// pointers of its objects.
+type snapshot struct {
+	maps []mapping // in address order, as maps lists them
+}
+
+type mapping struct {
+	start, end, offset uint64
+	perms              procmaps.Perms
+	name               string // Path as maps prints it, or a pseudo name
+	obj                *object
+}
+
+// object is one file of a snapshot: its identity and the table read for
+// it (loaded on first use, replaced when the cache evicted it).
+type object struct {
+	o   procmaps.Object
+	tab atomic.Pointer[table]
+	err error // set once, under the process's open
+}
+
+// Process opens the process pid for symbolization; it reads its maps.
+func (s *Symbolizer) Process(pid int) (*Process, error) {
+	pp, err := procmaps.Open(pid)
+	if err != nil {
+		return nil, err
+	}
+	return s.ProcessOf(pp)
+}
+
+// ProcessOf is Process for a process identity the caller already holds
+// (an attached tracer's).
+func (s *Symbolizer) ProcessOf(pp *procmaps.Process) (*Process, error) {
+	p := &Process{s: s, proc: pp}
+	if _, err := p.refresh(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// refresh reads the maps again. procmaps checks the process's identity
+// after the read, so the snapshot is the process's or an error.
+func (p *Process) refresh() (*snapshot, error) {
+	ms, _, err := p.proc.Mappings()
+	if err != nil {
+		return nil, err
+	}
+	sn := &snapshot{maps: make([]mapping, 0, len(ms))}
+	objs := map[procmaps.FileID]*object{}
+	for _, m := range ms {
+		mp := mapping{start: m.Start, end: m.End, offset: m.Offset, perms: m.Perms, name: m.Path}
+		if m.FileBacked() {
+			o := objs[m.ID()]
+			if o == nil {
+				o = &object{o: procmaps.Object{Path: m.Path, Dev: m.Dev, Inode: m.Inode, Deleted: m.Deleted}}
+				// Reuse the table the previous snapshot found.
+				if old := p.snap.Load(); old != nil {
+					if t := old.table(m.ID()); t != nil {
+						o.tab.Store(t)
+					}
+				}
+				objs[m.ID()] = o
+			}
+			o.o.Mappings = append(o.o.Mappings, m)
+			mp.obj = o
+		}
+		sn.maps = append(sn.maps, mp)
+	}
+	p.snap.Store(sn)
+	return sn, nil
+}
+
+func (sn *snapshot) table(id procmaps.FileID) *table {
+	for i := range sn.maps {
+		if o := sn.maps[i].obj; o != nil && o.o.ID() == id {
+			return o.tab.Load()
+		}
+	}
+	return nil
+}
+
+// find returns the mapping holding addr, or nil.
+func (sn *snapshot) find(addr uint64) *mapping {
+	lo, hi := 0, len(sn.maps)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if sn.maps[m].end <= addr {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(sn.maps) && sn.maps[lo].start <= addr {
+		return &sn.maps[lo]
+	}
+	return nil
+}
+
+// PID is the process's PID.
+func (p *Process) PID() int { return p.proc.PID }
+
+// Symbolize returns a frame for each runtime address, in order. An
+// address outside every mapping makes it read the maps again (the
+// process may have loaded a library since); one still outside gets a
+// frame with only its address. It fails, naming no function, with an
+// error matching procmaps.ErrProcessGone or ErrProcessChanged when the
+// process exited or its PID was reused: the process's identity is
+// checked after the addresses are looked up.
+func (p *Process) Symbolize(addrs []uint64) ([]Frame, error) {
+	frames := make([]Frame, len(addrs))
+	if err := p.SymbolizeInto(frames, addrs); err != nil {
+		return nil, err
+	}
+	return frames, nil
+}
+
+// SymbolizeInto is Symbolize into frames (len(frames) >= len(addrs)),
+// which it does not allocate.
+func (p *Process) SymbolizeInto(frames []Frame, addrs []uint64) error {
+	if len(frames) < len(addrs) {
+		return errors.New("symbolize: fewer frames than addresses")
+	}
+	sn := p.snap.Load()
+	refreshed := false
+	for i, a := range addrs {
+		m := sn.find(a)
+		if m == nil && !refreshed {
+			var err error
+			if sn, err = p.refresh(); err != nil {
+				return err
+			}
+			refreshed = true
+			m = sn.find(a)
+		}
+		fr := &frames[i]
+		*fr = Frame{Address: a}
+		if m == nil {
+			continue
+		}
+		if err := p.frame(fr, m, a); err != nil {
+			return err
+		}
+	}
+	return p.proc.Check()
+}
+
+func (p *Process) frame(fr *Frame, m *mapping, addr uint64) error {
+	if m.obj == nil {
+		fr.Object = m.name
+		if fr.Object == "" {
+			fr.Object = "[anon]"
+		}
+		if m.perms&procmaps.Exec != 0 && (m.name == "" || strings.HasPrefix(m.name, "[anon")) {
+			return p.jit(fr, addr)
+		}
+		return nil
+	}
+	o := m.obj
+	fr.Object = o.o.Path
+	t := o.tab.Load()
+	if t == nil || t.evicted.Load() {
+		var err error
+		if t, err = p.table(o); err != nil {
+			if isGone(err) {
+				return err
+			}
+			return nil // unreadable: the object is named, the function not
+		}
+	} else if !t.ref.Load() {
+		t.ref.Store(true)
+	}
+	off := m.offset + (addr - m.start)
+	vaddr, ok := t.loads.Address(off, m.perms&procmaps.Exec != 0)
+	if !ok {
+		return nil
+	}
+	t.frame(fr, vaddr, p.s.demangle)
+	return nil
+}
+
+// table returns o's table, reading the file through the process's root
+// (procmaps.OpenObject: identity checked, map_files for deleted files).
+func (p *Process) table(o *object) (*table, error) {
+	t, err := p.s.cache.get(o.o.ID(), func() (*os.File, error) { return p.proc.OpenObject(&o.o) })
+	if err != nil {
+		return nil, err
+	}
+	o.tab.Store(t)
+	return t, nil
+}
+
+// jit names addr in anonymous executable memory from the process's perf
+// map, read inside its root at /tmp/perf-NSPID.map (NSPID: its PID in its
+// own PID namespace, which is what it names the file with).
+func (p *Process) jit(fr *Frame, addr uint64) error {
+	st := p.perf.Load()
+	if st != nil && st.m != nil {
+		if name, off, ok := st.m.Lookup(addr); ok {
+			fr.Function, fr.Offset, fr.Object = name, off, st.path
+			return nil
+		}
+	}
+	st, err := p.readPerfMap(st)
+	if err != nil {
+		return err
+	}
+	if st.m != nil {
+		if name, off, ok := st.m.Lookup(addr); ok {
+			fr.Function, fr.Offset, fr.Object = name, off, st.path
+		}
+	}
+	return nil
+}
+
+// readPerfMap reads the perf map again when it grew since old was read
+// (old may be nil). Errors other than the process's end are kept in the
+// state: no perf map is normal.
+func (p *Process) readPerfMap(old *perfState) (*perfState, error) {
+	p.perfMu.Lock()
+	defer p.perfMu.Unlock()
+	if cur := p.perf.Load(); cur != old {
+		return cur, nil // another goroutine read it meanwhile
+	}
+	path := ""
+	if old != nil {
+		path = old.path
+	} else {
+		nspid, err := nsPID(p.proc.PID)
+		if err != nil {
+			if isGone(err) || errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("%v: %w", p.proc, procmaps.ErrProcessGone)
+			}
+			nspid = p.proc.PID
+		}
+		path = "/tmp/perf-" + strconv.Itoa(nspid) + ".map"
+	}
+	st := &perfState{path: path}
+	f, err := p.proc.OpenInRoot(path)
+	if err != nil {
+		if isGone(err) {
+			return nil, err
+		}
+		st.err = err
+		p.perf.Store(st)
+		return st, nil
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && old != nil && old.m != nil && fi.Size() == old.m.size {
+		return old, nil // unchanged
+	}
+	st.m, st.err = ParsePerfMap(f)
+	p.perf.Store(st)
+	return st, nil
+}
+
+// nsPID returns the PID of pid in its innermost PID namespace (the last
+// field of the NSpid line of /proc/PID/status, Linux 4.1).
+func nsPID(pid int) (int, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "NSpid:"); ok {
+			fs := strings.Fields(rest)
+			if len(fs) > 0 {
+				return strconv.Atoi(fs[len(fs)-1])
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return pid, nil
+}

@@ -1,0 +1,149 @@
+package symbolize
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/probekit/probekit/procmaps"
+)
+
+// DefaultMaxTableBytes is the default ceiling of Options.MaxTableBytes:
+// the estimated memory of the symbol tables a Symbolizer keeps. libjvm.so
+// (about 60,000 functions) takes about 6 MiB, node about 60 MiB.
+const DefaultMaxTableBytes = 512 << 20
+
+// Options configure a Symbolizer. The zero value is valid.
+type Options struct {
+	// Demangle turns C++ (Itanium ABI) and Rust names into source
+	// form: _ZN2os5sleepEl becomes os::sleep(long).
+	Demangle bool
+	// MaxTableBytes bounds the estimated memory of the cached tables
+	// (the symbol and string tables read, .gopclntab, and an index
+	// entry per function); 0 means DefaultMaxTableBytes. When a new
+	// table would exceed it, the least recently used tables are dropped
+	// (CLOCK, an approximation of LRU). A single table larger than the
+	// ceiling is still read, and tables a Process or File holds stay
+	// alive until it looks up an address again.
+	MaxTableBytes int64
+}
+
+// Symbolizer turns addresses into functions. Tables are read once per
+// file identity (device and inode) and shared by every Process and File
+// of the Symbolizer, so two containers that map one library share its
+// table while two files with one path do not. A Symbolizer is safe for
+// concurrent use.
+type Symbolizer struct {
+	demangle bool
+	cache    cache
+}
+
+// New returns a Symbolizer; opts may be nil.
+func New(opts *Options) *Symbolizer {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxTableBytes <= 0 {
+		o.MaxTableBytes = DefaultMaxTableBytes
+	}
+	return &Symbolizer{demangle: o.Demangle, cache: cache{max: o.MaxTableBytes}}
+}
+
+// Frame is one symbolized address.
+type Frame struct {
+	// Address is the address as given.
+	Address uint64
+	// Object is the file holding the address, its path as the process
+	// maps it (for a File, the path given); for memory that no file
+	// backs, the maps pseudo name ("[vdso]", "[heap]", "[anon:NAME]")
+	// or "[anon]", and for JIT code named by a perf map that map's
+	// path as the process sees it (/tmp/perf-PID.map). "" when no
+	// mapping holds the address.
+	Object string
+	// Function is the name of the function holding the address, ""
+	// when unknown. Offset is the address's offset in it.
+	Function string
+	Offset   uint64
+	// File and Line are the source position, from .gopclntab for Go
+	// code; "" and 0 otherwise.
+	File string
+	Line int
+}
+
+// String formats f as one line: address, function+offset, object and
+// file:line when known.
+func (f Frame) String() string {
+	b := make([]byte, 0, 96)
+	b = append(b, "0x"...)
+	b = strconv.AppendUint(b, f.Address, 16)
+	b = append(b, ' ')
+	if f.Function == "" {
+		b = append(b, "??"...)
+	} else {
+		b = append(b, f.Function...)
+		b = append(b, "+0x"...)
+		b = strconv.AppendUint(b, f.Offset, 16)
+	}
+	if f.Object != "" {
+		b = append(b, " ("...)
+		b = append(b, f.Object...)
+		b = append(b, ')')
+	}
+	if f.Line > 0 {
+		b = append(b, ' ')
+		b = append(b, f.File...)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(f.Line), 10)
+	}
+	return string(b)
+}
+
+// File is an ELF file whose link-time addresses (symbol values, what nm
+// and addr2line take) are symbolized.
+type File struct {
+	s    *Symbolizer
+	path string
+	t    *table
+}
+
+// File reads the functions of the ELF file at path (a host path). The
+// file is opened as a regular file without blocking, read and closed.
+func (s *Symbolizer) File(path string) (*File, error) {
+	f, err := procmaps.OpenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var st os.FileInfo
+	if st, err = f.Stat(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	id := fileID(st)
+	t, err := s.cache.get(id, func() (*os.File, error) { return f, nil })
+	if t == nil || t.funcs == nil || err != nil {
+		f.Close() // no-op when the table read it
+		if err == nil {
+			err = t.err
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	f.Close()
+	return &File{s: s, path: path, t: t}, nil
+}
+
+// Symbolize returns a frame for each link-time address, in order.
+func (f *File) Symbolize(addrs []uint64) []Frame {
+	frames := make([]Frame, len(addrs))
+	for i, a := range addrs {
+		frames[i] = f.Frame(a)
+	}
+	return frames
+}
+
+// Frame symbolizes one link-time address.
+func (f *File) Frame(addr uint64) Frame {
+	fr := Frame{Address: addr, Object: f.path}
+	f.t.frame(&fr, addr, f.s.demangle)
+	return fr
+}
