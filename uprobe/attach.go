@@ -23,6 +23,10 @@ type Options struct {
 	// older kernels).
 	Cookie uint64
 
+	// FunctionCookie, when set, gives each function its own cookie
+	// (overriding Cookie), for Entries and Returns over many functions.
+	FunctionCookie func(fn Function) uint64
+
 	// FunctionStart puts an entry probe on a Go function's first
 	// instruction. By default it goes right after the function's stack
 	// check (see prologue.go), so that it fires once per call: at the
@@ -91,20 +95,53 @@ func (b *Binary) Entry(sym string, prog *ebpf.Program, opts *Options) (*Link, er
 	if err != nil {
 		return nil, err
 	}
+	p, err := b.entryProbe(fn, o)
+	if err != nil {
+		return nil, err
+	}
+	return b.attach([]probe{p}, prog, o)
+}
+
+// Entries attaches prog at the entry of every function of fns (as
+// Functions lists them) through one attachment: one uprobe_multi link for
+// all of them where the kernel has it, so that a glob over thousands of
+// functions attaches and detaches at once. Options.FunctionCookie gives
+// each function its cookie. Options.Offset is not allowed. All or
+// nothing: one function that cannot be probed fails the call.
+func (b *Binary) Entries(fns []Function, prog *ebpf.Program, opts *Options) (*Link, error) {
+	o := optionsOrDefault(opts)
+	if o.Offset != 0 {
+		return nil, fmt.Errorf("uprobe: %s: Options.Offset names a place in one function, not in %d", b.display, len(fns))
+	}
+	ps := make([]probe, 0, len(fns))
+	for _, fn := range fns {
+		p, err := b.entryProbe(fn, o)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	return b.attach(ps, prog, o)
+}
+
+// entryProbe places an entry probe on fn: at Options.Offset inside it, or
+// after a Go function's stack check, or at its first instruction.
+func (b *Binary) entryProbe(fn Function, o Options) (probe, error) {
 	off := fn.Offset
 	switch {
 	case o.Offset != 0:
+		var err error
 		if off, err = b.insideOffset(fn, o.Offset); err != nil {
-			return nil, err
+			return probe{}, err
 		}
 	case b.IsGo() && !o.FunctionStart && fn.Size != 0:
 		code, err := b.readCode(fn.Offset, min(fn.Size, maxPrologueBytes))
 		if err != nil {
-			return nil, err
+			return probe{}, err
 		}
 		off += goStackCheckEnd(b.machine, code)
 	}
-	return b.attach(probe{fn: fn, offsets: []uint64{off}, what: "entry"}, prog, o)
+	return probe{fn: fn, offsets: []uint64{off}, what: "entry"}, nil
 }
 
 // Return attaches prog so that it runs when function sym returns, with
@@ -122,14 +159,43 @@ func (b *Binary) Return(sym string, prog *ebpf.Program, opts *Options) (*Link, e
 	if err != nil {
 		return nil, err
 	}
-	if !b.IsGo() && !o.ReturnSites {
-		return b.attach(probe{fn: fn, offsets: []uint64{fn.Offset}, ret: true, what: "uretprobe"}, prog, o)
-	}
-	offs, err := b.returnOffsets(fn)
+	p, err := b.returnProbe(fn, o)
 	if err != nil {
 		return nil, err
 	}
-	return b.attach(probe{fn: fn, offsets: offs, what: "return site"}, prog, o)
+	return b.attach([]probe{p}, prog, o)
+}
+
+// Returns is Return for every function of fns through one attachment, as
+// Entries is for entries. On a Go binary every function must have certain
+// return sites.
+func (b *Binary) Returns(fns []Function, prog *ebpf.Program, opts *Options) (*Link, error) {
+	o := optionsOrDefault(opts)
+	if o.Offset != 0 {
+		return nil, fmt.Errorf("uprobe: %s: return probes: Options.Offset applies to entry probes only", b.display)
+	}
+	ps := make([]probe, 0, len(fns))
+	for _, fn := range fns {
+		p, err := b.returnProbe(fn, o)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	return b.attach(ps, prog, o)
+}
+
+// returnProbe is a kernel uretprobe on native code, RET-site uprobes on
+// Go (and with Options.ReturnSites).
+func (b *Binary) returnProbe(fn Function, o Options) (probe, error) {
+	if !b.IsGo() && !o.ReturnSites {
+		return probe{fn: fn, offsets: []uint64{fn.Offset}, ret: true, what: "uretprobe"}, nil
+	}
+	offs, err := b.returnOffsets(fn)
+	if err != nil {
+		return probe{}, err
+	}
+	return probe{fn: fn, offsets: offs, what: "return site"}, nil
 }
 
 // Uretprobe attaches prog as a kernel uretprobe on function sym. On a Go
@@ -148,7 +214,7 @@ func (b *Binary) Uretprobe(sym string, prog *ebpf.Program, opts *Options) (*Link
 	if err != nil {
 		return nil, err
 	}
-	return b.attach(probe{fn: fn, offsets: []uint64{fn.Offset}, ret: true, what: "uretprobe"}, prog, o)
+	return b.attach([]probe{{fn: fn, offsets: []uint64{fn.Offset}, ret: true, what: "uretprobe"}}, prog, o)
 }
 
 // ReturnSites decodes fn (a function of b) and lists its exits.
@@ -216,24 +282,24 @@ func optionsOrDefault(o *Options) Options {
 	return *o
 }
 
-// attach is the one implementation behind Entry, Return and Uretprobe;
-// the attach core makes it all-or-nothing.
-func (b *Binary) attach(p probe, prog *ebpf.Program, o Options) (*Link, error) {
+// attach is the one implementation behind Entry, Return, Uretprobe and
+// their many-function forms: every site of every probe in one
+// attach.File, so the core makes one uprobe_multi link of them (or one
+// perf-event link per site), all-or-nothing. The probes are all
+// uretprobes or all uprobes.
+func (b *Binary) attach(ps []probe, prog *ebpf.Program, o Options) (*Link, error) {
+	if len(ps) == 0 {
+		return nil, fmt.Errorf("uprobe: %s: no function to probe", b.display)
+	}
+	first := ps[0]
 	if prog == nil {
-		return nil, fmt.Errorf("uprobe: %s: %s probe on %s: nil program", b.display, p.what, p.fn)
+		return nil, fmt.Errorf("uprobe: %s: %s probe on %s: nil program", b.display, first.what, first.fn)
 	}
 	if b.closed.Load() {
-		return nil, fmt.Errorf("uprobe: %s: %s probe on %s: the Binary is closed", b.display, p.what, p.fn)
+		return nil, fmt.Errorf("uprobe: %s: %s probe on %s: the Binary is closed", b.display, first.what, first.fn)
 	}
 	if err := attach.CheckMachine(b.display, b.machine, b.file.ByteOrder); err != nil {
 		return nil, fmt.Errorf("uprobe: %w", err)
-	}
-	if b.machine == elf.EM_AARCH64 {
-		for _, off := range p.offsets {
-			if off%4 != 0 {
-				return nil, fmt.Errorf("uprobe: %s: %s probe on %s: file offset %#x is not 4-aligned", b.display, p.what, p.fn, off)
-			}
-		}
 	}
 	pid := o.PID
 	if pid == 0 {
@@ -243,10 +309,22 @@ func (b *Binary) attach(p probe, prog *ebpf.Program, o Options) (*Link, error) {
 		return nil, fmt.Errorf("uprobe: %s: invalid PID %d", b.display, pid)
 	}
 	file := attach.File{Path: b.path, Name: b.display}
-	for _, off := range p.offsets {
-		file.Sites = append(file.Sites, attach.Site{Probe: p.what + " of " + p.fn.String(), Offset: off, Cookie: o.Cookie})
+	for _, p := range ps {
+		if p.ret != first.ret {
+			return nil, fmt.Errorf("uprobe: %s: uretprobes and uprobes in one attachment", b.display)
+		}
+		cookie := o.Cookie
+		if o.FunctionCookie != nil {
+			cookie = o.FunctionCookie(p.fn)
+		}
+		for _, off := range p.offsets {
+			if b.machine == elf.EM_AARCH64 && off%4 != 0 {
+				return nil, fmt.Errorf("uprobe: %s: %s probe on %s: file offset %#x is not 4-aligned", b.display, p.what, p.fn, off)
+			}
+			file.Sites = append(file.Sites, attach.Site{Probe: p.what + " of " + p.fn.String(), Offset: off, Cookie: cookie})
+		}
 	}
-	l, err := attach.Attach(prog, []attach.File{file}, &attach.Options{PID: pid, Return: p.ret})
+	l, err := attach.Attach(prog, []attach.File{file}, &attach.Options{PID: pid, Return: first.ret})
 	if err != nil {
 		return nil, fmt.Errorf("uprobe: %w", err)
 	}

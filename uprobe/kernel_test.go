@@ -526,3 +526,58 @@ func TestAttachErrors(t *testing.T) {
 		t.Errorf("entry through a closed Binary: %v", err)
 	}
 }
+
+// Entries and Returns put many functions in one attachment: one
+// uprobe_multi link for all of them where the kernel has it, each
+// function with its own cookie, and every call seen once.
+func TestManyFunctionsOneLink(t *testing.T) {
+	testkit.RequireKernel(t)
+	for _, mode := range modes(t) {
+		t.Run(string(mode), func(t *testing.T) {
+			useMode(t, mode)
+			b := mustOpen(t, goprog)
+			fx := startFixture(t, goprog)
+			prog, m := recorder(t, regRAX, regRAX)
+			var fns []Function
+			for _, name := range []string{"main.add", "main.classify"} {
+				fn, err := b.Function(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fns = append(fns, fn)
+			}
+			cookies := map[string]uint64{"main.add": 1, "main.classify": 2}
+			opts := &Options{PID: fx.PID(), FunctionCookie: func(fn Function) uint64 { return cookies[fn.Name] }}
+			entries, err := b.Entries(fns, prog, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer entries.Close()
+			retOpts := &Options{PID: fx.PID(), FunctionCookie: func(fn Function) uint64 { return 10 + cookies[fn.Name] }}
+			returns, err := b.Returns(fns, prog, retOpts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer returns.Close()
+			if mode == uprobeMulti {
+				if info, err := entries.Info(); err != nil || info.Type != link.UprobeMultiType {
+					t.Errorf("entries: %v, %v; want one uprobe_multi link", info, err)
+				}
+			} else if n := len(entries.Sites()); n != 2 {
+				t.Errorf("entries: %d sites, want 2", n)
+			}
+			const n = 12
+			fx.Do("add " + strconv.Itoa(n))
+			fx.Do("classify " + strconv.Itoa(n))
+			for cookie, what := range map[uint64]string{1: "add entries", 2: "classify entries", 11: "add returns", 12: "classify returns"} {
+				total := uint64(0)
+				for _, c := range hits(t, m, cookie) {
+					total += c
+				}
+				if total != n {
+					t.Errorf("%s: %d hits, want %d", what, total, n)
+				}
+			}
+		})
+	}
+}
