@@ -11,9 +11,12 @@
 //
 // # Symbols
 //
-// Open parses an ELF file once; OpenProcess opens the file a process sees
-// at a path through /proc/PID/root (so a binary inside a container is
-// found) and filters probes to that process by default. Functions come
+// Open parses an ELF file once, through the hardened reader
+// (internal/safeelf: bounded reads, names left in the string tables, no
+// panics); OpenProcess opens the file a process sees at a path inside its
+// root (absolute symlinks and ".." stay in its container) or by the base
+// name of an object it maps, and filters probes to that process by
+// default. FunctionAt finds the function holding an address. Functions come
 // from .symtab and .dynsym, merged (one entry per name and address, with
 // the symbol version only .dynsym carries), so Function accepts malloc,
 // malloc@@GLIBC_2.2.5 (the default version) and realpath@GLIBC_2.2.5 (a
@@ -106,11 +109,20 @@
 // hundreds of sites in a millisecond and detaches them in one step; each
 // perf-event link takes tens of milliseconds to close.
 //
+// Entries and Returns attach many functions (a Functions glob) through one
+// attachment, each with its own cookie (Options.FunctionCookie): one
+// uprobe_multi link for thousands of functions, where Entry per function
+// would make a link each.
+//
 // Attach is all-or-nothing: if one site fails, the links made so far are
 // closed before the error returns. The returned *Link (the same type as
 // usdt's) releases every site on Close, joins their errors and is
-// idempotent.
+// idempotent. A file built for another architecture is refused
+// (attach.ErrForeignMachine).
 //
-// A Binary keeps no file open: code is read again when needed, after a
-// check that the file (device, inode, size, mtime) is the one parsed.
+// A Binary holds its file open (procmaps' target model: opened once, a
+// regular file, without blocking, inside the process's root for
+// OpenProcess): code is read from that descriptor and the kernel is given
+// /proc/self/fd/N of it, so a file renamed or replaced after Open changes
+// nothing. Close releases it; a closed Binary attaches nothing.
 package uprobe
