@@ -1,7 +1,7 @@
 # probekit — build, fixtures, tests.
 #
 #   make demo       the main job: list and trace the system Python's USDT probes
-#   make test       gofmt check, go vet, go test -race ./...
+#   make test       gofmt check, go vet, go test -race -p 1 ./...
 #   make deps       install the Debian packages the build and tests need
 #   make generate   rebuild the BPF objects (bpf2go, clang-19); output committed
 #   make testdata   rebuild every fixture under testdata/; output committed
@@ -48,11 +48,16 @@ deps:
 generate:
 	BPF_CLANG=$(CLANG) BPF_STRIP=llvm-strip-19 $(GO) generate ./...
 
+# -p 1: packages are tested one after another. Uprobes are the kernel's,
+# per file and offset: one package's test that plants a bare uprobe on a
+# semaphore-gated USDT site (to prove the semaphore matters, or to provoke
+# a ref_ctr conflict) makes another package's attach with the semaphore at
+# that site fail at the same moment.
 test: deps
 	@bad=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) test -race ./...
+	$(GO) test -race -p 1 ./...
 
 # Every Fuzz target of every package, each for FUZZTIME.
 fuzz:
