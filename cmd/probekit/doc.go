@@ -4,7 +4,7 @@
 //	probekit list [--json] TARGET [GLOB]
 //	probekit list [--json] -p PID [GLOB]
 //	probekit list --functions [--json] [-p PID] TARGET [GLOB]
-//	probekit trace [--json] [-p PID] [-n COUNT] [--str N,...] [--ring-size SIZE] PROBE... [-- CMD ARGS...]
+//	probekit trace [--json] [-p PID] [-n COUNT] [--str N,...] [--ring-size SIZE] [--count | --hist N|ret] [-i SECONDS] PROBE... [-- CMD ARGS...]
 //	probekit cflags [-o DIR]
 //
 //	PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC
@@ -63,6 +63,33 @@
 // function probes mix freely in one trace, sharing one ring buffer of
 // --ring-size bytes (a power of two, 16M by default). Hits reach the
 // output within about 100 ms, and in chunks while a burst lasts.
+//
+// --count and --hist count in the kernel instead of sending each hit to
+// probekit: a hit adds 1 to its probe's slot of a per-CPU map, and
+// nothing else happens until probekit reads the maps at exit (and every
+// -i SECONDS, printing the totals so far). --count prints the hits of
+// each probe (the locations of a USDT probe, the functions a glob names
+// stay apart per function, and add up by name):
+//
+//	  COUNT  PROBE
+//	   5000  sample:loop
+//	      3  uprobe:malloc
+//
+// --hist N builds a log2 histogram of argument N (from 1) of each USDT
+// or uprobe probe, --hist ret of the value each uretprobe returns, drawn
+// as bpftrace draws hist(): a line per bucket from the lowest to the
+// highest with hits, (..., 0) for negative values, [0], [1], then
+// [2, 4), [4, 8), ... [1K, 2K) with K, M, G for powers of 1024:
+//
+//	uprobe:malloc
+//	[4K, 8K)                3 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+//
+// With --json, --count prints {"probe", "count"} per probe and --hist
+// {"probe", "buckets": [{"low", "high", "count"}, ...]} with the buckets
+// that have hits, low included and high excluded. A hit whose value
+// cannot be read is not counted (probekit says how many at exit). Up to
+// 8192 probe sites are counted; a histogram map holds 4096 (probe,
+// bucket) pairs.
 //
 // With -- CMD, probekit launches CMD stopped right after exec, attaches
 // every probe (filtered to its PID), lets it run, and exits when it

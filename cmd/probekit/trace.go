@@ -26,7 +26,7 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
-const traceUsage = "trace [--json] [-p PID] [-n COUNT] [--str N,...] [--ring-size SIZE] PROBE... [-- CMD ARGS...]\n" +
+const traceUsage = "trace [--json] [-p PID] [-n COUNT] [--str N,...] [--ring-size SIZE] [--count | --hist N|ret] [-i SECONDS] PROBE... [-- CMD ARGS...]\n" +
 	"      PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC"
 
 func init() {
@@ -48,6 +48,13 @@ type traceRequest struct {
 	strMask uint32
 	// ringSize is the ring buffer's size in bytes.
 	ringSize int
+	// mode is ModeEvents, or ModeCount (--count) or ModeHist (--hist)
+	// of value histVal (0-based; 0 for a return value).
+	mode    traceprog.Mode
+	histVal int
+	// interval, when not 0, prints the counts or histograms that often
+	// too (-i).
+	interval time.Duration
 	probes   []probeSpec
 	cmd      []string
 }
@@ -112,6 +119,9 @@ func parseTrace(args []string) (*traceRequest, error) {
 	fs.IntVar(&req.count, "n", 0, "exit after COUNT hits")
 	strs := fs.String("str", "", "comma-separated argument numbers (from 1) to print as strings")
 	ring := fs.String("ring-size", "", "the ring buffer's size: a power of two with K, M or G (default 16M)")
+	count := fs.Bool("count", false, "count the hits of each probe in the kernel; print the counts at exit")
+	hist := fs.String("hist", "", "a log2 histogram of argument N (from 1) or of ret, built in the kernel; printed at exit")
+	interval := fs.Int("i", 0, "with --count or --hist, print every SECONDS too")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return nil, err
@@ -140,6 +150,34 @@ func parseTrace(args []string) (*traceRequest, error) {
 			return nil, usagef("--str %q: at most %d string arguments", *strs, traceprog.MaxStrs)
 		}
 	}
+	histRet := false
+	switch {
+	case *count && *hist != "":
+		return nil, usagef("--count and --hist exclude each other")
+	case *count:
+		req.mode = traceprog.ModeCount
+	case *hist == "ret":
+		req.mode, histRet = traceprog.ModeHist, true
+	case *hist != "":
+		n, err := strconv.Atoi(*hist)
+		if err != nil || n < 1 || n > traceprog.MaxArgs {
+			return nil, usagef("--hist %q: want an argument number from 1 to %d, or ret", *hist, traceprog.MaxArgs)
+		}
+		req.mode, req.histVal = traceprog.ModeHist, n-1
+	}
+	if req.mode != traceprog.ModeEvents {
+		switch {
+		case req.count != 0:
+			return nil, usagef("-n counts printed hits: --count and --hist print none")
+		case req.strMask != 0:
+			return nil, usagef("--str prints strings of hits: --count and --hist print none")
+		case *interval < 0:
+			return nil, usagef("-i %d: want seconds", *interval)
+		}
+		req.interval = time.Duration(*interval) * time.Second
+	} else if *interval != 0 {
+		return nil, usagef("-i prints the counts of --count or --hist")
+	}
 	switch {
 	case len(pos) == 0:
 		return nil, usagef("want at least one PROBE: [usdt:]TARGET:PROVIDER:NAME, uprobe:TARGET:FUNC or uretprobe:TARGET:FUNC")
@@ -159,6 +197,13 @@ func parseTrace(args []string) (*traceRequest, error) {
 		}
 		req.probes = append(req.probes, ps)
 		takesStrs = takesStrs || ps.kind != traceprog.KindUretprobe
+	}
+	if req.mode == traceprog.ModeHist {
+		for _, p := range req.probes {
+			if (p.kind == traceprog.KindUretprobe) != histRet {
+				return nil, usagef("--hist %s: a uretprobe has one value, ret; a USDT probe and a uprobe have arguments (N from 1)", *hist)
+			}
+		}
 	}
 	if req.strMask != 0 && !takesStrs {
 		return nil, usagef("--str %q: numbers arguments, and a uretprobe has none: it prints a return value", *strs)
@@ -192,6 +237,9 @@ type traceSite struct {
 	loc *usdt.Location
 	// kind is the kind of the records this site sends.
 	kind traceprog.Kind
+	// label names the probe in counts and histograms: provider:name,
+	// uprobe:FUNC or uretprobe:FUNC. Sites of one label add up.
+	label string
 	// A line is head, PID, the form's tidSep, TID, mid, the values
 	// separated by the form's argSep, end. Text:
 	//	PID/TID provider:name @0xADDR [ARGS]
@@ -268,7 +316,15 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	if err := spec.Variables[traceprog.StrMaskName].Set(req.strMask); err != nil {
 		return err
 	}
-	if err := traceprog.SetRingSize(spec, req.ringSize, os.Getpagesize()); err != nil {
+	ringSize := req.ringSize
+	if req.mode != traceprog.ModeEvents {
+		// Nothing is sent per hit.
+		ringSize = os.Getpagesize()
+		if err := traceprog.SetMode(spec, req.mode, req.histVal); err != nil {
+			return err
+		}
+	}
+	if err := traceprog.SetRingSize(spec, ringSize, os.Getpagesize()); err != nil {
 		return err
 	}
 	objs, err := traceprog.LoadSpec(spec, which)
@@ -347,12 +403,17 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	}
 	// Attached: the files may go (the kernel holds what it needs).
 	fa.close()
-
-	rd, err := ringbuf.NewReader(objs.Events)
-	if err != nil {
-		return err
+	if req.mode == traceprog.ModeCount && len(t.sites) > traceprog.MaxCounted {
+		return fmt.Errorf("--count counts at most %d probe sites, these probes have %d", traceprog.MaxCounted, len(t.sites))
 	}
-	defer rd.Close()
+
+	var rd *ringbuf.Reader
+	if req.mode == traceprog.ModeEvents {
+		if rd, err = ringbuf.NewReader(objs.Events); err != nil {
+			return err
+		}
+		defer rd.Close()
+	}
 
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
@@ -377,11 +438,20 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 		cmd := launched.Cmd
 		go func() { exited <- cmd.Wait() }()
 	}
-	if err := t.loop(rd, stop, exited); err != nil {
+	if rd != nil {
+		err = t.loop(rd, stop, exited)
+	} else {
+		err = t.aggregateLoop(objs, stop, exited)
+	}
+	if err != nil {
 		return err
 	}
 	if n, err := objs.DroppedCount(); err == nil && n > 0 {
-		fmt.Fprintf(os.Stderr, "probekit trace: %d events lost (ring buffer full; a larger --ring-size keeps more)\n", n)
+		if rd != nil {
+			fmt.Fprintf(os.Stderr, "probekit trace: %d events lost (ring buffer full; a larger --ring-size keeps more)\n", n)
+		} else {
+			fmt.Fprintf(os.Stderr, "probekit trace: %d hits not counted (no value to count, or the histogram map full)\n", n)
+		}
 	}
 	if t.exitErr != nil {
 		// Every event is printed; the command failed (a crash under the
@@ -474,7 +544,7 @@ func checkMachine(target string, proc *procmaps.Process) error {
 // cookie numbers each attached location; events carry the number.
 func (t *tracer) cookie(p *usdt.Probe, i int) uint64 {
 	loc := &p.Locations[i]
-	s := traceSite{loc: loc, kind: traceprog.KindUSDT, end: []byte(t.form.argsEnd)}
+	s := traceSite{loc: loc, kind: traceprog.KindUSDT, label: p.Provider + ":" + p.Name, end: []byte(t.form.argsEnd)}
 	if t.req.json {
 		s.head = append(s.head, `{"kind":"usdt","provider":`...)
 		s.head = appendJSON(s.head, p.Provider, false)

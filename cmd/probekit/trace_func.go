@@ -251,6 +251,7 @@ func (t *tracer) funcSite(kind traceprog.Kind, name string, addr uint64) {
 		label, end = "uretprobe", t.form.retEnd
 	}
 	s.end = []byte(end)
+	s.label = label + ":" + name
 	if t.req.json {
 		s.head = append(s.head, `{"kind":"`...)
 		s.head = append(s.head, label...)

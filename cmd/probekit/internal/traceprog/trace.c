@@ -316,6 +316,155 @@ static __always_inline __u64 wakeup_flags(struct scratch *s)
 	return BPF_RB_FORCE_WAKEUP;
 }
 
+/* What a hit does: send a record (TRACE_EVENTS), or add to its probe's
+ * count (TRACE_COUNT) or to a bucket of its probe's histogram
+ * (TRACE_HIST) in a map the reader reads at the end, with nothing sent
+ * per hit. Set before load: the verifier then drops the other modes'
+ * code. */
+enum trace_mode {
+	TRACE_EVENTS = 0,
+	TRACE_COUNT = 1,
+	TRACE_HIST = 2,
+};
+
+volatile const __u32 probekit_trace_mode = TRACE_EVENTS;
+
+/* TRACE_HIST: the value counted, by number (0-based) among the values a
+ * record would carry; a uretprobe's return value is value 0. A hit
+ * without that value adds nothing and counts in dropped. Set before
+ * load. */
+volatile const __u32 probekit_trace_hist_val = 0;
+
+/* TRACE_COUNT: hits per probe index, per CPU (no atomic add shared
+ * between CPUs). 8192 probes is 64 KiB per CPU; uprobe:libc.so.6:* is
+ * about 2,600 probes. Keep in sync with MaxCounted in traceprog.go. */
+#define TRACE_MAX_COUNTED 8192
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, TRACE_MAX_COUNTED);
+	__type(key, __u32);
+	__type(value, __u64);
+} counts SEC(".maps");
+
+/* TRACE_HIST: hits per (probe index, log2 bucket), per CPU. Bucket 0
+ * holds negative values, 1 zero, k + 2 the values in [2^k, 2^(k+1)) for
+ * k from 0 to 62: 65 buckets (NumBuckets in traceprog.go).
+ * A value rarely spans more than 20 buckets: 4096 entries hold a few
+ * hundred probes; a hit that finds the map full counts in dropped. */
+#define TRACE_HIST_ENTRIES 4096
+
+struct hist_key {
+	__u32 probe;
+	__u32 bucket;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, TRACE_HIST_ENTRIES);
+	__type(key, struct hist_key);
+	__type(value, __u64);
+} hist SEC(".maps");
+
+static __always_inline __u32 hist_bucket(__s64 v)
+{
+	__u64 u = v;
+	__u32 k = 0;
+
+	if (v < 0)
+		return 0;
+	if (v == 0)
+		return 1;
+	if (u >> 32) { u >>= 32; k += 32; }
+	if (u >> 16) { u >>= 16; k += 16; }
+	if (u >> 8) { u >>= 8; k += 8; }
+	if (u >> 4) { u >>= 4; k += 4; }
+	if (u >> 2) { u >>= 2; k += 2; }
+	if (u >> 1) k += 1;
+	return k + 2;
+}
+
+/* The value a histogram counts, from a function probe's registers;
+ * returns 0 when there is none. */
+static __noinline int func_hist_val(struct pt_regs *ctx, __u64 cookie, __s64 *v)
+{
+	__s64 vals[TRACE_MAX_VALS] = {};
+	__u32 n, nvals;
+
+	switch ((cookie >> FUNC_COOKIE_REGS_SHIFT) & 0xff) {
+	case FUNC_REGS_C:
+		nvals = read_c_regs(ctx, vals);
+		break;
+	case FUNC_REGS_GO:
+		nvals = read_go_regs(ctx, vals);
+		break;
+	case FUNC_REGS_RET:
+		nvals = read_ret_reg(ctx, vals);
+		break;
+	default:
+		return 0;
+	}
+	n = probekit_trace_hist_val;
+	if (n >= nvals || n >= TRACE_MAX_VALS)
+		return 0;
+	*v = vals[n];
+	return 1;
+}
+
+/* Counts a hit in counts or hist; nothing goes to the ring. */
+static __always_inline int aggregate(struct pt_regs *ctx, int func)
+{
+	struct __bpf_usdt_spec *spec;
+	struct hist_key key;
+	__u64 cookie, one = 1, *n;
+	__u32 probe;
+	__s64 v = 0;
+	int ok;
+
+	if (func) {
+		cookie = bpf_get_attach_cookie(ctx);
+		probe = (__u32)cookie;
+	} else {
+		spec = __bpf_usdt_spec(ctx);
+		if (!spec)
+			return 0;
+		probe = (__u32)spec->usdt_cookie;
+	}
+	if (probekit_trace_mode == TRACE_COUNT) {
+		n = bpf_map_lookup_elem(&counts, &probe);
+		if (n)
+			__sync_fetch_and_add(n, 1);
+		else
+			count_lost();
+		return 0;
+	}
+	if (func)
+		ok = func_hist_val(ctx, cookie, &v);
+	else
+		ok = !bpf_usdt_arg(ctx, probekit_trace_hist_val, (long *)&v);
+	if (!ok) {
+		count_lost();
+		return 0;
+	}
+	key.probe = probe;
+	key.bucket = hist_bucket(v);
+	n = bpf_map_lookup_elem(&hist, &key);
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return 0;
+	}
+	/* A program that preempted this one on this CPU may have added the
+	 * key since the lookup: then add to its entry. */
+	if (bpf_map_update_elem(&hist, &key, &one, BPF_NOEXIST)) {
+		n = bpf_map_lookup_elem(&hist, &key);
+		if (n)
+			__sync_fetch_and_add(n, 1);
+		else
+			count_lost();
+	}
+	return 0;
+}
+
 /* Sends one record, built by fill_func (func) or fill_usdt. */
 static __always_inline int submit(struct pt_regs *ctx, int func)
 {
@@ -359,6 +508,8 @@ static __always_inline int submit(struct pt_regs *ctx, int func)
 SEC("usdt")
 int trace_usdt(struct pt_regs *ctx)
 {
+	if (probekit_trace_mode != TRACE_EVENTS)
+		return aggregate(ctx, 0);
 	return submit(ctx, 0);
 }
 
@@ -366,5 +517,7 @@ int trace_usdt(struct pt_regs *ctx)
 SEC("uprobe")
 int trace_func(struct pt_regs *ctx)
 {
+	if (probekit_trace_mode != TRACE_EVENTS)
+		return aggregate(ctx, 1);
 	return submit(ctx, 1);
 }

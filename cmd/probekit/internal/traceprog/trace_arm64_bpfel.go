@@ -44,6 +44,12 @@ type traceEvent struct {
 	Vals    [0]int64
 }
 
+type traceHistKey struct {
+	_      structs.HostLayout
+	Probe  uint32
+	Bucket uint32
+}
+
 type traceScratch struct {
 	_          structs.HostLayout
 	Users      uint64
@@ -57,11 +63,15 @@ type traceScratch struct {
 const (
 	traceMapBpfUsdtIpToSpecId        = "__bpf_usdt_ip_to_spec_id"
 	traceMapBpfUsdtSpecs             = "__bpf_usdt_specs"
+	traceMapCounts                   = "counts"
 	traceMapDropped                  = "dropped"
 	traceMapEvents                   = "events"
+	traceMapHist                     = "hist"
 	traceMapScratch                  = "scratch"
 	traceProgTraceFunc               = "trace_func"
 	traceProgTraceUsdt               = "trace_usdt"
+	traceVarProbekitTraceHistVal     = "probekit_trace_hist_val"
+	traceVarProbekitTraceMode        = "probekit_trace_mode"
 	traceVarProbekitTraceStrMask     = "probekit_trace_str_mask"
 	traceVarProbekitTraceWakeupBytes = "probekit_trace_wakeup_bytes"
 	traceVarProbekitUsdtHaveCookie   = "probekit_usdt_have_cookie"
@@ -119,8 +129,10 @@ type traceProgramSpecs struct {
 type traceMapSpecs struct {
 	BpfUsdtIpToSpecId *ebpf.MapSpec `ebpf:"__bpf_usdt_ip_to_spec_id"`
 	BpfUsdtSpecs      *ebpf.MapSpec `ebpf:"__bpf_usdt_specs"`
+	Counts            *ebpf.MapSpec `ebpf:"counts"`
 	Dropped           *ebpf.MapSpec `ebpf:"dropped"`
 	Events            *ebpf.MapSpec `ebpf:"events"`
+	Hist              *ebpf.MapSpec `ebpf:"hist"`
 	Scratch           *ebpf.MapSpec `ebpf:"scratch"`
 }
 
@@ -128,6 +140,8 @@ type traceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceVariableSpecs struct {
+	ProbekitTraceHistVal     *ebpf.VariableSpec `ebpf:"probekit_trace_hist_val"`
+	ProbekitTraceMode        *ebpf.VariableSpec `ebpf:"probekit_trace_mode"`
 	ProbekitTraceStrMask     *ebpf.VariableSpec `ebpf:"probekit_trace_str_mask"`
 	ProbekitTraceWakeupBytes *ebpf.VariableSpec `ebpf:"probekit_trace_wakeup_bytes"`
 	ProbekitUsdtHaveCookie   *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
@@ -155,8 +169,10 @@ func (o *traceObjects) Close() error {
 type traceMaps struct {
 	BpfUsdtIpToSpecId *ebpf.Map `ebpf:"__bpf_usdt_ip_to_spec_id"`
 	BpfUsdtSpecs      *ebpf.Map `ebpf:"__bpf_usdt_specs"`
+	Counts            *ebpf.Map `ebpf:"counts"`
 	Dropped           *ebpf.Map `ebpf:"dropped"`
 	Events            *ebpf.Map `ebpf:"events"`
+	Hist              *ebpf.Map `ebpf:"hist"`
 	Scratch           *ebpf.Map `ebpf:"scratch"`
 }
 
@@ -164,8 +180,10 @@ func (m *traceMaps) Close() error {
 	return _TraceClose(
 		m.BpfUsdtIpToSpecId,
 		m.BpfUsdtSpecs,
+		m.Counts,
 		m.Dropped,
 		m.Events,
+		m.Hist,
 		m.Scratch,
 	)
 }
@@ -174,6 +192,8 @@ func (m *traceMaps) Close() error {
 //
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type traceVariables struct {
+	ProbekitTraceHistVal     *ebpf.Variable `ebpf:"probekit_trace_hist_val"`
+	ProbekitTraceMode        *ebpf.Variable `ebpf:"probekit_trace_mode"`
 	ProbekitTraceStrMask     *ebpf.Variable `ebpf:"probekit_trace_str_mask"`
 	ProbekitTraceWakeupBytes *ebpf.Variable `ebpf:"probekit_trace_wakeup_bytes"`
 	ProbekitUsdtHaveCookie   *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"os"
 
@@ -31,7 +32,120 @@ const (
 	// WakeupBytesName is the constant holding how many unread bytes make
 	// the program wake the reader (see SetRingSize).
 	WakeupBytesName = "probekit_trace_wakeup_bytes"
+	// ModeName is the constant choosing what a hit does (Mode).
+	ModeName = "probekit_trace_mode"
+	// HistValName is the constant numbering the value ModeHist counts.
+	HistValName = "probekit_trace_hist_val"
 )
+
+// Mode is what the programs do with a hit (enum trace_mode of trace.c).
+type Mode uint32
+
+const (
+	// ModeEvents sends a record per hit to Events.
+	ModeEvents Mode = 0
+	// ModeCount adds 1 to the probe's slot of Counts; nothing is sent.
+	ModeCount Mode = 1
+	// ModeHist adds 1 to the probe's log2 bucket of one value in Hist;
+	// nothing is sent.
+	ModeHist Mode = 2
+)
+
+// MaxCounted is how many probe indexes ModeCount counts (the size of the
+// per-CPU counts array; TRACE_MAX_COUNTED in trace.c). A hit of a probe
+// past it counts in Dropped.
+const MaxCounted = 8192
+
+// NumBuckets is the number of log2 buckets of a histogram: negative
+// values, zero, then [2^k, 2^(k+1)) for k from 0 to 62 (the values are
+// signed 64-bit integers).
+const NumBuckets = 65
+
+// Bucket returns the bucket of v, as trace.c's hist_bucket.
+func Bucket(v int64) int {
+	switch {
+	case v < 0:
+		return 0
+	case v == 0:
+		return 1
+	}
+	return bits.Len64(uint64(v)) + 1
+}
+
+// BucketRange returns the values bucket b (below NumBuckets) holds: from
+// low, included, to high, excluded.
+func BucketRange(b int) (low int64, high uint64) {
+	switch {
+	case b <= 0:
+		return math.MinInt64, 0
+	case b == 1:
+		return 0, 1
+	}
+	return 1 << (b - 2), 1 << (b - 1)
+}
+
+// Histogram is one probe's histogram: hits per bucket (see Bucket).
+type Histogram [NumBuckets]uint64
+
+// Counts returns the hits of probe indexes 0 to n-1 (n at most
+// MaxCounted), summed over the CPUs.
+func (o *Objects) Counts(n int) ([]uint64, error) {
+	if n > MaxCounted {
+		return nil, fmt.Errorf("traceprog: %d probes counted, at most %d", n, MaxCounted)
+	}
+	out := make([]uint64, n)
+	var per []uint64
+	for i := range n {
+		if err := o.CountsMap.Lookup(uint32(i), &per); err != nil {
+			return nil, fmt.Errorf("read the count of probe %d: %w", i, err)
+		}
+		for _, c := range per {
+			out[i] += c
+		}
+	}
+	return out, nil
+}
+
+// histKey is struct hist_key of trace.c.
+type histKey struct {
+	Probe, Bucket uint32
+}
+
+// Histograms returns the histograms of probe indexes 0 to n-1, summed
+// over the CPUs; a probe without hits has an all-zero histogram.
+func (o *Objects) Histograms(n int) ([]Histogram, error) {
+	out := make([]Histogram, n)
+	var k histKey
+	var per []uint64
+	it := o.HistMap.Iterate()
+	for it.Next(&k, &per) {
+		if int(k.Probe) >= n || k.Bucket >= NumBuckets {
+			return nil, fmt.Errorf("traceprog: histogram entry of probe %d bucket %d, want below %d and %d", k.Probe, k.Bucket, n, NumBuckets)
+		}
+		for _, c := range per {
+			out[k.Probe][k.Bucket] += c
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read the histograms: %w", err)
+	}
+	return out, nil
+}
+
+// SetMode makes spec's programs count (ModeCount) or build histograms of
+// value histVal (ModeHist) instead of sending records.
+func SetMode(spec *ebpf.CollectionSpec, mode Mode, histVal int) error {
+	if mode > ModeHist || histVal < 0 || histVal >= MaxArgs {
+		return fmt.Errorf("traceprog: mode %d, histogram value %d", mode, histVal)
+	}
+	if err := spec.Variables[ModeName].Set(uint32(mode)); err != nil {
+		return fmt.Errorf("set %s: %w", ModeName, err)
+	}
+	if err := spec.Variables[HistValName].Set(uint32(histVal)); err != nil {
+		return fmt.Errorf("set %s: %w", HistValName, err)
+	}
+	return nil
+}
 
 // MaxArgs is the number of values a record can carry (usdt.bpf.h's
 // BPF_USDT_MAX_ARG_CNT: 12 USDT arguments; a function probe sends at most
@@ -249,6 +363,9 @@ type Objects struct {
 	Dropped *ebpf.Map
 	// Scratch is the per-CPU buffer records are built in.
 	Scratch *ebpf.Map
+	// CountsMap and HistMap are what ModeCount and ModeHist fill (see
+	// Counts, Histograms).
+	CountsMap, HistMap *ebpf.Map
 	// Specs and IPToSpecID are usdt.bpf.h's __bpf_usdt_specs and
 	// __bpf_usdt_ip_to_spec_id, for the attacher; nil without Program.
 	Specs, IPToSpecID *ebpf.Map
@@ -272,6 +389,8 @@ type loadTarget struct {
 	Events  *ebpf.Map `ebpf:"events"`
 	Dropped *ebpf.Map `ebpf:"dropped"`
 	Scratch *ebpf.Map `ebpf:"scratch"`
+	Counts  *ebpf.Map `ebpf:"counts"`
+	Hist    *ebpf.Map `ebpf:"hist"`
 }
 
 type loadUSDT struct {
@@ -294,7 +413,7 @@ type loadBoth struct {
 // Close releases the program and the maps.
 func (o *Objects) Close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.Specs, o.IPToSpecID} {
+	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.Specs, o.IPToSpecID} {
 		errs = append(errs, c.Close()) // nil *Program and *Map close as nothing
 	}
 	return errors.Join(errs...)
@@ -376,6 +495,7 @@ func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
 
 func (o *Objects) setMaps(l loadTarget) {
 	o.Events, o.Dropped, o.Scratch = l.Events, l.Dropped, l.Scratch
+	o.CountsMap, o.HistMap = l.Counts, l.Hist
 }
 
 // Options are the choices Load makes before loading. The zero value

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"reflect"
@@ -544,5 +545,24 @@ func TestKernelFuncGo(t *testing.T) {
 		if e.Kind != KindUprobe || e.Cookie != 3 || e.NArgs != 9 || e.Args[0] != int64(i) || e.Args[1] != int64(2*i+1) {
 			t.Errorf("call %d: %+v", i, e)
 		}
+	}
+}
+
+// Each bucket holds exactly the values from its low to its high, and the
+// buckets tile the int64 range.
+func TestBuckets(t *testing.T) {
+	next := int64(math.MinInt64)
+	for b := range NumBuckets {
+		low, high := BucketRange(b)
+		if low != next || Bucket(low) != b || Bucket(int64(high-1)) != b {
+			t.Fatalf("bucket %d: [%d, %d), want from %d", b, low, high, next)
+		}
+		if b < NumBuckets-1 && Bucket(int64(high)) != b+1 {
+			t.Fatalf("bucket %d: %d is in bucket %d", b, high, Bucket(int64(high)))
+		}
+		next = int64(high)
+	}
+	if Bucket(math.MaxInt64) != NumBuckets-1 {
+		t.Fatal("MaxInt64 not in the last bucket")
 	}
 }

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+	"github.com/probekit/probekit/internal/test/bpftest"
+	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/usdt"
+)
+
+type countLine struct {
+	Probe string `json:"probe"`
+	Count uint64 `json:"count"`
+}
+
+type histLine struct {
+	Probe   string `json:"probe"`
+	Buckets []struct {
+		Low   int64  `json:"low"`
+		High  uint64 `json:"high"`
+		Count uint64 `json:"count"`
+	} `json:"buckets"`
+}
+
+// aggregateJSON runs probekit trace --json with args and decodes each
+// line into a new T.
+func aggregateJSON[T any](t *testing.T, args ...string) []T {
+	t.Helper()
+	r := runTraceCmd(append([]string{"--json"}, args...)...)
+	if r.code != 0 {
+		t.Fatalf("probekit trace %v: exit %d: %s", args, r.code, r.errOut)
+	}
+	var out []T
+	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n") {
+		var v T
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// histOf returns h's buckets as counts by bucket number.
+func histOf(t *testing.T, h histLine) traceprog.Histogram {
+	t.Helper()
+	var out traceprog.Histogram
+	for _, b := range h.Buckets {
+		i := traceprog.Bucket(b.Low)
+		if low, high := traceprog.BucketRange(i); low != b.Low || high != b.High || b.Count == 0 {
+			t.Fatalf("%s: bucket %+v", h.Probe, b)
+		}
+		out[i] = b.Count
+	}
+	return out
+}
+
+// --count of USDT probes: sample:loop fires once per round, sample:sizes
+// never; both are listed, in the order named.
+func TestTraceCount(t *testing.T) {
+	testkit.RequireKernel(t)
+	fx := testkit.Fixture("usdt_sample")
+	const n = 5000
+	got := aggregateJSON[countLine](t, "--count", fx+":sample:loop", fx+":sample:sizes", "--", fx, "--loop", "loop", itoa(n))
+	want := []countLine{{"sample:loop", n}, {"sample:sizes", 0}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("counts %+v, want %+v", got, want)
+	}
+}
+
+// --hist 1 of sample:loop: round r passes r as its first argument, so
+// the histogram holds 0 to n-1, each in its log2 bucket.
+func TestTraceHistUSDT(t *testing.T) {
+	testkit.RequireKernel(t)
+	fx := testkit.Fixture("usdt_sample")
+	const n = 3000
+	got := aggregateJSON[histLine](t, "--hist", "1", fx+":sample:loop", "--", fx, "--loop", "loop", itoa(n))
+	var want traceprog.Histogram
+	for r := range int64(n) {
+		want[traceprog.Bucket(r)]++
+	}
+	if len(got) != 1 || got[0].Probe != "sample:loop" || histOf(t, got[0]) != want {
+		t.Errorf("histogram %+v, want %v", got, want)
+	}
+	// The third argument is -r: zero once, then negative.
+	got = aggregateJSON[histLine](t, "--hist", "3", fx+":sample:loop", "--", fx, "--loop", "loop", itoa(n))
+	want = traceprog.Histogram{0: n - 1, 1: 1}
+	if len(got) != 1 || histOf(t, got[0]) != want {
+		t.Errorf("histogram of -r %+v, want %v", got, want)
+	}
+}
+
+// Function probes: counts of sum6 and count_char, one per round; a
+// histogram of sum6's first argument (the round), of its return value
+// (round - 1000039702: negative) and of malloc's size in libc
+// (4242 + round: all in [4K, 8K)).
+func TestTraceCountFunc(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	fx := testkit.Fixture("func_args")
+	const n = 200
+	counts := aggregateJSON[countLine](t, "--count", "uprobe:"+fx+":sum6", "uprobe:"+fx+":count_char", "uretprobe:"+fx+":count_char", "--", fx, itoa(n))
+	want := []countLine{{"uprobe:sum6", n}, {"uprobe:count_char", n}, {"uretprobe:count_char", n}}
+	if len(counts) != len(want) {
+		t.Fatalf("counts %+v, want %+v", counts, want)
+	}
+	for i := range want {
+		if counts[i] != want[i] {
+			t.Errorf("counts %+v, want %+v", counts, want)
+		}
+	}
+
+	hists := aggregateJSON[histLine](t, "--hist", "1", "uprobe:"+fx+":sum6", "--", fx, itoa(n))
+	var wantHist traceprog.Histogram
+	for r := range int64(n) {
+		wantHist[traceprog.Bucket(r)]++
+	}
+	if len(hists) != 1 || hists[0].Probe != "uprobe:sum6" || histOf(t, hists[0]) != wantHist {
+		t.Errorf("histogram of sum6's round %+v, want %v", hists, wantHist)
+	}
+
+	hists = aggregateJSON[histLine](t, "--hist", "ret", "uretprobe:"+fx+":sum6", "--", fx, itoa(n))
+	if len(hists) != 1 || histOf(t, hists[0]) != (traceprog.Histogram{0: n}) {
+		t.Errorf("histogram of sum6's negative results %+v", hists)
+	}
+
+	hists = aggregateJSON[histLine](t, "--hist", "1", "uprobe:libc.so.6:malloc", "--", fx, itoa(n))
+	if len(hists) != 1 || histOf(t, hists[0])[traceprog.Bucket(4096)] != n {
+		t.Errorf("histogram of malloc sizes %+v, want %d in [4096, 8192)", hists, n)
+	}
+}
+
+// The readable forms: a count table, and histograms as bpftrace draws
+// them.
+func TestAggregateText(t *testing.T) {
+	b := appendCountTable(nil, []probeTotals{{label: "sample:loop", count: 1234567}, {label: "uprobe:malloc", count: 3}})
+	want := "  COUNT  PROBE\n1234567  sample:loop\n      3  uprobe:malloc\n"
+	if string(b) != want {
+		t.Errorf("count table:\n%s\nwant:\n%s", b, want)
+	}
+	var h traceprog.Histogram
+	h[traceprog.Bucket(-5)] = 1
+	h[traceprog.Bucket(5)] = 2
+	h[traceprog.Bucket(4096)] = 4
+	b = appendHistText(nil, "uprobe:malloc", &h)
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	bar := func(n int) string { return "|" + strings.Repeat("@", n) + strings.Repeat(" ", histBarWidth-n) + "|" }
+	wantLines := []string{
+		"uprobe:malloc",
+		"(..., 0)                1 " + bar(13),
+		"[0]                     0 " + bar(0),
+		"[1]                     0 " + bar(0),
+		"[2, 4)                  0 " + bar(0),
+		"[4, 8)                  2 " + bar(26),
+	}
+	if len(lines) != 16 || strings.Join(lines[:6], "\n") != strings.Join(wantLines, "\n") ||
+		lines[15] != "[4K, 8K)                4 "+bar(52) || lines[14] != "[2K, 4K)                0 "+bar(0) {
+		t.Errorf("histogram:\n%s", b)
+	}
+	if got := bucketLabel(traceprog.NumBuckets - 1); got != "[4E, 8E)" {
+		t.Errorf("last bucket %q", got)
+	}
+}
+
+func TestParseTraceAggregate(t *testing.T) {
+	req, err := parseTrace([]string{"--hist", "ret", "-i", "2", "uretprobe:libc.so.6:malloc"})
+	if err != nil || req.mode != traceprog.ModeHist || req.histVal != 0 || req.interval != 2*time.Second {
+		t.Errorf("--hist ret: %+v, %v", req, err)
+	}
+	req, err = parseTrace([]string{"--hist", "3", "x:p:n"})
+	if err != nil || req.mode != traceprog.ModeHist || req.histVal != 2 {
+		t.Errorf("--hist 3: %+v, %v", req, err)
+	}
+	for _, args := range [][]string{
+		{"--count", "--hist", "1", "x:p:n"},
+		{"--hist", "0", "x:p:n"},
+		{"--hist", "13", "x:p:n"},
+		{"--hist", "ret", "x:p:n"},
+		{"--hist", "1", "uretprobe:x:f"},
+		{"--count", "-n", "3", "x:p:n"},
+		{"--count", "--str", "1", "x:p:n"},
+		{"-i", "1", "x:p:n"},
+		{"--count", "-i", "-1", "x:p:n"},
+	} {
+		if _, err := parseTrace(args); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}
+
+// BenchmarkTraceCount compares what a hit of sample:loop costs the traced
+// program: under a bare program that only counts (the floor of a uprobe
+// with a BPF program: internal/test/bpftest's count_hits), under probekit
+// trace --count, and under probekit trace printing every hit (as
+// BenchmarkTraceHit/trace). cpu-ns/hit is the fixture's own CPU time per
+// hit.
+func BenchmarkTraceCount(b *testing.B) {
+	testkit.RequireKernel(b)
+	fixture := testkit.Fixture("usdt_sample")
+	b.Run("bare", func(b *testing.B) {
+		p := testkit.Start(b, fixture)
+		spec, err := bpftest.LoadCount()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := usdt.Prepare(spec); err != nil {
+			b.Fatal(err)
+		}
+		coll, err := ebpf.NewCollection(spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer coll.Close()
+		att, err := usdt.NewAttacher(spec, coll)
+		if err != nil {
+			b.Fatal(err)
+		}
+		l, err := att.Attach(coll.Programs["count_hits"], fixture, "sample", "loop", &usdt.Options{PID: p.PID()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		b.ResetTimer()
+		loopCPU(b, p)
+	})
+	b.Run("trace_count", func(b *testing.B) { benchTraceCount(b, fixture) })
+	b.Run("trace", func(b *testing.B) { benchTraceHit(b, fixture) })
+}
+
+// benchTraceCount runs probekit trace --count -i 1 on a fixture, waits
+// for a printed count to show it attached, and checks the final count.
+func benchTraceCount(b *testing.B, fixture string) {
+	p := testkit.Start(b, fixture)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pr.Close()
+	var last atomic.Uint64
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			var c countLine
+			if json.Unmarshal(sc.Bytes(), &c) == nil {
+				last.Store(c.Count)
+			}
+		}
+	}()
+	done := make(chan traceResult, 1)
+	go func() {
+		var errOut bytes.Buffer
+		code := run([]string{"trace", "--json", "--count", "-i", "1", "-p", itoa(p.PID()), fixture + ":sample:loop"}, pw, &errOut)
+		pw.Close()
+		done <- traceResult{code: code, errOut: errOut.String()}
+	}()
+	warm := uint64(0)
+	for deadline := time.Now().Add(30 * time.Second); last.Load() == 0; {
+		if time.Now().After(deadline) {
+			b.Fatal("no count printed within 30s")
+		}
+		if err := p.Loop("loop", 1); err != nil {
+			b.Fatal(err)
+		}
+		warm++
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.ResetTimer()
+	loopCPU(b, p)
+	b.StopTimer()
+	p.Stop()
+	r := <-done
+	<-read
+	if r.code != 0 {
+		b.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	// The warm-up hits before the attach are not counted.
+	if n := last.Load(); n < uint64(b.N) || n > uint64(b.N)+warm {
+		b.Fatalf("counted %d, want %d and at most %d warm-up hits", n, b.N, warm)
+	}
+}
