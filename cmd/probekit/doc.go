@@ -68,12 +68,12 @@
 // probekit: a hit adds 1 to its probe's slot of a per-CPU map, and
 // nothing else happens until probekit reads the maps at exit (and every
 // -i SECONDS, printing the totals so far). --count prints the hits of
-// each probe (the locations of a USDT probe, the functions a glob names
-// stay apart per function, and add up by name):
+// each probe by name (a USDT probe's locations add up; each function a
+// glob matches is a probe of its own):
 //
-//	  COUNT  PROBE
-//	   5000  sample:loop
-//	      3  uprobe:malloc
+//	COUNT  PROBE
+//	 5000  sample:loop
+//	    3  uprobe:malloc
 //
 // --hist N builds a log2 histogram of argument N (from 1) of each USDT
 // or uprobe probe, --hist ret of the value each uretprobe returns, drawn
