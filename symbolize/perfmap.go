@@ -51,13 +51,17 @@ type perfEntry struct {
 // ParsePerfMap reads a perf map from r, up to MaxPerfMapBytes. Bad lines
 // are skipped and counted; only a read error fails it.
 func ParsePerfMap(r io.Reader) (*PerfMap, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxPerfMapBytes+1))
+	return parsePerfMap(r, MaxPerfMapBytes, MaxPerfMapEntries)
+}
+
+func parsePerfMap(r io.Reader, maxBytes, maxEntries int) (*PerfMap, error) {
+	data, err := io.ReadAll(io.LimitReader(r, int64(maxBytes)+1))
 	if err != nil {
 		return nil, err
 	}
 	m := &PerfMap{}
-	if len(data) > MaxPerfMapBytes {
-		data, m.Truncated = data[:MaxPerfMapBytes], true
+	if len(data) > maxBytes {
+		data, m.Truncated = data[:maxBytes], true
 		// The cut line is incomplete.
 		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
 			data = data[:i+1]
@@ -76,7 +80,7 @@ func ParsePerfMap(r io.Reader) (*PerfMap, error) {
 		if len(line) == 0 {
 			continue
 		}
-		if len(m.entries) == MaxPerfMapEntries {
+		if len(m.entries) == maxEntries {
 			m.Truncated = true
 			break
 		}

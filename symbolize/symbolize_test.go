@@ -1,0 +1,369 @@
+package symbolize
+
+import (
+	"bufio"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/procmaps"
+)
+
+func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }
+
+const libjvm = "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"
+
+// nmFunc is one sized code symbol as nm -S lists it.
+type nmFunc struct {
+	addr, size uint64
+	name       string
+}
+
+// nmFuncs returns the sized text symbols (T, t, W, w) of path, by nm.
+func nmFuncs(tb testing.TB, path string) []nmFunc {
+	tb.Helper()
+	out, err := exec.Command("nm", "-S", "--defined-only", path).Output()
+	if err != nil {
+		testkit.Unavailable(tb, "nm %s: %v", path, err)
+	}
+	var fs []nmFunc
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.SplitN(line, " ", 4)
+		if len(f) != 4 || !strings.Contains("TtWw", f[2]) {
+			continue
+		}
+		a, err1 := strconv.ParseUint(f[0], 16, 64)
+		s, err2 := strconv.ParseUint(f[1], 16, 64)
+		if err1 != nil || err2 != nil || s == 0 {
+			continue
+		}
+		fs = append(fs, nmFunc{a, s, f[3]})
+	}
+	sort.Slice(fs, func(i, j int) bool { return fs[i].addr < fs[j].addr })
+	return fs
+}
+
+// TestFileAgreesWithNm: on thousands of random addresses inside libjvm's
+// functions, the symbolizer names the function nm lists there (the
+// innermost one holding the address; any of its aliases) and the offset.
+func TestFileAgreesWithNm(t *testing.T) {
+	if _, err := os.Stat(libjvm); err != nil {
+		testkit.Unavailable(t, "no libjvm: %v", err)
+	}
+	fs := nmFuncs(t, libjvm)
+	if len(fs) < 10000 {
+		t.Fatalf("nm lists only %d functions", len(fs))
+	}
+	f, err := New(nil).File(libjvm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 5000
+	for range n {
+		fn := fs[rng.IntN(len(fs))]
+		addr := fn.addr + rng.Uint64N(fn.size)
+		// nm's answer: of the symbols holding addr, those with the
+		// highest address.
+		var want []string
+		var wantAddr uint64
+		for _, g := range fs {
+			if g.addr > addr {
+				break
+			}
+			if addr < g.addr+g.size {
+				if g.addr > wantAddr || want == nil {
+					want, wantAddr = nil, g.addr
+				}
+				if g.addr == wantAddr {
+					want = append(want, g.name)
+				}
+			}
+		}
+		fr := f.Frame(addr)
+		if !slices.Contains(want, fr.Function) || fr.Offset != addr-wantAddr || fr.Object != libjvm {
+			t.Fatalf("%#x: got %s+%#x in %q, nm says %v+%#x", addr, fr.Function, fr.Offset, fr.Object, want, addr-wantAddr)
+		}
+	}
+}
+
+func TestFileDemangle(t *testing.T) {
+	if _, err := os.Stat(libjvm); err != nil {
+		testkit.Unavailable(t, "no libjvm: %v", err)
+	}
+	var fn nmFunc
+	for _, g := range nmFuncs(t, libjvm) {
+		if g.name == "_ZN2os5sleepEP6Threadl" || g.name == "_ZN2os11naked_yieldEv" {
+			fn = g
+			break
+		}
+	}
+	if fn.name == "" {
+		t.Skip("no os::naked_yield in this libjvm")
+	}
+	f, err := New(&Options{Demangle: true}).File(libjvm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := f.Frame(fn.addr + 1)
+	if !strings.HasPrefix(fr.Function, "os::") || !strings.Contains(fr.Function, "(") || fr.Offset != 1 {
+		t.Fatalf("%s demangled as %q+%#x", fn.name, fr.Function, fr.Offset)
+	}
+}
+
+// TestFileGoStripped: a Go program built with -s -w has no .symtab; its
+// functions and lines come from .gopclntab, as for the unstripped build.
+func TestFileGoStripped(t *testing.T) {
+	s := New(nil)
+	full, err := s.File(testkit.Fixture("goprog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stripped, err := s.File(testkit.Fixture("goprog_stripped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vaddr, _ := testkit.SymbolOffset(t, testkit.Fixture("goprog"), "main.add")
+	for _, f := range []*File{full, stripped} {
+		fr := f.Frame(vaddr)
+		if fr.Function != "main.add" || fr.Offset != 0 || !strings.HasSuffix(fr.File, "main.go") || fr.Line != 34 {
+			t.Errorf("%s: main.add entry is %+v", f.path, fr)
+		}
+	}
+}
+
+// mapsOf returns the mappings of pid.
+func mapsOf(t *testing.T, pid int) []procmaps.Mapping {
+	t.Helper()
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ms, _, err := procmaps.ParseMaps(bufio.NewReader(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
+}
+
+// runtimeAddr returns where pid maps the code of symbol name of the file
+// at host path (mapped as mapped, its path in maps), computed from
+// /proc/PID/maps: the executable mapping of the file holding the symbol's
+// file offset.
+func runtimeAddr(t *testing.T, pid int, host, mapped, name string) uint64 {
+	t.Helper()
+	_, off := testkit.SymbolOffset(t, host, name)
+	for _, m := range mapsOf(t, pid) {
+		if m.Path == mapped && m.Perms&procmaps.Exec != 0 && m.Offset <= off && off < m.Offset+m.Size() {
+			return m.Start + off - m.Offset
+		}
+	}
+	t.Fatalf("pid %d does not map %s (%s) executable at offset %#x", pid, mapped, name, off)
+	return 0
+}
+
+func abs(t *testing.T, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err = filepath.EvalSymlinks(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// checkFrame asserts a frame's function, offset and object.
+func checkFrame(t *testing.T, fr Frame, fn string, off uint64, obj string) {
+	t.Helper()
+	if fr.Function != fn || fr.Offset != off || fr.Object != obj {
+		t.Errorf("%#x: got %s+%#x in %q, want %s+%#x in %q", fr.Address, fr.Function, fr.Offset, fr.Object, fn, off, obj)
+	}
+}
+
+// TestProcessPIE: a live PIE and its shared library, by runtime address.
+func TestProcessPIE(t *testing.T) {
+	exe, lib := abs(t, testkit.Fixture("usdt_lib_user")), abs(t, testkit.Fixture("libusdt_lib.so"))
+	fx := testkit.Start(t, exe)
+	mainAddr := runtimeAddr(t, fx.PID(), exe, exe, "main")
+	libAddr := runtimeAddr(t, fx.PID(), lib, lib, "usdt_lib_fire_shared")
+	p, err := New(nil).Process(fx.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames, err := p.Symbolize([]uint64{mainAddr + 5, libAddr, libAddr + 0x20, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFrame(t, frames[0], "main", 5, exe)
+	checkFrame(t, frames[1], "usdt_lib_fire_shared", 0, lib)
+	checkFrame(t, frames[2], "usdt_lib_fire_shared", 0x20, lib)
+	checkFrame(t, frames[3], "", 0, "")
+	// A heap or stack address is named by its pseudo mapping.
+	for _, m := range mapsOf(t, fx.PID()) {
+		if m.Path == "[stack]" {
+			fr, err := p.Symbolize([]uint64{m.Start})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkFrame(t, fr[0], "", 0, "[stack]")
+		}
+	}
+}
+
+// TestProcessGoStripped: a stripped Go program, by runtime address, with
+// its source lines.
+func TestProcessGoStripped(t *testing.T) {
+	exe := abs(t, testkit.Fixture("goprog_stripped"))
+	fx := testkit.Start(t, exe)
+	vaddr, _ := testkit.SymbolOffset(t, testkit.Fixture("goprog"), "main.add")
+	p, err := New(nil).Process(fx.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not PIE: the runtime address is the link-time one.
+	frames, err := p.Symbolize([]uint64{vaddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFrame(t, frames[0], "main.add", 0, exe)
+	if !strings.HasSuffix(frames[0].File, "main.go") || frames[0].Line != 34 {
+		t.Errorf("main.add at %s:%d", frames[0].File, frames[0].Line)
+	}
+}
+
+// TestProcessReplacedFile: the program file is replaced (renamed over)
+// after it was mapped. The process's code is named from the file it maps
+// (reached through map_files), never from the new file at that path.
+func TestProcessReplacedFile(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(abs(t, dir), "prog")
+	testkit.CopyFile(t, testkit.Fixture("usdt_sample"), exe)
+	fx := testkit.Start(t, exe)
+	addr := runtimeAddr(t, fx.PID(), testkit.Fixture("usdt_sample"), exe, "fire_consts")
+	other := filepath.Join(dir, "other")
+	testkit.CopyFile(t, testkit.Fixture("usdt_lib_user"), other)
+	if err := os.Rename(other, exe); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(nil).Process(fx.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames, err := p.Symbolize([]uint64{addr + 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFrame(t, frames[0], "fire_consts", 3, exe)
+
+	// The same after removal.
+	if err := os.Remove(exe); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := New(nil).Process(fx.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if frames, err = p2.Symbolize([]uint64{addr + 3}); err != nil {
+		t.Fatal(err)
+	}
+	checkFrame(t, frames[0], "fire_consts", 3, exe)
+}
+
+// TestProcessContainer: a process in its own mount namespace and root;
+// its files are read inside that root and named as it names them.
+func TestProcessContainer(t *testing.T) {
+	fx, _ := testkit.StartContainer(t)
+	addr := runtimeAddr(t, fx.PID(), testkit.Fixture("libusdt_lib.so"), "/app/libusdt_lib.so", "usdt_lib_fire_libonly")
+	mainAddr := runtimeAddr(t, fx.PID(), testkit.Fixture("usdt_lib_user"), "/app/usdt_lib_user", "fire")
+	p, err := New(nil).Process(fx.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames, err := p.Symbolize([]uint64{addr + 1, mainAddr + 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFrame(t, frames[0], "usdt_lib_fire_libonly", 1, "/app/libusdt_lib.so")
+	checkFrame(t, frames[1], "fire", 2, "/app/usdt_lib_user")
+}
+
+// TestProcessGone: a process that exited gives ErrProcessGone, not names.
+func TestProcessGone(t *testing.T) {
+	exe := abs(t, testkit.Fixture("usdt_sample"))
+	fx := testkit.Start(t, exe)
+	addr := runtimeAddr(t, fx.PID(), exe, exe, "main")
+	p, err := New(nil).Process(fx.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.Kill()
+	frames, err := p.Symbolize([]uint64{addr})
+	if !errors.Is(err, procmaps.ErrProcessGone) || frames != nil {
+		t.Fatalf("after exit: %v, %v", frames, err)
+	}
+	if _, err := New(nil).Process(fx.PID()); !errors.Is(err, procmaps.ErrProcessGone) {
+		t.Fatalf("opening an exited process: %v", err)
+	}
+}
+
+// TestSharedTables: two processes mapping one library share its table
+// (one read); the path a process names it by does not matter.
+func TestSharedTables(t *testing.T) {
+	exe := abs(t, testkit.Fixture("usdt_lib_user"))
+	a, b := testkit.Start(t, exe), testkit.Start(t, exe)
+	s := New(nil)
+	var tabs []*table
+	for _, fx := range []*testkit.Process{a, b} {
+		p, err := s.Process(fx.PID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := runtimeAddr(t, fx.PID(), exe, exe, "main")
+		if _, err := p.Symbolize([]uint64{addr}); err != nil {
+			t.Fatal(err)
+		}
+		m := p.snap.Load().find(addr)
+		tabs = append(tabs, m.obj.tab.Load())
+	}
+	if tabs[0] == nil || tabs[0] != tabs[1] {
+		t.Fatalf("tables not shared: %p %p", tabs[0], tabs[1])
+	}
+}
+
+// TestCacheCeiling: with a ceiling below two tables, reading a second
+// file evicts the first; a File holding an evicted table reads it again
+// and still answers.
+func TestCacheCeiling(t *testing.T) {
+	s := New(&Options{MaxTableBytes: 1})
+	a, err := s.File(testkit.Fixture("usdt_sample"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.File(testkit.Fixture("goprog")); err != nil {
+		t.Fatal(err)
+	}
+	if !a.t.evicted.Load() {
+		t.Fatal("first table not evicted")
+	}
+	n := 0
+	s.cache.tables.Range(func(any, any) bool { n++; return true })
+	if n != 1 || len(s.cache.ring) != 1 {
+		t.Fatalf("%d tables cached, ring %d", n, len(s.cache.ring))
+	}
+	vaddr, _ := testkit.SymbolOffset(t, testkit.Fixture("usdt_sample"), "main")
+	if fr := a.Frame(vaddr); fr.Function != "main" {
+		t.Fatalf("evicted table: %+v", fr)
+	}
+}
