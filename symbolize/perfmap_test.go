@@ -112,6 +112,7 @@ func startNode(tb testing.TB) (cmd *exec.Cmd, addr uint64, name string) {
 	cmd = exec.Command(node, "--perf-basic-prof", "-e",
 		`function probekitHotLoop(n){let s=0;for(let i=0;i<n;i++)s+=i*i%7;return s}
 		 setInterval(()=>{probekitHotLoop(100000)},1)`)
+	cmd.Dir = tb.TempDir() // node writes isolate-*-v8.log files there
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
