@@ -367,3 +367,46 @@ func TestCacheCeiling(t *testing.T) {
 		t.Fatalf("evicted table: %+v", fr)
 	}
 }
+
+// TestIndexAgreesWithAt: the address index gives (*Funcs).At's answer
+// everywhere: at every function start and end, one byte before each, and
+// at random addresses over the whole range, for C++, C and Go files.
+func TestIndexAgreesWithAt(t *testing.T) {
+	for _, path := range []string{libjvm, testkit.Fixture("usdt_sample"), testkit.Fixture("goprog"), testkit.Fixture("goprog_stripped"), testkit.Fixture("libusdt_lib.so")} {
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		f, err := New(nil).File(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		funcs := f.t.funcs
+		x := buildIndex(funcs)
+		if x == nil {
+			t.Fatalf("%s: no index", path)
+		}
+		check := func(a uint64) {
+			i, ok := funcs.At(a)
+			j, ok2 := x.at(a)
+			if ok != ok2 || ok && i != j {
+				t.Fatalf("%s: %#x: At %d %v, index %d %v", path, a, i, ok, j, ok2)
+			}
+		}
+		var hi uint64
+		for i := range funcs.Len() {
+			fn := funcs.Func(i)
+			end := fn.Address + max(fn.Size, 1)
+			hi = max(hi, end)
+			for _, a := range []uint64{fn.Address - 1, fn.Address, fn.Address + 1, end - 1, end, end + 1} {
+				check(a)
+			}
+		}
+		rng := rand.New(rand.NewPCG(5, 6))
+		lo := funcs.Address(0)
+		for range 100000 {
+			check(lo - 100 + rng.Uint64N(hi-lo+200))
+		}
+		check(0)
+		check(^uint64(0))
+	}
+}

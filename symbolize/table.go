@@ -28,6 +28,11 @@ type table struct {
 	evicted atomic.Bool
 	// demangled caches demangled names by function index (string).
 	demangled sync.Map
+	// lookups counts lookups until the index is built; idx is the index
+	// (see indexAfter), building is set while one lookup builds it.
+	lookups  atomic.Int64
+	idx      atomic.Pointer[addrIndex]
+	building atomic.Bool
 }
 
 // tableOverhead is charged for a table besides its sections: the entry,
@@ -69,7 +74,8 @@ func loadTable(id procmaps.FileID, f *os.File) *table {
 		}
 		t.bytes += int64(len(t.goTab.Funcs)) * 40
 	}
-	t.bytes += int64(funcs.Len()) * 40
+	// The function index and, once built, the address index.
+	t.bytes += int64(funcs.Len()) * (40 + 40)
 	return t
 }
 
@@ -79,9 +85,23 @@ func (t *table) frame(fr *Frame, vaddr uint64, dem bool) {
 	if t.funcs == nil {
 		return
 	}
-	i, ok := t.funcs.At(vaddr)
+	var i int
+	var ok bool
+	if x := t.idx.Load(); x != nil {
+		if i, ok = x.at(vaddr); ok {
+			fr.Function = x.names[i]
+		}
+	} else {
+		if t.lookups.Add(1) == indexAfter && t.building.CompareAndSwap(false, true) {
+			if x := buildIndex(t.funcs); x != nil {
+				t.idx.Store(x)
+			}
+		}
+		if i, ok = t.funcs.At(vaddr); ok {
+			fr.Function = t.funcs.Name(i)
+		}
+	}
 	if ok {
-		fr.Function = t.funcs.Name(i)
 		fr.Offset = vaddr - t.funcs.Address(i)
 		if dem && isMangled(fr.Function) {
 			fr.Function = t.demangle(i, fr.Function)

@@ -1,7 +1,9 @@
-// Package bpf ships probekit's BPF-side C header, usdt.bpf.h, as part of
-// the Go module: libbpf's BPF-side USDT API (BPF_USDT, bpf_usdt_arg,
+// Package bpf ships probekit's BPF-side C headers as part of the Go
+// module: usdt.bpf.h, libbpf's BPF-side USDT API (BPF_USDT, bpf_usdt_arg,
 // bpf_usdt_arg_cnt, bpf_usdt_arg_size, bpf_usdt_cookie) over the maps the
-// Go side (package usdt) fills, loadable by cilium/ebpf.
+// Go side (package usdt) fills, loadable by cilium/ebpf; and stack.bpf.h,
+// probekit_user_stack, the user stack of the thread that hit a probe,
+// which DecodeStack reads back (see Stack).
 //
 // A BPF program includes it as <usdt.bpf.h>, with this package's
 // directory on the include path. A module that imports probekit finds
@@ -34,9 +36,16 @@ import (
 //go:embed usdt.bpf.h
 var USDTHeader []byte
 
+// StackHeader is stack.bpf.h: probekit_user_stack, a thread's user stack
+// with the caller kept at a function's entry (see DecodeStack).
+//
+//go:embed stack.bpf.h
+var StackHeader []byte
+
 // Headers maps each header's file name to its contents.
 var Headers = map[string][]byte{
-	"usdt.bpf.h": USDTHeader,
+	"usdt.bpf.h":  USDTHeader,
+	"stack.bpf.h": StackHeader,
 }
 
 // WriteHeaders writes Headers into dir, creating it, and returns the

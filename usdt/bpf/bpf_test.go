@@ -63,9 +63,13 @@ func TestHeaderCompiles(t *testing.T) {
 #include <linux/ptrace.h>
 #include <bpf/bpf_helpers.h>
 #include <usdt.bpf.h>
+#include <stack.bpf.h>
 char LICENSE[] SEC("license") = "GPL";
 SEC("usdt")
 int BPF_USDT(handler, long a) { return a > 0; }
+__u64 frames[PROBEKIT_STACK_MAX_DEPTH];
+SEC("uprobe")
+int entry(struct pt_regs *ctx) { return probekit_user_stack(ctx, frames, sizeof(frames), 1) > 0; }
 `
 	if err := os.WriteFile(src, []byte(prog), 0o644); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,122 @@
+package symbolize
+
+import (
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/probekit/probekit/internal/test/testkit"
+)
+
+const nodeBin = "/usr/bin/node"
+
+// randomAddrs returns n addresses inside random sized functions of path.
+func randomAddrs(tb testing.TB, path string, n int) []uint64 {
+	if _, err := os.Stat(path); err != nil {
+		testkit.Unavailable(tb, "%v", err)
+	}
+	fs := nmFuncs(tb, path)
+	rng := rand.New(rand.NewPCG(3, 4))
+	addrs := make([]uint64, n)
+	for i := range addrs {
+		f := fs[rng.IntN(len(fs))]
+		addrs[i] = f.addr + rng.Uint64N(f.size)
+	}
+	return addrs
+}
+
+// BenchmarkFileWarm: one lookup of a link-time address of libjvm.so in a
+// table already read (ns/op is per address).
+func BenchmarkFileWarm(b *testing.B) {
+	for _, dem := range []bool{false, true} {
+		name := "plain"
+		if dem {
+			name = "demangle"
+		}
+		b.Run(name, func(b *testing.B) {
+			addrs := randomAddrs(b, libjvm, 4096)
+			f, err := New(&Options{Demangle: dem}).File(libjvm)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, a := range addrs { // warm the demangled names
+				f.Frame(a)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				if f.Frame(addrs[i&4095]).Function == "" {
+					b.Fatal("unnamed")
+				}
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkFileWarmParallel: the same from every CPU at once (lookups
+// take no lock).
+func BenchmarkFileWarmParallel(b *testing.B) {
+	addrs := randomAddrs(b, libjvm, 4096)
+	f, err := New(nil).File(libjvm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			f.Frame(addrs[i&4095])
+			i++
+		}
+	})
+}
+
+// BenchmarkProcessWarm: runtime addresses of a live node process (its
+// executable is not PIE, so nm's addresses are runtime ones), in batches
+// of 1024 as a stack or a sample buffer would come; ns/addr is per
+// address, the process's liveness check included once per batch.
+func BenchmarkProcessWarm(b *testing.B) {
+	addrs := randomAddrs(b, nodeBin, 1024)
+	cmd, _, _ := startNode(b)
+	p, err := New(nil).Process(cmd.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	frames := make([]Frame, len(addrs))
+	if err := p.SymbolizeInto(frames, addrs); err != nil {
+		b.Fatal(err)
+	}
+	if frames[0].Function == "" {
+		b.Fatalf("%#x not named: %+v", addrs[0], frames[0])
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := p.SymbolizeInto(frames, addrs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(addrs)), "ns/addr")
+}
+
+// BenchmarkFirst: the first symbolization of a large file: opening it,
+// reading its tables and naming one address.
+func BenchmarkFirst(b *testing.B) {
+	for _, c := range []struct{ name, path string }{{"libjvm", libjvm}, {"node", nodeBin}} {
+		b.Run(c.name, func(b *testing.B) {
+			addrs := randomAddrs(b, c.path, 1)
+			b.ReportAllocs()
+			for b.Loop() {
+				f, err := New(nil).File(c.path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if f.Frame(addrs[0]).Function == "" {
+					b.Fatal("unnamed")
+				}
+			}
+		})
+	}
+}

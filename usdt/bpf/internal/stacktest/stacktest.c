@@ -1,0 +1,50 @@
+//go:build ignore
+
+/* stacktest.c: the BPF programs of stack.bpf.h's tests. Each hit sends
+ * its thread's user stack: stack_entry for a probe at a function's first
+ * instruction (at_entry), stack_site for a USDT site. */
+#include <linux/bpf.h>
+#include <linux/ptrace.h>
+#include <bpf/bpf_helpers.h>
+#include "usdt.bpf.h"
+#include "stack.bpf.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct stack_event {
+	__u32 pid;
+	__u32 tid;
+	__s64 nframes; /* probekit_user_stack's result */
+	__u64 frames[PROBEKIT_STACK_MAX_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} stacks SEC(".maps");
+
+static __always_inline int send(struct pt_regs *ctx, int at_entry)
+{
+	struct stack_event *e = bpf_ringbuf_reserve(&stacks, sizeof(*e), 0);
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!e)
+		return 0;
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->nframes = probekit_user_stack(ctx, e->frames, sizeof(e->frames), at_entry);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("uprobe")
+int stack_entry(struct pt_regs *ctx)
+{
+	return send(ctx, 1);
+}
+
+SEC("usdt")
+int stack_site(struct pt_regs *ctx)
+{
+	return send(ctx, 0);
+}

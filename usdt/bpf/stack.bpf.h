@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* stack.bpf.h: the user stack of the thread that hit a uprobe or a USDT
+ * probe, for probekit's users (package bpf's DecodeStack reads it on the
+ * Go side; package symbolize names the frames).
+ *
+ *   __u64 frames[PROBEKIT_STACK_MAX_DEPTH];
+ *   long n = probekit_user_stack(ctx, frames, sizeof(frames), at_entry);
+ *
+ * fills frames innermost first: the instruction pointer, then one return
+ * address per caller, and returns the number of frames (negative: the
+ * error of bpf_get_stack). size is a constant multiple of 8, at least 16.
+ *
+ * The kernel walks the frame-pointer chain (bpf_get_stack with
+ * BPF_F_USER_STACK, Linux 4.18). At the first instruction of a function
+ * the callee has not yet pushed its frame: the chain starts at the
+ * caller's frame record, whose return address is the caller's caller's,
+ * so the caller itself is missing. Pass at_entry = 1 for a probe on a
+ * function's first instruction (uprobe:FUNC, not a USDT site or a
+ * uretprobe) and the helper inserts the caller as the second frame: the
+ * return address the call instruction left at the stack pointer (x86-64)
+ * or in the link register x30 (arm64). Linux 6.11 (cfa7f3d2c526, "perf,x86:
+ * avoid missing caller address in stack traces captured in uprobe") does
+ * the same on x86-64 when the probed instruction is push %rbp or endbr64;
+ * the helper sees that the kernel's second frame already is the return
+ * address and does not add it twice. (A function probed at entry that
+ * was called from itself, at the same call site as its own caller, looks
+ * the same: one of those two equal frames is then missing.)
+ *
+ * Go code always keeps frame pointers (amd64 since Go 1.7, arm64 since
+ * 1.12). C and C++ built without them (-fomit-frame-pointer, the default
+ * of GCC and Clang at -O1 and above on x86-64) use the frame-pointer
+ * register for data: the stack is then the instruction pointer, the
+ * caller when at_entry, and after it frames that are wrong (whatever
+ * that register held, read as a frame record) or none at all (the walk
+ * stops at the first address it cannot read). Build with
+ * -fno-omit-frame-pointer (and -mno-omit-leaf-frame-pointer) for full
+ * stacks; Fedora and Ubuntu 24.04 build their packages so.
+ *
+ * Needs struct pt_regs and __TARGET_ARCH_x86 or __TARGET_ARCH_arm64 (as
+ * usdt.bpf.h does) and libbpf's <bpf/bpf_helpers.h> before it. On other
+ * architectures at_entry adds nothing. */
+#ifndef __PROBEKIT_STACK_BPF_H__
+#define __PROBEKIT_STACK_BPF_H__
+
+/* The kernel's default perf_event_max_stack (kernel.perf_event_max_stack
+ * sysctl): bpf_get_stack returns at most that many frames. Keep in sync
+ * with MaxStackDepth in bpf.go. */
+#define PROBEKIT_STACK_MAX_DEPTH 127
+
+/* Reads the return address of a function stopped at its first
+ * instruction into *ret; returns 0, or a negative error. */
+static __always_inline long __probekit_stack_return_address(void *ctx, __u64 *ret)
+{
+#if defined(__TARGET_ARCH_x86)
+	/* The call instruction pushed it: it is at the stack pointer, sp in
+	 * the kernel's struct pt_regs (vmlinux.h), rsp in the uapi one. */
+#if defined(__VMLINUX_H__)
+	__u64 sp = ((const struct pt_regs *)ctx)->sp;
+#else
+	__u64 sp = ((const struct pt_regs *)ctx)->rsp;
+#endif
+	return bpf_probe_read_user(ret, sizeof(*ret), (const void *)sp);
+#elif defined(__TARGET_ARCH_arm64)
+	/* bl put it in x30, the link register; the uprobe context of
+	 * arm64 is struct user_pt_regs. */
+	*ret = ((const struct user_pt_regs *)ctx)->regs[30];
+	return 0;
+#else
+	return -95; /* EOPNOTSUPP */
+#endif
+}
+
+/* probekit_user_stack fills buf (size bytes) with the current thread's
+ * user stack and returns its number of frames; see the top of the file.
+ * size must be a constant the verifier sees. */
+static __always_inline long probekit_user_stack(void *ctx, __u64 *buf, __u32 size, int at_entry)
+{
+	__u64 ret = 0;
+	long n;
+
+	if (!at_entry || __probekit_stack_return_address(ctx, &ret) || !ret) {
+		n = bpf_get_stack(ctx, buf, size, BPF_F_USER_STACK);
+		return n < 0 ? n : n / 8;
+	}
+	/* One slot left free at the front for the instruction pointer, so
+	 * that the caller goes in second place without moving the rest. */
+	n = bpf_get_stack(ctx, buf + 1, size - 8, BPF_F_USER_STACK);
+	if (n < 8)
+		return n < 0 ? n : 0;
+	buf[0] = buf[1];
+	if (n >= 16 && buf[2] == ret) {
+		/* The kernel put the caller second itself: buf[1..n/8] is
+		 * IP, caller, the rest; move the caller and the rest down. */
+		for (__u32 j = 1; j < PROBEKIT_STACK_MAX_DEPTH; j++) {
+			if (j >= n / 8 || (j + 2) * 8 > size)
+				break;
+			__u64 f = buf[j + 1];
+
+			/* Keeps clang from making the loop a memmove call,
+			 * which BPF has not. */
+			asm volatile("" : "+r"(f));
+			buf[j] = f;
+		}
+		return n / 8;
+	}
+	buf[1] = ret;
+	return n / 8 + 1;
+}
+
+#endif /* __PROBEKIT_STACK_BPF_H__ */
