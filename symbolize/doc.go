@@ -1,0 +1,63 @@
+// Package symbolize names the functions that hold code addresses: the
+// runtime addresses of a live process (a user stack from BPF, a sample),
+// or the link-time addresses of an ELF file (what nm and addr2line show).
+// It is pure Go and reads everything itself.
+//
+//	s := symbolize.New(&symbolize.Options{Demangle: true})
+//	p, err := s.Process(pid)
+//	...
+//	frames, err := p.Symbolize(stack) // []Frame, in order
+//	for _, f := range frames {
+//		fmt.Println(f) // 0x55d0c3a1f1d5 main+0x5 (/usr/bin/prog)
+//	}
+//
+// Each Frame has the object (the file's path as the process maps it),
+// the function, the offset in it, and for Go code the source file and line
+// from .gopclntab.
+//
+// # Processes
+//
+// A Process keeps a snapshot of /proc/PID/maps. A runtime address is
+// turned into a file offset through the mapping that holds it, and the
+// offset into a link-time address through the file's PT_LOAD segments, so
+// PIE executables and shared libraries loaded anywhere are named. An
+// address outside every mapping makes it read the maps again (a library
+// loaded since). The process is identified by PID and start time: if it
+// exits or its PID is reused, Symbolize fails with an error matching
+// procmaps.ErrProcessGone or procmaps.ErrProcessChanged rather than return
+// names.
+//
+// Files are opened as attaching opens them (procmaps.Process.OpenObject):
+// inside the process's root, so a process in a container is symbolized
+// from its own files, with the identity (device and inode) the maps give
+// checked on the opened file. A file deleted or replaced since it was
+// mapped is read through /proc/PID/map_files; a different file that now
+// has the path is never used.
+//
+// Anonymous executable memory is JIT code. A runtime that writes a perf map
+// (node --perf-basic-prof, Java's perf-map-agent) names it in
+// /tmp/perf-PID.map, with PID as the process sees it in its own PID
+// namespace; that file is read inside the process's root as a regular file
+// without blocking (see ParsePerfMap for its format and ceilings), and
+// read again when an address is not in it and the file grew. Other memory
+// that no file backs is named by its pseudo name in maps ("[vdso]",
+// "[heap]", "[anon:NAME]") or "[anon]", with no function.
+//
+// # Tables
+//
+// The function table of a file (from .symtab and .dynsym, or from
+// .gopclntab for a stripped Go program) is read once per file identity and
+// shared by every Process and File of a Symbolizer: two containers mapping
+// one library share a table, two files with one path do not. Memory is
+// bounded by Options.MaxTableBytes (DefaultMaxTableBytes, 512 MiB of
+// estimated table memory): beyond it the least recently used tables are
+// dropped, by the CLOCK algorithm (an approximation of LRU).
+//
+// Lookups take no lock: a Process reads an immutable maps snapshot and
+// table pointers through atomic loads, and the cache is a sync.Map. A
+// table that has served 16Ki lookups gets an address index (function
+// boundaries as 32-bit offsets with a bucket array), after which a lookup
+// takes about 15 ns and allocates nothing (BenchmarkFileWarm).
+//
+// File names from DWARF (C and C++ lines) are not read.
+package symbolize
