@@ -161,9 +161,9 @@ func startNode(tb testing.TB) (cmd *exec.Cmd, addr uint64, name string) {
 	return nil, 0, ""
 }
 
-// TestNodePerfMap: an address in a JavaScript function node compiled is
+// TestSymbolizeNodePerfMap: an address in a JavaScript function node compiled is
 // named from /tmp/perf-PID.map.
-func TestNodePerfMap(t *testing.T) {
+func TestSymbolizeNodePerfMap(t *testing.T) {
 	cmd, addr, name := startNode(t)
 	p, err := New(nil).Process(cmd.Process.Pid)
 	if err != nil {

@@ -51,10 +51,10 @@ func nmFuncs(tb testing.TB, path string) []nmFunc {
 	return fs
 }
 
-// TestFileAgreesWithNm: on thousands of random addresses inside libjvm's
+// TestSymbolizeFileAgreesWithNm: on thousands of random addresses inside libjvm's
 // functions, the symbolizer names the function nm lists there (the
 // innermost one holding the address; any of its aliases) and the offset.
-func TestFileAgreesWithNm(t *testing.T) {
+func TestSymbolizeFileAgreesWithNm(t *testing.T) {
 	if _, err := os.Stat(libjvm); err != nil {
 		testkit.Unavailable(t, "no libjvm: %v", err)
 	}
@@ -95,7 +95,7 @@ func TestFileAgreesWithNm(t *testing.T) {
 	}
 }
 
-func TestFileDemangle(t *testing.T) {
+func TestSymbolizeFileDemangle(t *testing.T) {
 	if _, err := os.Stat(libjvm); err != nil {
 		testkit.Unavailable(t, "no libjvm: %v", err)
 	}
@@ -119,9 +119,9 @@ func TestFileDemangle(t *testing.T) {
 	}
 }
 
-// TestFileGoStripped: a Go program built with -s -w has no .symtab; its
+// TestSymbolizeFileGoStripped: a Go program built with -s -w has no .symtab; its
 // functions and lines come from .gopclntab, as for the unstripped build.
-func TestFileGoStripped(t *testing.T) {
+func TestSymbolizeFileGoStripped(t *testing.T) {
 	s := New(nil)
 	full, err := s.File(testkit.Fixture("goprog"))
 	if err != nil {
@@ -192,8 +192,8 @@ func checkFrame(t *testing.T, fr Frame, fn string, off uint64, obj string) {
 	}
 }
 
-// TestProcessPIE: a live PIE and its shared library, by runtime address.
-func TestProcessPIE(t *testing.T) {
+// TestSymbolizeProcessPIE: a live PIE and its shared library, by runtime address.
+func TestSymbolizeProcessPIE(t *testing.T) {
 	exe, lib := abs(t, testkit.Fixture("usdt_lib_user")), abs(t, testkit.Fixture("libusdt_lib.so"))
 	fx := testkit.Start(t, exe)
 	mainAddr := runtimeAddr(t, fx.PID(), exe, exe, "main")
@@ -222,9 +222,9 @@ func TestProcessPIE(t *testing.T) {
 	}
 }
 
-// TestProcessGoStripped: a stripped Go program, by runtime address, with
+// TestSymbolizeProcessGoStripped: a stripped Go program, by runtime address, with
 // its source lines.
-func TestProcessGoStripped(t *testing.T) {
+func TestSymbolizeProcessGoStripped(t *testing.T) {
 	exe := abs(t, testkit.Fixture("goprog_stripped"))
 	fx := testkit.Start(t, exe)
 	vaddr, _ := testkit.SymbolOffset(t, testkit.Fixture("goprog"), "main.add")
@@ -243,10 +243,10 @@ func TestProcessGoStripped(t *testing.T) {
 	}
 }
 
-// TestProcessReplacedFile: the program file is replaced (renamed over)
+// TestSymbolizeProcessReplacedFile: the program file is replaced (renamed over)
 // after it was mapped. The process's code is named from the file it maps
 // (reached through map_files), never from the new file at that path.
-func TestProcessReplacedFile(t *testing.T) {
+func TestSymbolizeProcessReplacedFile(t *testing.T) {
 	dir := t.TempDir()
 	exe := filepath.Join(abs(t, dir), "prog")
 	testkit.CopyFile(t, testkit.Fixture("usdt_sample"), exe)
@@ -281,9 +281,9 @@ func TestProcessReplacedFile(t *testing.T) {
 	checkFrame(t, frames[0], "fire_consts", 3, exe)
 }
 
-// TestProcessContainer: a process in its own mount namespace and root;
+// TestSymbolizeProcessContainer: a process in its own mount namespace and root;
 // its files are read inside that root and named as it names them.
-func TestProcessContainer(t *testing.T) {
+func TestSymbolizeProcessContainer(t *testing.T) {
 	fx, _ := testkit.StartContainer(t)
 	addr := runtimeAddr(t, fx.PID(), testkit.Fixture("libusdt_lib.so"), "/app/libusdt_lib.so", "usdt_lib_fire_libonly")
 	mainAddr := runtimeAddr(t, fx.PID(), testkit.Fixture("usdt_lib_user"), "/app/usdt_lib_user", "fire")
@@ -299,8 +299,8 @@ func TestProcessContainer(t *testing.T) {
 	checkFrame(t, frames[1], "fire", 2, "/app/usdt_lib_user")
 }
 
-// TestProcessGone: a process that exited gives ErrProcessGone, not names.
-func TestProcessGone(t *testing.T) {
+// TestSymbolizeProcessGone: a process that exited gives ErrProcessGone, not names.
+func TestSymbolizeProcessGone(t *testing.T) {
 	exe := abs(t, testkit.Fixture("usdt_sample"))
 	fx := testkit.Start(t, exe)
 	addr := runtimeAddr(t, fx.PID(), exe, exe, "main")
@@ -318,9 +318,9 @@ func TestProcessGone(t *testing.T) {
 	}
 }
 
-// TestSharedTables: two processes mapping one library share its table
+// TestSymbolizeSharedTables: two processes mapping one library share its table
 // (one read); the path a process names it by does not matter.
-func TestSharedTables(t *testing.T) {
+func TestSymbolizeSharedTables(t *testing.T) {
 	exe := abs(t, testkit.Fixture("usdt_lib_user"))
 	a, b := testkit.Start(t, exe), testkit.Start(t, exe)
 	s := New(nil)
@@ -342,10 +342,10 @@ func TestSharedTables(t *testing.T) {
 	}
 }
 
-// TestCacheCeiling: with a ceiling below two tables, reading a second
+// TestSymbolizeCacheCeiling: with a ceiling below two tables, reading a second
 // file evicts the first; a File holding an evicted table reads it again
 // and still answers.
-func TestCacheCeiling(t *testing.T) {
+func TestSymbolizeCacheCeiling(t *testing.T) {
 	s := New(&Options{MaxTableBytes: 1})
 	a, err := s.File(testkit.Fixture("usdt_sample"))
 	if err != nil {
@@ -368,10 +368,10 @@ func TestCacheCeiling(t *testing.T) {
 	}
 }
 
-// TestIndexAgreesWithAt: the address index gives (*Funcs).At's answer
+// TestSymbolizeIndexAgreesWithAt: the address index gives (*Funcs).At's answer
 // everywhere: at every function start and end, one byte before each, and
 // at random addresses over the whole range, for C++, C and Go files.
-func TestIndexAgreesWithAt(t *testing.T) {
+func TestSymbolizeIndexAgreesWithAt(t *testing.T) {
 	for _, path := range []string{libjvm, testkit.Fixture("usdt_sample"), testkit.Fixture("goprog"), testkit.Fixture("goprog_stripped"), testkit.Fixture("libusdt_lib.so")} {
 		if _, err := os.Stat(path); err != nil {
 			continue
