@@ -51,7 +51,9 @@ type mapping struct {
 type object struct {
 	o   procmaps.Object
 	tab atomic.Pointer[table]
-	err error // set once, under the process's open
+	// failed is set when the file could not be opened (not for the
+	// process's end): it is not tried again for this process.
+	failed atomic.Bool
 }
 
 // Process opens the process pid for symbolization; it reads its maps.
@@ -82,17 +84,24 @@ func (p *Process) refresh() (*snapshot, error) {
 	}
 	sn := &snapshot{maps: make([]mapping, 0, len(ms))}
 	objs := map[procmaps.FileID]*object{}
+	// The tables (and failures) the previous snapshot found carry over.
+	prev := map[procmaps.FileID]*object{}
+	if old := p.snap.Load(); old != nil {
+		for _, m := range old.maps {
+			if m.obj != nil {
+				prev[m.obj.o.ID()] = m.obj
+			}
+		}
+	}
 	for _, m := range ms {
 		mp := mapping{start: m.Start, end: m.End, offset: m.Offset, perms: m.Perms, name: m.Path}
 		if m.FileBacked() {
 			o := objs[m.ID()]
 			if o == nil {
 				o = &object{o: procmaps.Object{Path: m.Path, Dev: m.Dev, Inode: m.Inode, Deleted: m.Deleted}}
-				// Reuse the table the previous snapshot found.
-				if old := p.snap.Load(); old != nil {
-					if t := old.table(m.ID()); t != nil {
-						o.tab.Store(t)
-					}
+				if po := prev[m.ID()]; po != nil {
+					o.tab.Store(po.tab.Load())
+					o.failed.Store(po.failed.Load())
 				}
 				objs[m.ID()] = o
 			}
@@ -103,15 +112,6 @@ func (p *Process) refresh() (*snapshot, error) {
 	}
 	p.snap.Store(sn)
 	return sn, nil
-}
-
-func (sn *snapshot) table(id procmaps.FileID) *table {
-	for i := range sn.maps {
-		if o := sn.maps[i].obj; o != nil && o.o.ID() == id {
-			return o.tab.Load()
-		}
-	}
-	return nil
 }
 
 // find returns the mapping holding addr, or nil.
@@ -194,11 +194,15 @@ func (p *Process) frame(fr *Frame, m *mapping, addr uint64) error {
 	fr.Object = o.o.Path
 	t := o.tab.Load()
 	if t == nil || t.evicted.Load() {
+		if o.failed.Load() {
+			return nil
+		}
 		var err error
 		if t, err = p.table(o); err != nil {
 			if isGone(err) {
 				return err
 			}
+			o.failed.Store(true)
 			return nil // unreadable: the object is named, the function not
 		}
 	} else if !t.ref.Load() {

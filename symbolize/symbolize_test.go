@@ -3,6 +3,7 @@ package symbolize
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -408,5 +409,54 @@ func TestSymbolizeIndexAgreesWithAt(t *testing.T) {
 		}
 		check(0)
 		check(^uint64(0))
+	}
+}
+
+// TestSymbolizeConcurrent: goroutines symbolizing several files and a
+// process at once, under a ceiling that keeps evicting, get the right
+// names (run with -race).
+func TestSymbolizeConcurrent(t *testing.T) {
+	exe := abs(t, testkit.Fixture("usdt_lib_user"))
+	fx := testkit.Start(t, exe)
+	addr := runtimeAddr(t, fx.PID(), exe, exe, "main")
+	s := New(&Options{MaxTableBytes: 1})
+	p, err := s.Process(fx.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{testkit.Fixture("usdt_sample"), testkit.Fixture("goprog"), testkit.Fixture("libusdt_lib.so")}
+	names := []string{"main", "main.add", "usdt_lib_fire_shared"}
+	var vaddrs []uint64
+	for k := range files {
+		v, _ := testkit.SymbolOffset(t, files[k], names[k])
+		vaddrs = append(vaddrs, v)
+	}
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for i := range 200 {
+				k := (g + i) % len(files)
+				f, err := s.File(files[k])
+				if err != nil {
+					errs <- err
+					return
+				}
+				if fr := f.Frame(vaddrs[k]); fr.Function != names[k] {
+					errs <- fmt.Errorf("%s: %+v", files[k], fr)
+					return
+				}
+				frames, err := p.Symbolize([]uint64{addr})
+				if err != nil || frames[0].Function != "main" {
+					errs <- fmt.Errorf("process: %v %v", frames, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
