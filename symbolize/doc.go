@@ -39,7 +39,9 @@
 // /tmp/perf-PID.map, with PID as the process sees it in its own PID
 // namespace; that file is read inside the process's root as a regular file
 // without blocking (see ParsePerfMap for its format and ceilings), and
-// read again when an address is not in it and the file grew. Other memory
+// read again when an address is not in it and the file grew. The [vdso]
+// mapping is named from the vDSO image read from the process's memory.
+// Other memory
 // that no file backs is named by its pseudo name in maps ("[vdso]",
 // "[heap]", "[anon:NAME]") or "[anon]", with no function.
 //

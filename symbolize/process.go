@@ -25,6 +25,8 @@ type Process struct {
 	// anonymous executable memory and again when the file grew.
 	perfMu sync.Mutex
 	perf   atomic.Pointer[perfState]
+	// vdsoTab is the table of the process's vDSO, read on first use.
+	vdsoTab atomic.Pointer[table]
 }
 
 type perfState struct {
@@ -180,6 +182,10 @@ func (p *Process) SymbolizeInto(frames []Frame, addrs []uint64) error {
 }
 
 func (p *Process) frame(fr *Frame, m *mapping, addr uint64) error {
+	if m.obj == nil && m.name == "[vdso]" {
+		fr.Object = m.name
+		return p.vdso(fr, m, addr)
+	}
 	if m.obj == nil {
 		fr.Object = m.name
 		if fr.Object == "" {
@@ -313,4 +319,57 @@ func nsPID(pid int) (int, error) {
 		return 0, err
 	}
 	return pid, nil
+}
+
+// maxVDSO bounds the vDSO image read from a process's memory (the
+// kernel's is two to four pages).
+const maxVDSO = 1 << 20
+
+// vdso names addr in the process's [vdso] mapping: the vDSO is an ELF
+// image the kernel maps into every process, read from the process's
+// memory (/proc/PID/mem). Its table is shared by the processes whose
+// images are identical.
+func (p *Process) vdso(fr *Frame, m *mapping, addr uint64) error {
+	t := p.vdsoTab.Load()
+	if t == nil {
+		var err error
+		if t, err = p.readVDSO(m); err != nil {
+			return err
+		}
+	}
+	if vaddr, ok := t.loads.Address(addr-m.start, true); ok {
+		t.frame(fr, vaddr, false)
+	}
+	return nil
+}
+
+func (p *Process) readVDSO(m *mapping) (*table, error) {
+	none := &table{} // no names, not read again
+	if m.end-m.start > maxVDSO {
+		p.vdsoTab.Store(none)
+		return none, nil
+	}
+	f, err := os.Open("/proc/" + strconv.Itoa(p.proc.PID) + "/mem")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%v: %w", p.proc, procmaps.ErrProcessGone)
+		}
+		p.vdsoTab.Store(none)
+		return none, nil
+	}
+	img := make([]byte, m.end-m.start)
+	_, err = f.ReadAt(img, int64(m.start))
+	f.Close()
+	// The memory read must be the process's: its identity is checked
+	// after the read.
+	if err := p.proc.Check(); err != nil {
+		return nil, err
+	}
+	if err != nil {
+		p.vdsoTab.Store(none)
+		return none, nil
+	}
+	t := p.s.vdsoTable(img)
+	p.vdsoTab.Store(t)
+	return t, nil
 }

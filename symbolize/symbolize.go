@@ -1,9 +1,11 @@
 package symbolize
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 
 	"github.com/probekit/probekit/procmaps"
 )
@@ -36,6 +38,21 @@ type Options struct {
 type Symbolizer struct {
 	demangle bool
 	cache    cache
+	// vdso is the last vDSO image read and its table (every process on
+	// one kernel maps the same image).
+	vdsoMu  sync.Mutex
+	vdsoImg []byte
+	vdsoTab *table
+}
+
+// vdsoTable returns the table of the vDSO image img.
+func (s *Symbolizer) vdsoTable(img []byte) *table {
+	s.vdsoMu.Lock()
+	defer s.vdsoMu.Unlock()
+	if s.vdsoTab == nil || !bytes.Equal(s.vdsoImg, img) {
+		s.vdsoImg, s.vdsoTab = img, loadTable(procmaps.FileID{}, bytes.NewReader(img))
+	}
+	return s.vdsoTab
 }
 
 // New returns a Symbolizer; opts may be nil.

@@ -2,6 +2,8 @@ package symbolize
 
 import (
 	"bufio"
+	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -458,5 +460,62 @@ func TestSymbolizeConcurrent(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestSymbolizeVDSO: an address in the [vdso] mapping is named from the
+// vDSO image in the process's memory.
+func TestSymbolizeVDSO(t *testing.T) {
+	var vdso procmaps.Mapping
+	for _, m := range mapsOf(t, os.Getpid()) {
+		if m.Path == "[vdso]" {
+			vdso = m
+		}
+	}
+	if vdso.Start == 0 {
+		t.Skip("no vDSO mapped")
+	}
+	mem, err := os.Open("/proc/self/mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := make([]byte, vdso.Size())
+	_, err = mem.ReadAt(img, int64(vdso.Start))
+	mem.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, err := elf.NewFile(bytes.NewReader(img))
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, err := ef.DynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addr uint64
+	for _, s := range syms {
+		if s.Name == "__vdso_clock_gettime" {
+			for _, p := range ef.Progs {
+				if p.Type == elf.PT_LOAD && p.Vaddr <= s.Value && s.Value < p.Vaddr+p.Filesz {
+					addr = vdso.Start + s.Value - p.Vaddr + p.Off
+				}
+			}
+		}
+	}
+	if addr == 0 {
+		t.Skip("no __vdso_clock_gettime")
+	}
+	p, err := New(nil).Process(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames, err := p.Symbolize([]uint64{addr + 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := frames[0]
+	if (fr.Function != "__vdso_clock_gettime" && fr.Function != "clock_gettime") || fr.Offset != 2 || fr.Object != "[vdso]" {
+		t.Fatalf("%+v", fr)
 	}
 }

@@ -3,6 +3,7 @@ package symbolize
 import (
 	"debug/elf"
 	"errors"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -41,7 +42,7 @@ const tableOverhead = 4 << 10
 
 // loadTable reads the function table of the ELF file f (left open: the
 // caller closes it).
-func loadTable(id procmaps.FileID, f *os.File) *table {
+func loadTable(id procmaps.FileID, f io.ReaderAt) *table {
 	t := &table{id: id, bytes: tableOverhead}
 	ef, err := safeelf.NewFile(f)
 	if err != nil {
