@@ -4,7 +4,7 @@
 //	probekit list [--json] TARGET [GLOB]
 //	probekit list [--json] -p PID [GLOB]
 //	probekit list --functions [--json] [-p PID] TARGET [GLOB]
-//	probekit trace [--json] [-p PID] [-n COUNT] [--str N,...] [--ring-size SIZE] [--count | --hist N|ret] [-i SECONDS] PROBE... [-- CMD ARGS...]
+//	probekit trace [--json] [-p PID] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [-i SECONDS] PROBE... [-- CMD ARGS...]
 //	probekit cflags [-o DIR]
 //
 //	PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC
@@ -63,6 +63,24 @@
 // function probes mix freely in one trace, sharing one ring buffer of
 // --ring-size bytes (a power of two, 16M by default). Hits reach the
 // output within about 100 ms, and in chunks while a burst lasts.
+//
+// --stack adds the user stack of each hit (up to 127 frames), symbolized
+// in its process, innermost first, one frame per line indented under the
+// hit:
+//
+//	3598/3598 uprobe:chain_end @0x1310 [0 ...]
+//	    0x56176b477310 chain_end+0x0 (/path/stack_chain)
+//	    0x56176b47733a chain_c+0xa (/path/stack_chain)
+//
+// and in --json as "stack": [{"address", "function", "offset", "object"},
+// ...] ("function" is "" when unknown). The program reads the stack with
+// usdt/bpf's stack.bpf.h: a walk of the frame-pointer chain, with the
+// caller added at a function's entry. Go code always has frame pointers;
+// C and C++ built without them (-fomit-frame-pointer, the default at -O2)
+// show their first frame (and at a function's entry its caller), then
+// wrong frames or none. Frames are named while the process runs: the
+// stacks of a process that has exited before its hits are read show
+// addresses only.
 //
 // --count and --hist count in the kernel instead of sending each hit to
 // probekit: a hit adds 1 to its probe's slot of a per-CPU map, and

@@ -26,7 +26,7 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
-const traceUsage = "trace [--json] [-p PID] [-n COUNT] [--str N,...] [--ring-size SIZE] [--count | --hist N|ret] [-i SECONDS] PROBE... [-- CMD ARGS...]\n" +
+const traceUsage = "trace [--json] [-p PID] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [-i SECONDS] PROBE... [-- CMD ARGS...]\n" +
 	"      PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC"
 
 func init() {
@@ -55,8 +55,10 @@ type traceRequest struct {
 	// interval, when not 0, prints the counts or histograms that often
 	// too (-i).
 	interval time.Duration
-	probes   []probeSpec
-	cmd      []string
+	// stack prints each hit's user stack, symbolized (--stack).
+	stack  bool
+	probes []probeSpec
+	cmd    []string
 }
 
 // probeSpec is one PROBE of the command line.
@@ -122,6 +124,7 @@ func parseTrace(args []string) (*traceRequest, error) {
 	count := fs.Bool("count", false, "count the hits of each probe in the kernel; print the counts at exit")
 	hist := fs.String("hist", "", "a log2 histogram of argument N (from 1) or of ret, built in the kernel; printed at exit")
 	interval := fs.Int("i", 0, "with --count or --hist, print every SECONDS too")
+	fs.BoolVar(&req.stack, "stack", false, "print each hit's user stack, symbolized")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return nil, err
@@ -171,6 +174,8 @@ func parseTrace(args []string) (*traceRequest, error) {
 			return nil, usagef("-n counts printed hits: --count and --hist print none")
 		case req.strMask != 0:
 			return nil, usagef("--str prints strings of hits: --count and --hist print none")
+		case req.stack:
+			return nil, usagef("--stack prints the stack of each hit: --count and --hist print no hits")
 		case *interval < 0:
 			return nil, usagef("-i %d: want seconds", *interval)
 		}
@@ -273,6 +278,8 @@ type tracer struct {
 	form  *lineForm
 	sites []traceSite
 	hits  int
+	// stacks names the frames of --stack; nil without it.
+	stacks *stackNamer
 	// exitErr is the launched command's failure (cmd.Wait), once the
 	// loop has seen it exit.
 	exitErr error
@@ -326,6 +333,11 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	}
 	if err := traceprog.SetRingSize(spec, ringSize, os.Getpagesize()); err != nil {
 		return err
+	}
+	if req.stack {
+		if err := spec.Variables[traceprog.StackName].Set(uint32(1)); err != nil {
+			return err
+		}
 	}
 	objs, err := traceprog.LoadSpec(spec, which)
 	if err != nil {
@@ -486,6 +498,9 @@ func newTracer(req *traceRequest, stdout io.Writer) *tracer {
 	t := &tracer{req: req, out: output{w: stdout, buf: make([]byte, 0, outputChunk+traceprog.MaxEventSize*8)}, form: &textForm}
 	if req.json {
 		t.form = &jsonForm
+	}
+	if req.stack {
+		t.stacks = newStackNamer()
 	}
 	return t
 }
@@ -658,7 +673,16 @@ func (t *tracer) appendHit(b []byte, ev *traceprog.Event) ([]byte, error) {
 		}
 		b = appendArg(b, ev, i, site.loc)
 	}
-	return append(b, site.end...), nil
+	if t.stacks == nil {
+		return append(b, site.end...), nil
+	}
+	frames := t.stacks.symbolize(ev)
+	if t.req.json {
+		// The stack goes in the object: before its closing "}\n".
+		b = append(b, site.end[:len(site.end)-2]...)
+		return append(appendStackJSON(b, frames), "}\n"...), nil
+	}
+	return appendStackText(append(b, site.end...), frames), nil
 }
 
 // appendArg appends value i: signed or unsigned as its spec says (signed

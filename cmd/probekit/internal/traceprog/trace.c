@@ -18,7 +18,7 @@
  * uprobes; the Go side loads trace_func only where the kernel has it.
  *
  * A record is as long as what it carries (a header, the values, the
- * strings), so that a burst of hits fits in the ring: a 4-argument hit is
+ * user stack with --stack, the strings), so that a burst of hits fits in the ring: a 4-argument hit is
  * 64 bytes. It is built in a per-CPU buffer and copied into the ring with
  * bpf_ringbuf_output, whose size may vary (bpf_ringbuf_reserve wants a
  * constant). The reader is not woken per record: it polls, and is woken
@@ -26,6 +26,7 @@
 #include <linux/bpf.h>
 #include <linux/ptrace.h>
 #include "usdt.bpf.h"
+#include "stack.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -96,8 +97,9 @@ typedef struct user_pt_regs func_regs_t;
 #error "trace.c: function registers are defined for x86 and arm64 only"
 #endif
 
-/* One hit: this header, then nvals 8-byte values, then nstrs strings, each
- * with its NUL, back to back. Keep in sync with Event in traceprog.go
+/* One hit: this header, then nvals 8-byte values, then nframes 8-byte
+ * user stack frames (innermost first), then nstrs strings, each with its
+ * NUL, back to back. Keep in sync with Event in traceprog.go
  * (checked by a test). */
 struct event {
 	__u64 cookie;	/* the tool's index: bpf_usdt_cookie, or a function
@@ -114,11 +116,38 @@ struct event {
 	__u8 kind;	/* enum event_kind */
 	__u8 nvals;
 	__u8 nstrs;
-	__u8 pad;
+	__u8 nframes;	/* at most PROBEKIT_STACK_MAX_DEPTH */
 	__s64 vals[];
 };
 
-#define TRACE_EVENT_MAX (sizeof(struct event) + 8 * TRACE_MAX_VALS + TRACE_MAX_STRS * TRACE_STR_LEN)
+#define TRACE_STACK_BYTES (8 * PROBEKIT_STACK_MAX_DEPTH)
+#define TRACE_EVENT_MAX (sizeof(struct event) + 8 * TRACE_MAX_VALS + TRACE_STACK_BYTES + \
+			 TRACE_MAX_STRS * TRACE_STR_LEN)
+
+/* Whether records carry the thread's user stack (probekit trace --stack).
+ * Set before load. */
+volatile const __u32 probekit_trace_stack = 0;
+
+/* Puts the user stack at off in e when probekit_trace_stack is set
+ * (at_entry: the probe is at a function's first instruction, see
+ * stack.bpf.h) and returns the offset after it. */
+static __always_inline __u32 add_stack(struct pt_regs *ctx, struct event *e, __u32 off, int at_entry)
+{
+	long n;
+
+	e->nframes = 0;
+	/* off > ... is never true (off <= header + values): it tells the
+	 * verifier the stack stays in e. */
+	if (!probekit_trace_stack || off > sizeof(*e) + 8 * TRACE_MAX_VALS)
+		return off;
+	n = probekit_user_stack(ctx, (__u64 *)((char *)e + off), TRACE_STACK_BYTES, at_entry);
+	if (n <= 0)
+		return off;
+	if (n > PROBEKIT_STACK_MAX_DEPTH)
+		n = PROBEKIT_STACK_MAX_DEPTH;
+	e->nframes = n;
+	return off + 8 * n;
+}
 
 /* Bit n: read USDT argument n as a pointer to a string. Set before load.
  * (A function probe's mask is in its cookie.) */
@@ -184,7 +213,7 @@ static __always_inline __u32 read_strs(struct event *e, __u32 nvals, __u32 mask,
 	for (int n = 0; n < TRACE_MAX_VALS; n++) {
 		long len;
 
-		/* off > ... is never true (off <= header + values + 3
+		/* off > ... is never true (off <= header + values + stack + 3
 		 * strings here): it tells the verifier the read stays in e. */
 		if (n >= nvals || !((mask >> n) & 1) || nstrs >= TRACE_MAX_STRS ||
 		    off > TRACE_EVENT_MAX - TRACE_STR_LEN)
@@ -223,7 +252,6 @@ static __noinline __u32 fill_usdt(struct pt_regs *ctx, struct event *e)
 	e->arg_cnt = cnt;
 	e->kind = EVENT_USDT;
 	e->nvals = nvals;
-	e->pad = 0;
 #pragma unroll
 	for (int n = 0; n < TRACE_MAX_VALS; n++) {
 		long v = 0;
@@ -235,7 +263,7 @@ static __noinline __u32 fill_usdt(struct pt_regs *ctx, struct event *e)
 		e->vals[n] = v;
 	}
 	e->errors = errors;
-	return read_strs(e, nvals, probekit_trace_str_mask, sizeof(*e) + 8 * nvals);
+	return read_strs(e, nvals, probekit_trace_str_mask, add_stack(ctx, e, sizeof(*e) + 8 * nvals, 0));
 }
 
 /* Each register set is read by a function of its own: inlined into one
@@ -294,8 +322,10 @@ static __noinline __u32 fill_func(struct pt_regs *ctx, struct event *e)
 	e->errors = 0;
 	e->kind = (cookie >> FUNC_COOKIE_KIND_SHIFT) & 0xff;
 	e->nvals = nvals;
-	e->pad = 0;
-	return read_strs(e, nvals, (cookie >> FUNC_COOKIE_STRS_SHIFT) & 0xfff, sizeof(*e) + 8 * nvals);
+	/* An entry probe is at the function's first instruction (on Go,
+	 * after its stack check, which moves no stack pointer). */
+	return read_strs(e, nvals, (cookie >> FUNC_COOKIE_STRS_SHIFT) & 0xfff,
+			 add_stack(ctx, e, sizeof(*e) + 8 * nvals, e->kind == EVENT_UPROBE));
 }
 
 /* BPF_RB_NO_WAKEUP, or BPF_RB_FORCE_WAKEUP when the reader has

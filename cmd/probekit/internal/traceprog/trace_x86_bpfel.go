@@ -40,7 +40,7 @@ type traceEvent struct {
 	Kind    uint8
 	Nvals   uint8
 	Nstrs   uint8
-	Pad     uint8
+	Nframes uint8
 	Vals    [0]int64
 }
 
@@ -54,7 +54,7 @@ type traceScratch struct {
 	_          structs.HostLayout
 	Users      uint64
 	LastWakeup uint64
-	Buf        [64]uint64
+	Buf        [191]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -72,6 +72,7 @@ const (
 	traceProgTraceUsdt               = "trace_usdt"
 	traceVarProbekitTraceHistVal     = "probekit_trace_hist_val"
 	traceVarProbekitTraceMode        = "probekit_trace_mode"
+	traceVarProbekitTraceStack       = "probekit_trace_stack"
 	traceVarProbekitTraceStrMask     = "probekit_trace_str_mask"
 	traceVarProbekitTraceWakeupBytes = "probekit_trace_wakeup_bytes"
 	traceVarProbekitUsdtHaveCookie   = "probekit_usdt_have_cookie"
@@ -142,6 +143,7 @@ type traceMapSpecs struct {
 type traceVariableSpecs struct {
 	ProbekitTraceHistVal     *ebpf.VariableSpec `ebpf:"probekit_trace_hist_val"`
 	ProbekitTraceMode        *ebpf.VariableSpec `ebpf:"probekit_trace_mode"`
+	ProbekitTraceStack       *ebpf.VariableSpec `ebpf:"probekit_trace_stack"`
 	ProbekitTraceStrMask     *ebpf.VariableSpec `ebpf:"probekit_trace_str_mask"`
 	ProbekitTraceWakeupBytes *ebpf.VariableSpec `ebpf:"probekit_trace_wakeup_bytes"`
 	ProbekitUsdtHaveCookie   *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
@@ -194,6 +196,7 @@ func (m *traceMaps) Close() error {
 type traceVariables struct {
 	ProbekitTraceHistVal     *ebpf.Variable `ebpf:"probekit_trace_hist_val"`
 	ProbekitTraceMode        *ebpf.Variable `ebpf:"probekit_trace_mode"`
+	ProbekitTraceStack       *ebpf.Variable `ebpf:"probekit_trace_stack"`
 	ProbekitTraceStrMask     *ebpf.Variable `ebpf:"probekit_trace_str_mask"`
 	ProbekitTraceWakeupBytes *ebpf.Variable `ebpf:"probekit_trace_wakeup_bytes"`
 	ProbekitUsdtHaveCookie   *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`

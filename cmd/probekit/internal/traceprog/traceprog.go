@@ -10,6 +10,8 @@ import (
 	"os"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/probekit/probekit/usdt/bpf"
 )
 
 // Names in trace.c.
@@ -36,6 +38,8 @@ const (
 	ModeName = "probekit_trace_mode"
 	// HistValName is the constant numbering the value ModeHist counts.
 	HistValName = "probekit_trace_hist_val"
+	// StackName is the constant making records carry the user stack.
+	StackName = "probekit_trace_stack"
 )
 
 // Mode is what the programs do with a hit (enum trace_mode of trace.c).
@@ -160,12 +164,16 @@ const (
 	StrLen  = 96
 )
 
+// MaxFrames is the most user stack frames a record carries (stack.bpf.h's
+// PROBEKIT_STACK_MAX_DEPTH).
+const MaxFrames = bpf.MaxStackDepth
+
 // HeaderSize is the size of a record's fixed part (struct event of
-// trace.c); MaxEventSize is the largest record: every value and every
-// string at its longest.
+// trace.c); MaxEventSize is the largest record: every value, a full
+// stack and every string at its longest.
 const (
 	HeaderSize   = 32
-	MaxEventSize = HeaderSize + 8*MaxArgs + MaxStrs*StrLen
+	MaxEventSize = HeaderSize + 8*MaxArgs + 8*MaxFrames + MaxStrs*StrLen
 )
 
 // Ring buffer sizes: DefaultRingSize holds about 260,000 four-argument
@@ -248,7 +256,15 @@ type Event struct {
 	// Strs are the strings read, without their NUL. After Decode they
 	// share the record's memory.
 	Strs [MaxStrs][]byte
+	// NFrames is the number of user stack frames in Frames (0 unless the
+	// program was loaded with StackName set): innermost first, the
+	// instruction pointer then return addresses (bpf.Stack).
+	NFrames int
+	Frames  [MaxFrames]uint64
 }
+
+// Stack returns the frames of the hit's user stack.
+func (e *Event) Stack() bpf.Stack { return e.Frames[:e.NFrames] }
 
 // Str returns value n's string, if it was read as one.
 func (e *Event) Str(n int) ([]byte, bool) {
@@ -278,7 +294,7 @@ func (e *Event) Decode(rec []byte) error {
 		return badEvent("%d bytes, want at least %d", len(rec), HeaderSize)
 	}
 	ne := binary.NativeEndian
-	kind, nvals, nstrs := Kind(rec[28]), int(rec[29]), int(rec[30])
+	kind, nvals, nstrs, nframes := Kind(rec[28]), int(rec[29]), int(rec[30]), int(rec[31])
 	strArgs := ne.Uint32(rec[24:])
 	switch {
 	case kind >= numKinds:
@@ -287,10 +303,12 @@ func (e *Event) Decode(rec []byte) error {
 		return badEvent("%d values, at most %d", nvals, MaxArgs)
 	case nstrs > MaxStrs || nstrs != bits.OnesCount32(strArgs) || strArgs>>nvals != 0:
 		return badEvent("%d strings for values %#b of %d", nstrs, strArgs, nvals)
+	case nframes > MaxFrames:
+		return badEvent("%d stack frames, at most %d", nframes, MaxFrames)
 	}
-	off := HeaderSize + 8*nvals
+	off := HeaderSize + 8*nvals + 8*nframes
 	if len(rec) < off {
-		return badEvent("%d bytes for %d values", len(rec), nvals)
+		return badEvent("%d bytes for %d values and %d frames", len(rec), nvals, nframes)
 	}
 	e.Kind = kind
 	e.Cookie = ne.Uint64(rec)
@@ -305,6 +323,10 @@ func (e *Event) Decode(rec []byte) error {
 		if i < nvals {
 			e.Args[i] = int64(ne.Uint64(rec[HeaderSize+8*i:]))
 		}
+	}
+	e.NFrames = nframes
+	for i := range nframes {
+		e.Frames[i] = ne.Uint64(rec[HeaderSize+8*nvals+8*i:])
 	}
 	rest := rec[off:]
 	for k := range e.Strs {
@@ -324,8 +346,9 @@ func (e *Event) Decode(rec []byte) error {
 // AppendBinary appends e as the program writes it: what Decode reads
 // back. Strings longer than StrLen-1 bytes or holding a NUL are an error.
 func (e *Event) AppendBinary(b []byte) ([]byte, error) {
-	if e.NArgs < 0 || e.NArgs > MaxArgs || e.StrArgs>>e.NArgs != 0 || bits.OnesCount32(e.StrArgs) > MaxStrs {
-		return b, fmt.Errorf("traceprog: %d values with strings %#b", e.NArgs, e.StrArgs)
+	if e.NArgs < 0 || e.NArgs > MaxArgs || e.StrArgs>>e.NArgs != 0 || bits.OnesCount32(e.StrArgs) > MaxStrs ||
+		e.NFrames < 0 || e.NFrames > MaxFrames {
+		return b, fmt.Errorf("traceprog: %d values with strings %#b, %d frames", e.NArgs, e.StrArgs, e.NFrames)
 	}
 	ne := binary.NativeEndian
 	nstrs := bits.OnesCount32(e.StrArgs)
@@ -335,9 +358,12 @@ func (e *Event) AppendBinary(b []byte) ([]byte, error) {
 	b = ne.AppendUint32(b, uint32(e.ArgCnt))
 	b = ne.AppendUint32(b, e.Errors)
 	b = ne.AppendUint32(b, e.StrArgs)
-	b = append(b, byte(e.Kind), byte(e.NArgs), byte(nstrs), 0)
+	b = append(b, byte(e.Kind), byte(e.NArgs), byte(nstrs), byte(e.NFrames))
 	for _, v := range e.Args[:e.NArgs] {
 		b = ne.AppendUint64(b, uint64(v))
+	}
+	for _, f := range e.Frames[:e.NFrames] {
+		b = ne.AppendUint64(b, f)
 	}
 	for _, s := range e.Strs[:nstrs] {
 		if len(s) >= StrLen || bytes.IndexByte(s, 0) >= 0 {

@@ -38,7 +38,7 @@ func TestEventLayout(t *testing.T) {
 		t.Errorf("struct event is %d bytes, HeaderSize %d", ev.Size, HeaderSize)
 	}
 	want := map[string]uint32{"cookie": 0, "pid": 8, "tid": 12, "arg_cnt": 16, "errors": 20, "str_args": 24,
-		"kind": 28, "nvals": 29, "nstrs": 30, "pad": 31, "vals": 32}
+		"kind": 28, "nvals": 29, "nstrs": 30, "nframes": 31, "vals": 32}
 	for _, m := range ev.Members {
 		off, ok := want[m.Name]
 		if !ok {
@@ -134,6 +134,8 @@ func TestDecodeRejects(t *testing.T) {
 		"13 values":         func(b []byte) []byte { b[29] = 13; return b },
 		"string count":      func(b []byte) []byte { b[30] = 1; return b },
 		"string past value": func(b []byte) []byte { b[24] |= 0b1000; b[30] = 3; return b },
+		"128 frames":        func(b []byte) []byte { b[31] = MaxFrames + 1; return b },
+		"short frames":      func(b []byte) []byte { b[31] = 9; return b },
 		"long string": func(b []byte) []byte {
 			b = append(b[:HeaderSize+24], make([]byte, 2*StrLen)...)
 			for i := range b[HeaderSize+24:] {
@@ -152,6 +154,7 @@ func TestDecodeRejects(t *testing.T) {
 		{NArgs: 1, StrArgs: 0b10},
 		{NArgs: 1, StrArgs: 1, Strs: [MaxStrs][]byte{[]byte("nul\x00")}},
 		{NArgs: 1, StrArgs: 1, Strs: [MaxStrs][]byte{make([]byte, StrLen)}},
+		{NFrames: MaxFrames + 1},
 	} {
 		if _, err := bad.AppendBinary(nil); err == nil {
 			t.Errorf("AppendBinary(%+v) accepted", bad)
@@ -170,6 +173,7 @@ func FuzzDecode(f *testing.F) {
 		{ArgCnt: -3},
 		{Kind: KindUprobe, Cookie: 9, ArgCnt: 9, NArgs: 9, Args: [MaxArgs]int64{1, 3, 5, 7}, StrArgs: 0b10, Strs: [MaxStrs][]byte{[]byte("x")}},
 		{Kind: KindUretprobe, Cookie: 2, ArgCnt: 1, NArgs: 1, Args: [MaxArgs]int64{-1}},
+		{Kind: KindUprobe, ArgCnt: 1, NArgs: 1, StrArgs: 1, Strs: [MaxStrs][]byte{[]byte("s")}, NFrames: 3, Frames: [MaxFrames]uint64{0x401000, 0x401234, 0x7f0000001000}},
 	} {
 		b, err := e.AppendBinary(nil)
 		if err != nil {
@@ -186,8 +190,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decoded %+v does not encode: %v", e, err)
 		}
-		want := append([]byte(nil), b[:len(again)]...)
-		want[31] = 0 // pad
+		want := b[:len(again)]
 		if string(again) != string(want) {
 			t.Fatalf("re-encoded\n%x\nread\n%x", again, want)
 		}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/probekit/probekit/internal/test/testkit"
+)
+
+// stackHit is a hit line of trace --json --stack.
+type stackHit struct {
+	Kind     string `json:"kind"`
+	Name     string `json:"name"`
+	Function string `json:"function"`
+	PID      int    `json:"pid"`
+	Stack    []struct {
+		Address  uint64 `json:"address"`
+		Function string `json:"function"`
+		Offset   uint64 `json:"offset"`
+		Object   string `json:"object"`
+	} `json:"stack"`
+}
+
+func (h *stackHit) functions() []string {
+	var out []string
+	for _, f := range h.Stack {
+		out = append(out, f.Function)
+	}
+	return out
+}
+
+func decodeStackHits(t *testing.T, out string) []stackHit {
+	t.Helper()
+	var hits []stackHit
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var h stackHit
+		if err := json.Unmarshal([]byte(line), &h); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		hits = append(hits, h)
+	}
+	return hits
+}
+
+// traceWhile runs probekit trace with args (an -n COUNT trace) and runs
+// command in p every 5 ms until the trace ends, within 30 s.
+func traceWhile(t *testing.T, p *testkit.Process, command string, args ...string) traceResult {
+	t.Helper()
+	done := make(chan traceResult, 1)
+	go func() { done <- runTraceCmd(args...) }()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case r := <-done:
+			if r.code != 0 {
+				t.Fatalf("probekit trace %v: exit %d: %s", args, r.code, r.errOut)
+			}
+			return r
+		case <-deadline:
+			t.Fatalf("probekit trace %v did not end within 30s", args)
+		case <-time.After(5 * time.Millisecond):
+			p.Do(command)
+		}
+	}
+}
+
+// --stack on the C chain main -> run -> fire -> chain_a -> chain_b ->
+// chain_c -> chain_end (frame pointers, PIE): at chain_end's entry the
+// caller chain_c is there; at the USDT site in chain_c the stack starts
+// there. Frames past the first are return addresses: offset 0 would
+// mean a frame named after the function that follows its call.
+func TestTraceStackC(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	fx := testkit.Fixture("stack_chain")
+	p := testkit.Start(t, fx)
+	r := traceWhile(t, p, "fire chain 1", "--json", "--stack", "-n", "6", "-p", itoa(p.PID()), "uprobe:"+fx+":chain_end", fx+":stack:leaf")
+	chain := []string{"chain_c", "chain_b", "chain_a", "fire", "run", "main"}
+	seen := map[string]bool{}
+	for _, h := range decodeStackHits(t, r.out) {
+		want := chain
+		if h.Kind == "uprobe" {
+			want = append([]string{"chain_end"}, chain...)
+		}
+		fns := h.functions()
+		if len(fns) < len(want) || !slices.Equal(fns[:len(want)], want) {
+			t.Fatalf("%s hit: stack %v, want %v first", h.Kind, fns, want)
+		}
+		for i, f := range h.Stack[:len(want)] {
+			if !strings.HasSuffix(f.Object, "/stack_chain") || f.Address == 0 || i > 0 && f.Offset == 0 {
+				t.Errorf("%s hit: frame %d %+v", h.Kind, i, f)
+			}
+		}
+		if h.Kind == "uprobe" && h.Stack[0].Offset != 0 {
+			t.Errorf("entry probe at %s+%d", h.Stack[0].Function, h.Stack[0].Offset)
+		}
+		seen[h.Kind] = true
+	}
+	if !seen["uprobe"] || !seen["usdt"] {
+		t.Errorf("hits of %v", seen)
+	}
+}
+
+// --stack on Go, with a symbol table and without: main.add's entry,
+// called by main.run from main.main, shows the whole chain down to the
+// runtime's goroutine start.
+func TestTraceStackGo(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	for _, name := range []string{"goprog", "goprog_stripped"} {
+		t.Run(name, func(t *testing.T) {
+			fx := testkit.Fixture(name)
+			p := testkit.Start(t, fx)
+			r := traceWhile(t, p, "add 1", "--json", "--stack", "-n", "3", "-p", itoa(p.PID()), "uprobe:"+fx+":main.add")
+			want := []string{"main.add", "main.run", "main.main", "runtime.main", "runtime.goexit"}
+			for _, h := range decodeStackHits(t, r.out) {
+				fns := h.functions()
+				if n := len(fns); n > 0 {
+					// .symtab names the assembly function runtime.goexit.abi0.
+					fns[n-1] = strings.TrimSuffix(fns[n-1], ".abi0")
+				}
+				if !slices.Equal(fns, want) {
+					t.Errorf("stack %v, want %v", fns, want)
+				}
+			}
+		})
+	}
+}
+
+// The text form: each frame indented under its hit.
+func TestTraceStackText(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	fx := testkit.Fixture("stack_chain")
+	p := testkit.Start(t, fx)
+	r := traceWhile(t, p, "fire chain 1", "--stack", "-n", "1", "-p", itoa(p.PID()), fx+":stack:leaf")
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	if len(lines) < 7 || !strings.Contains(lines[0], " stack:leaf @") ||
+		!strings.HasPrefix(lines[1], "    0x") || !strings.Contains(lines[1], " chain_c+0x") ||
+		!strings.Contains(lines[2], " chain_b+0x") || !strings.HasSuffix(lines[6], "/stack_chain)") {
+		t.Errorf("output:\n%s", r.out)
+	}
+}
