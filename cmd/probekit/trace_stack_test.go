@@ -2,6 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -142,5 +146,55 @@ func TestTraceStackText(t *testing.T) {
 		!strings.HasPrefix(lines[1], "    0x") || !strings.Contains(lines[1], " chain_c+0x") ||
 		!strings.Contains(lines[2], " chain_b+0x") || !strings.HasSuffix(lines[6], "/stack_chain)") {
 		t.Errorf("output:\n%s", r.out)
+	}
+}
+
+// nodeScript calls process.memoryUsage(), a C++ callback of node, from
+// the JavaScript function probekitHot, called by outer, every 20 ms.
+const nodeScript = `function probekitHot() { return process.memoryUsage().rss; }
+function outer() { let s = 0; for (let i = 0; i < 10; i++) s += probekitHot(); return s; }
+setInterval(outer, 20);
+`
+
+// nodeMemoryUsage is the callback's symbol in node 20 (static, in
+// .symtab).
+const nodeMemoryUsage = "_ZN4nodeL11MemoryUsageERKN2v820FunctionCallbackInfoINS0_5ValueEEE"
+
+// Node.js with --perf-basic-prof: a stack from the entry of a C++
+// callback reaches the JavaScript functions that called it, named from
+// /tmp/perf-PID.map (--interpreted-frames-native-stack gives interpreted
+// functions frames of their own).
+func TestTraceStackNode(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testkit.Unavailable(t, "nodejs: %v", err)
+	}
+	script := filepath.Join(t.TempDir(), "hot.js")
+	if err := os.WriteFile(script, []byte(nodeScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, "--perf-basic-prof", "--interpreted-frames-native-stack", script)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		os.Remove(fmt.Sprintf("/tmp/perf-%d.map", cmd.Process.Pid))
+	})
+	r := runTraceCmd("--json", "--stack", "-n", "3", "-p", itoa(cmd.Process.Pid), "uprobe:"+node+":"+nodeMemoryUsage)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	perfMap := fmt.Sprintf("/tmp/perf-%d.map", cmd.Process.Pid)
+	for _, h := range decodeStackHits(t, r.out) {
+		fns := h.functions()
+		hot := slices.IndexFunc(fns, func(f string) bool { return strings.Contains(f, "probekitHot") })
+		if len(fns) < 2 || fns[0] != nodeMemoryUsage || hot < 0 || h.Stack[hot].Object != perfMap ||
+			hot+1 >= len(fns) || !strings.Contains(fns[hot+1], "outer") {
+			t.Errorf("stack %q", fns)
+		}
 	}
 }
