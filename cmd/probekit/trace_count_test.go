@@ -10,12 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-
 	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
-	"github.com/probekit/probekit/internal/test/bpftest"
 	"github.com/probekit/probekit/internal/test/testkit"
-	"github.com/probekit/probekit/usdt"
 )
 
 type countLine struct {
@@ -209,27 +205,7 @@ func BenchmarkTraceCount(b *testing.B) {
 	fixture := testkit.Fixture("usdt_sample")
 	b.Run("bare", func(b *testing.B) {
 		p := testkit.Start(b, fixture)
-		spec, err := bpftest.LoadCount()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := usdt.Prepare(spec); err != nil {
-			b.Fatal(err)
-		}
-		coll, err := ebpf.NewCollection(spec)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer coll.Close()
-		att, err := usdt.NewAttacher(spec, coll)
-		if err != nil {
-			b.Fatal(err)
-		}
-		l, err := att.Attach(coll.Programs["count_hits"], fixture, "sample", "loop", &usdt.Options{PID: p.PID()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer l.Close()
+		attachCount(b, p, fixture, "count_hits")
 		b.ResetTimer()
 		loopCPU(b, p)
 	})

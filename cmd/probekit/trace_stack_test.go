@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/probekit/probekit/internal/test/testkit"
 )
@@ -47,28 +46,6 @@ func decodeStackHits(t *testing.T, out string) []stackHit {
 		hits = append(hits, h)
 	}
 	return hits
-}
-
-// traceWhile runs probekit trace with args (an -n COUNT trace) and runs
-// command in p every 5 ms until the trace ends, within 30 s.
-func traceWhile(t *testing.T, p *testkit.Process, command string, args ...string) traceResult {
-	t.Helper()
-	done := make(chan traceResult, 1)
-	go func() { done <- runTraceCmd(args...) }()
-	deadline := time.After(30 * time.Second)
-	for {
-		select {
-		case r := <-done:
-			if r.code != 0 {
-				t.Fatalf("probekit trace %v: exit %d: %s", args, r.code, r.errOut)
-			}
-			return r
-		case <-deadline:
-			t.Fatalf("probekit trace %v did not end within 30s", args)
-		case <-time.After(5 * time.Millisecond):
-			p.Do(command)
-		}
-	}
 }
 
 // --stack on the C chain main -> run -> fire -> chain_a -> chain_b ->

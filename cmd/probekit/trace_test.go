@@ -167,6 +167,14 @@ func TestTracePIDCount(t *testing.T) {
 // as loading and attaching take, within 30 s. The trace must succeed.
 func traceWhileFiring(t *testing.T, p *testkit.Process, probe string, args ...string) traceResult {
 	t.Helper()
+	return traceWhile(t, p, "fire "+probe+" 1", args...)
+}
+
+// traceWhile runs probekit trace with args (an -n COUNT trace of p) and
+// sends p command (a line of its protocol) every 5 ms until the trace
+// ends, within 30 s. The trace must succeed.
+func traceWhile(t *testing.T, p *testkit.Process, command string, args ...string) traceResult {
+	t.Helper()
 	done := make(chan traceResult, 1)
 	go func() { done <- runTraceCmd(args...) }()
 	deadline := time.After(30 * time.Second)
@@ -181,7 +189,7 @@ func traceWhileFiring(t *testing.T, p *testkit.Process, probe string, args ...st
 			// The tracer ends with the fixture (Cleanup stops it).
 			t.Fatalf("probekit trace %v did not end within 30s", args)
 		case <-time.After(5 * time.Millisecond):
-			p.Fire(probe, 1)
+			p.Do(command)
 		}
 	}
 }
@@ -605,27 +613,7 @@ func BenchmarkTraceHit(b *testing.B) {
 	})
 	b.Run("count", func(b *testing.B) {
 		p := testkit.Start(b, fixture)
-		spec, err := bpftest.LoadCount()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := usdt.Prepare(spec); err != nil {
-			b.Fatal(err)
-		}
-		coll, err := ebpf.NewCollection(spec)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer coll.Close()
-		att, err := usdt.NewAttacher(spec, coll)
-		if err != nil {
-			b.Fatal(err)
-		}
-		l, err := att.Attach(coll.Programs["count_args4"], fixture, "sample", "loop", &usdt.Options{PID: p.PID()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer l.Close()
+		coll := attachCount(b, p, fixture, "count_args4")
 		b.ResetTimer()
 		loopCPU(b, p)
 		b.StopTimer()
@@ -635,6 +623,33 @@ func BenchmarkTraceHit(b *testing.B) {
 		}
 	})
 	b.Run("trace", func(b *testing.B) { benchTraceHit(b, fixture) })
+}
+
+// attachCount attaches internal/test/bpftest's program prog to
+// sample:loop of p, until the benchmark ends, and returns its collection.
+func attachCount(b *testing.B, p *testkit.Process, fixture, prog string) *ebpf.Collection {
+	spec, err := bpftest.LoadCount()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := usdt.Prepare(spec); err != nil {
+		b.Fatal(err)
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { coll.Close() })
+	att, err := usdt.NewAttacher(spec, coll)
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := att.Attach(coll.Programs[prog], fixture, "sample", "loop", &usdt.Options{PID: p.PID()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	return coll
 }
 
 // benchTraceHit is BenchmarkTraceHit's probekit trace case, with flags.
