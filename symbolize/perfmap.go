@@ -51,25 +51,37 @@ type perfEntry struct {
 // ParsePerfMap reads a perf map from r, up to MaxPerfMapBytes. Bad lines
 // are skipped and counted; only a read error fails it.
 func ParsePerfMap(r io.Reader) (*PerfMap, error) {
-	return parsePerfMap(r, MaxPerfMapBytes, MaxPerfMapEntries)
+	return parsePerfMap(r, nil, false, MaxPerfMapBytes, MaxPerfMapEntries)
 }
 
-func parsePerfMap(r io.Reader, maxBytes, maxEntries int) (*PerfMap, error) {
-	data, err := io.ReadAll(io.LimitReader(r, int64(maxBytes)+1))
+// parsePerfMap parses r, which continues the file prev was read from
+// (nil: r is the whole file): the result has prev's entries and r's, and
+// prev is left as it was. With partial set, a last line without its
+// newline is left for the next read (the JIT may be writing it).
+func parsePerfMap(r io.Reader, prev *PerfMap, partial bool, maxBytes, maxEntries int) (*PerfMap, error) {
+	m := &PerfMap{}
+	if prev != nil {
+		*m = *prev
+		m.entries = slices.Clone(prev.entries)
+	}
+	budget := int64(maxBytes) - m.size
+	if budget <= 0 || m.Truncated {
+		m.Truncated = true
+		return m, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(r, budget+1))
 	if err != nil {
 		return nil, err
 	}
-	m := &PerfMap{}
-	if len(data) > maxBytes {
-		data, m.Truncated = data[:maxBytes], true
-		// The cut line is incomplete.
-		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
-			data = data[:i+1]
-		} else {
-			data = nil
-		}
+	if int64(len(data)) > budget {
+		data, m.Truncated, partial = data[:budget], true, true
 	}
-	m.size = int64(len(data))
+	if partial {
+		// Only whole lines.
+		data = data[:bytes.LastIndexByte(data, '\n')+1]
+	}
+	m.size += int64(len(data))
+	seq := len(m.entries) + m.Bad
 	for len(data) > 0 {
 		line := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
@@ -89,7 +101,8 @@ func parsePerfMap(r io.Reader, maxBytes, maxEntries int) (*PerfMap, error) {
 			m.Bad++
 			continue
 		}
-		e.seq = len(m.entries)
+		e.seq = seq
+		seq++
 		m.entries = append(m.entries, e)
 	}
 	slices.SortFunc(m.entries, func(a, b perfEntry) int {

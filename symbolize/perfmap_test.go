@@ -3,15 +3,18 @@ package symbolize
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/procmaps"
+	"golang.org/x/sys/unix"
 )
 
 func TestParsePerfMap(t *testing.T) {
@@ -63,13 +66,38 @@ func TestParsePerfMapCeilings(t *testing.T) {
 	}
 	line := []byte("1000 10 x\n")
 	big := bytes.Repeat(line, 1000)
-	m, err = parsePerfMap(bytes.NewReader(big), 100*len(line)+5, 1000)
+	m, err = parsePerfMap(bytes.NewReader(big), nil, false, 100*len(line)+5, 1000)
 	if err != nil || !m.Truncated || m.Len() != 100 || m.Bad != 0 {
 		t.Fatalf("bytes ceiling: truncated %v, len %d, bad %d, %v", m.Truncated, m.Len(), m.Bad, err)
 	}
-	m, err = parsePerfMap(bytes.NewReader(big), len(big), 10)
+	m, err = parsePerfMap(bytes.NewReader(big), nil, false, len(big), 10)
 	if err != nil || !m.Truncated || m.Len() != 10 {
 		t.Fatalf("entries ceiling: truncated %v, len %d, %v", m.Truncated, m.Len(), err)
+	}
+}
+
+// TestParsePerfMapAppended: a perf map read again continues where the
+// last read stopped (a line being written is left for the next), the
+// earlier map is unchanged, and later lines win over earlier ones.
+func TestParsePerfMapAppended(t *testing.T) {
+	first := "1000 10 old\nbad\n2000 10 par"
+	m1, err := parsePerfMap(strings.NewReader(first), nil, true, MaxPerfMapBytes, MaxPerfMapEntries)
+	if err != nil || m1.Len() != 1 || m1.Bad != 1 || m1.size != int64(len("1000 10 old\nbad\n")) {
+		t.Fatalf("first: %d entries, %d bad, size %d, %v", m1.Len(), m1.Bad, m1.size, err)
+	}
+	rest := "2000 10 partial done\n1000 8 new\n"
+	m2, err := parsePerfMap(strings.NewReader(rest), m1, true, MaxPerfMapBytes, MaxPerfMapEntries)
+	if err != nil || m2.Len() != 3 || m2.Bad != 1 {
+		t.Fatalf("second: %d entries, %d bad, %v", m2.Len(), m2.Bad, err)
+	}
+	for _, c := range []struct {
+		m    *PerfMap
+		addr uint64
+		want string
+	}{{m1, 0x1000, "old"}, {m1, 0x2000, ""}, {m2, 0x1000, "new"}, {m2, 0x1009, "old"}, {m2, 0x2000, "partial done"}} {
+		if name, _, _ := c.m.Lookup(c.addr); name != c.want {
+			t.Errorf("%#x: %q, want %q", c.addr, name, c.want)
+		}
 	}
 }
 
@@ -95,6 +123,26 @@ func FuzzPerfMap(f *testing.F) {
 			}
 			if name, _, ok := m.Lookup(e.start); !ok || name == "" {
 				t.Fatalf("entry %+v not found at its start", e)
+			}
+		}
+		// Read in two parts, as a growing file is, it gives the same map.
+		k := len(data) / 2
+		m1, err := parsePerfMap(bytes.NewReader(data[:k]), nil, true, MaxPerfMapBytes, MaxPerfMapEntries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m2, err := parsePerfMap(bytes.NewReader(data[m1.size:]), m1, false, MaxPerfMapBytes, MaxPerfMapEntries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m2.Len() != m.Len() || m2.Bad != m.Bad {
+			t.Fatalf("in parts: %d entries, %d bad; whole: %d, %d", m2.Len(), m2.Bad, m.Len(), m.Bad)
+		}
+		for _, e := range m.entries {
+			n1, o1, _ := m.Lookup(e.start)
+			n2, o2, _ := m2.Lookup(e.start)
+			if n1 != n2 || o1 != o2 {
+				t.Fatalf("%#x: whole %q+%#x, in parts %q+%#x", e.start, n1, o1, n2, o2)
 			}
 		}
 	})
@@ -176,5 +224,56 @@ func TestSymbolizeNodePerfMap(t *testing.T) {
 	fr := frames[0]
 	if fr.Function != name || fr.Offset != 1 || fr.Object != "/tmp/perf-"+strconv.Itoa(cmd.Process.Pid)+".map" {
 		t.Fatalf("%#x: %+v, want %s+0x1", addr+1, fr, name)
+	}
+}
+
+// TestSymbolizePerfMapGrows: JIT code (here anonymous executable memory of
+// the test itself) is named from /tmp/perf-PID.map, and a function added
+// to the map later is found once the file is read again.
+func TestSymbolizePerfMapGrows(t *testing.T) {
+	mem, err := unix.Mmap(-1, 0, 2*4096, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	path := "/tmp/perf-" + strconv.Itoa(os.Getpid()) + ".map"
+	t.Cleanup(func() { os.Remove(path) })
+	if err := os.WriteFile(path, fmt.Appendf(nil, "%x 100 jitted_one\n", base), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(nil).Process(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames, err := p.Symbolize([]uint64{base + 0x10, base + 0x1010})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if frames[0].Function != "jitted_one" || frames[0].Offset != 0x10 || frames[0].Object != path {
+		t.Fatalf("%+v", frames[0])
+	}
+	if frames[1].Function != "" || frames[1].Object != "[anon]" {
+		t.Fatalf("not in the map: %+v", frames[1])
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "%x 100 jitted_two\n", base+0x1000)
+	f.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		frames, err = p.Symbolize([]uint64{base + 0x1010})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if frames[0].Function == "jitted_two" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if frames[0].Function != "jitted_two" || frames[0].Offset != 0x10 {
+		t.Fatalf("after the map grew: %+v", frames[0])
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/probekit/probekit/procmaps"
 )
@@ -33,7 +35,14 @@ type perfState struct {
 	path string // as the process sees it
 	m    *PerfMap
 	err  error
+	// checked is when the file was last looked at, under perfMu.
+	checked time.Time
 }
+
+// perfMapRecheck is how often, at most, addresses missing from a process's
+// perf map make it look at the file again: JIT frames of a runtime that
+// writes none would otherwise each cost an open.
+const perfMapRecheck = 50 * time.Millisecond
 
 // snapshot is one reading of /proc/PID/maps, immutable but for the table
 // pointers of its objects.
@@ -266,6 +275,9 @@ func (p *Process) readPerfMap(old *perfState) (*perfState, error) {
 	if cur := p.perf.Load(); cur != old {
 		return cur, nil // another goroutine read it meanwhile
 	}
+	if old != nil && time.Since(old.checked) < perfMapRecheck {
+		return old, nil
+	}
 	path := ""
 	if old != nil {
 		path = old.path
@@ -285,15 +297,27 @@ func (p *Process) readPerfMap(old *perfState) (*perfState, error) {
 		if isGone(err) {
 			return nil, err
 		}
-		st.err = err
+		st.err, st.checked = err, time.Now()
 		p.perf.Store(st)
 		return st, nil
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && old != nil && old.m != nil && fi.Size() == old.m.size {
-		return old, nil // unchanged
+	var prev *PerfMap
+	if old != nil && old.m != nil {
+		prev = old.m
+		if fi, err := f.Stat(); err == nil && fi.Size() <= prev.size || prev.Truncated {
+			old.checked = time.Now()
+			return old, nil // nothing new
+		}
+		// The file is only appended to: read what was added.
+		if _, err := f.Seek(prev.size, io.SeekStart); err != nil {
+			st.err = err
+			p.perf.Store(st)
+			return st, nil
+		}
 	}
-	st.m, st.err = ParsePerfMap(f)
+	st.m, st.err = parsePerfMap(f, prev, true, MaxPerfMapBytes, MaxPerfMapEntries)
+	st.checked = time.Now()
 	p.perf.Store(st)
 	return st, nil
 }
