@@ -43,7 +43,7 @@ func newStackRig(t *testing.T) *stackRig {
 	if err := usdt.Prepare(spec); err != nil {
 		t.Fatal(err)
 	}
-	if err := uprobe.Prepare(spec, "stack_entry"); err != nil {
+	if err := uprobe.Prepare(spec, "stack_entry", "stack_plain"); err != nil {
 		t.Fatal(err)
 	}
 	coll, err := ebpf.NewCollection(spec)
@@ -149,11 +149,22 @@ func TestStackC(t *testing.T) {
 		}
 	}
 
+	// Without at_entry, the walk from chain_end's entry skips chain_c.
+	l, err := b.Entry("chain_end", r.coll.Programs["stack_plain"], &uprobe.Options{PID: p.PID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Fire("chain", 1)
+	l.Close()
+	if fns, _ := names(t, p.PID(), r.stacks(t, 1)[0].stack); len(fns) < 2 || fns[0] != "chain_end" || fns[1] != "chain_b" {
+		t.Errorf("bpf_get_stack alone at the entry of chain_end: %v, want chain_end, chain_b (chain_c skipped)", fns)
+	}
+
 	att, err := usdt.NewAttacher(r.spec, r.coll)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := att.Attach(r.coll.Programs["stack_site"], fx, "stack", "leaf", &usdt.Options{PID: p.PID()})
+	l, err = att.Attach(r.coll.Programs["stack_site"], fx, "stack", "leaf", &usdt.Options{PID: p.PID()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,8 @@
 
 /* stacktest.c: the BPF programs of stack.bpf.h's tests. Each hit sends
  * its thread's user stack: stack_entry for a probe at a function's first
- * instruction (at_entry), stack_site for a USDT site. */
+ * instruction (at_entry), stack_site for a USDT site, stack_plain for a
+ * uprobe without at_entry (what bpf_get_stack alone gives). */
 #include <linux/bpf.h>
 #include <linux/ptrace.h>
 #include <bpf/bpf_helpers.h>
@@ -45,6 +46,12 @@ int stack_entry(struct pt_regs *ctx)
 
 SEC("usdt")
 int stack_site(struct pt_regs *ctx)
+{
+	return send(ctx, 0);
+}
+
+SEC("uprobe")
+int stack_plain(struct pt_regs *ctx)
 {
 	return send(ctx, 0);
 }

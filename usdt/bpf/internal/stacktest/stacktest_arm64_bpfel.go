@@ -37,6 +37,7 @@ const (
 	StacktestMapBpfUsdtSpecs           = "__bpf_usdt_specs"
 	StacktestMapStacks                 = "stacks"
 	StacktestProgStackEntry            = "stack_entry"
+	StacktestProgStackPlain            = "stack_plain"
 	StacktestProgStackSite             = "stack_site"
 	StacktestVarProbekitUsdtHaveCookie = "probekit_usdt_have_cookie"
 )
@@ -84,6 +85,7 @@ type StacktestSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type StacktestProgramSpecs struct {
 	StackEntry *ebpf.ProgramSpec `ebpf:"stack_entry"`
+	StackPlain *ebpf.ProgramSpec `ebpf:"stack_plain"`
 	StackSite  *ebpf.ProgramSpec `ebpf:"stack_site"`
 }
 
@@ -148,12 +150,14 @@ type StacktestVariables struct {
 // It can be passed to LoadStacktestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type StacktestPrograms struct {
 	StackEntry *ebpf.Program `ebpf:"stack_entry"`
+	StackPlain *ebpf.Program `ebpf:"stack_plain"`
 	StackSite  *ebpf.Program `ebpf:"stack_site"`
 }
 
 func (p *StacktestPrograms) Close() error {
 	return _StacktestClose(
 		p.StackEntry,
+		p.StackPlain,
 		p.StackSite,
 	)
 }
