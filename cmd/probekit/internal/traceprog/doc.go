@@ -17,9 +17,16 @@
 //     loads it only when asked (Programs).
 //
 // A record is as long as what it carries: a 32-byte header, 8 bytes per
-// value, then each string with its NUL (Event, Decode). The kind byte of
-// the header says what the values are (KindUSDT, KindUprobe,
-// KindUretprobe).
+// value, 8 bytes per user stack frame when StackName is set (the
+// program takes the stack with usdt/bpf's stack.bpf.h, at_entry for a
+// function entry), then each string with its NUL (Event, Decode). The
+// kind byte of the header says what the values are (KindUSDT,
+// KindUprobe, KindUretprobe).
+//
+// With SetMode, the programs send nothing: ModeCount adds each hit to its
+// probe index's slot of a per-CPU array (Counts), ModeHist to a log2
+// bucket (Bucket, BucketRange) of one of its values in a per-CPU hash
+// (Histograms).
 //
 // Typical use with the usdt attacher and package uprobe:
 //
