@@ -277,3 +277,31 @@ func TestSymbolizePerfMapGrows(t *testing.T) {
 		t.Fatalf("after the map grew: %+v", frames[0])
 	}
 }
+
+// TestSymbolizeNewMapping: memory mapped after the Process was opened is
+// found: an address outside every mapping makes it read the maps again.
+func TestSymbolizeNewMapping(t *testing.T) {
+	p, err := New(nil).Process(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	path := "/tmp/perf-" + strconv.Itoa(os.Getpid()) + ".map"
+	t.Cleanup(func() { os.Remove(path) })
+	if err := os.WriteFile(path, fmt.Appendf(nil, "%x 100 late_code\n", base), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * mapsRecheck)
+	frames, err := p.Symbolize([]uint64{base + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if frames[0].Function != "late_code" || frames[0].Offset != 1 {
+		t.Fatalf("%+v", frames[0])
+	}
+}

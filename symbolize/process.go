@@ -48,7 +48,13 @@ const perfMapRecheck = 50 * time.Millisecond
 // pointers of its objects.
 type snapshot struct {
 	maps []mapping // in address order, as maps lists them
+	read time.Time
 }
+
+// mapsRecheck is how often, at most, an address outside every mapping
+// makes a Process read the maps again: a stack with a garbage frame in
+// every sample would otherwise read them for each.
+const mapsRecheck = 10 * time.Millisecond
 
 type mapping struct {
 	start, end, offset uint64
@@ -93,7 +99,7 @@ func (p *Process) refresh() (*snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	sn := &snapshot{maps: make([]mapping, 0, len(ms))}
+	sn := &snapshot{maps: make([]mapping, 0, len(ms)), read: time.Now()}
 	objs := map[procmaps.FileID]*object{}
 	// The tables (and failures) the previous snapshot found carry over.
 	prev := map[procmaps.FileID]*object{}
@@ -142,13 +148,23 @@ func (sn *snapshot) find(addr uint64) *mapping {
 	return nil
 }
 
+// Refresh reads the process's maps again now. Symbolize does so by itself
+// for an address outside every mapping (at most every 10 ms); a caller
+// that knows the process unmapped a library and mapped another at the
+// same addresses (dlclose, then dlopen) calls Refresh, as the old snapshot
+// would name the old library's functions.
+func (p *Process) Refresh() error {
+	_, err := p.refresh()
+	return err
+}
+
 // PID is the process's PID.
 func (p *Process) PID() int { return p.proc.PID }
 
 // Symbolize returns a frame for each runtime address, in order. An
 // address outside every mapping makes it read the maps again (the
-// process may have loaded a library since); one still outside gets a
-// frame with only its address. It fails, naming no function, with an
+// process may have loaded a library since; at most every 10 ms); one still
+// outside gets a frame with only its address. It fails, naming no function, with an
 // error matching procmaps.ErrProcessGone or ErrProcessChanged when the
 // process exited or its PID was reused: the process's identity is
 // checked after the addresses are looked up.
@@ -170,7 +186,7 @@ func (p *Process) SymbolizeInto(frames []Frame, addrs []uint64) error {
 	refreshed := false
 	for i, a := range addrs {
 		m := sn.find(a)
-		if m == nil && !refreshed {
+		if m == nil && !refreshed && time.Since(sn.read) >= mapsRecheck {
 			var err error
 			if sn, err = p.refresh(); err != nil {
 				return err
