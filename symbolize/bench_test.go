@@ -120,3 +120,21 @@ func BenchmarkFirst(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFirstProcess: the first symbolization of an address in a live
+// node process by a new Symbolizer: its maps, node's tables, the name.
+func BenchmarkFirstProcess(b *testing.B) {
+	addrs := randomAddrs(b, nodeBin, 1)
+	cmd, _, _ := startNode(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := New(nil).Process(cmd.Process.Pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		frames, err := p.Symbolize(addrs)
+		if err != nil || frames[0].Function == "" {
+			b.Fatal(frames, err)
+		}
+	}
+}
