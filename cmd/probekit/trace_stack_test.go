@@ -148,11 +148,13 @@ func TestTraceStackNode(t *testing.T) {
 	if err != nil {
 		testkit.Unavailable(t, "nodejs: %v", err)
 	}
-	script := filepath.Join(t.TempDir(), "hot.js")
+	dir := t.TempDir()
+	script := filepath.Join(dir, "hot.js")
 	if err := os.WriteFile(script, []byte(nodeScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(node, "--perf-basic-prof", "--interpreted-frames-native-stack", script)
+	cmd.Dir = dir // node writes its v8 logs into its working directory
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
