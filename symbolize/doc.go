@@ -39,7 +39,8 @@
 // /tmp/perf-PID.map, with PID as the process sees it in its own PID
 // namespace; that file is read inside the process's root as a regular file
 // without blocking (see ParsePerfMap for its format and ceilings), and
-// read again when an address is not in it and the file grew. The [vdso]
+// read again (what was appended) when an address is not in it, at most
+// every 50 ms. The [vdso]
 // mapping is named from the vDSO image read from the process's memory.
 // Other memory
 // that no file backs is named by its pseudo name in maps ("[vdso]",
@@ -61,5 +62,5 @@
 // boundaries as 32-bit offsets with a bucket array), after which a lookup
 // takes about 15 ns and allocates nothing (BenchmarkFileWarm).
 //
-// File names from DWARF (C and C++ lines) are not read.
+// Source lines of C and C++ (DWARF) are not read.
 package symbolize
