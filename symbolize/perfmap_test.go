@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -303,5 +304,72 @@ func TestSymbolizeNewMapping(t *testing.T) {
 	}
 	if frames[0].Function != "late_code" || frames[0].Offset != 1 {
 		t.Fatalf("%+v", frames[0])
+	}
+}
+
+// TestSymbolizePerfMapContainer: a JIT in its own PID and mount namespaces
+// writes /tmp/perf-1.map (1: its PID there) into a /tmp only it sees; the
+// map is found through its root and its namespace PID.
+func TestSymbolizePerfMapContainer(t *testing.T) {
+	testkit.RequireKernel(t) // root, for the namespaces and the mount
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		testkit.Unavailable(t, "no python3: %v", err)
+	}
+	const script = `
+import mmap, ctypes, os, time
+rwx = mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC
+private = mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=rwx)
+shared = mmap.mmap(-1, 4096, prot=rwx)  # maps shows /dev/zero (deleted)
+a = ctypes.addressof(ctypes.c_char.from_buffer(private))
+b = ctypes.addressof(ctypes.c_char.from_buffer(shared))
+open("/tmp/perf-%d.map" % os.getpid(), "w").write("%x 40 jit_private\n%x 40 jit_shared\n" % (a, b))
+print(os.readlink("/proc/self"), os.getpid(), "%x" % a, "%x" % b, flush=True)
+time.sleep(60)
+`
+	cmd := exec.Command("unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private",
+		"sh", "-c", `mount -t tmpfs none /tmp && exec "$0" -c "$1"`, py, script)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		testkit.Unavailable(t, "unshare: %v", err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		lines <- line
+	}()
+	var line string
+	select {
+	case line = <-lines:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the JIT did not start within 20s")
+	}
+	var hostPID, nsPID int
+	var priv, shared uint64
+	if _, err := fmt.Sscanf(line, "%d %d %x %x", &hostPID, &nsPID, &priv, &shared); err != nil || nsPID != 1 {
+		t.Fatalf("%q: %v", line, err)
+	}
+	if _, err := os.Stat("/tmp/perf-1.map"); err == nil {
+		t.Fatal("the container's /tmp is the host's")
+	}
+	p, err := New(nil).Process(hostPID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames, err := p.Symbolize([]uint64{priv + 4, shared + 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"jit_private", "jit_shared"} {
+		if fr := frames[i]; fr.Function != want || fr.Offset != uint64(4+i) || fr.Object != "/tmp/perf-1.map" {
+			t.Errorf("%+v, want %s", fr, want)
+		}
 	}
 }

@@ -223,10 +223,11 @@ func (p *Process) frame(fr *Frame, m *mapping, addr uint64) error {
 	}
 	o := m.obj
 	fr.Object = o.o.Path
+	exec := m.perms&procmaps.Exec != 0
 	t := o.tab.Load()
 	if t == nil || t.evicted.Load() {
 		if o.failed.Load() {
-			return nil
+			return p.jitIf(exec, fr, addr)
 		}
 		var err error
 		if t, err = p.table(o); err != nil {
@@ -234,13 +235,19 @@ func (p *Process) frame(fr *Frame, m *mapping, addr uint64) error {
 				return err
 			}
 			o.failed.Store(true)
-			return nil // unreadable: the object is named, the function not
+			// Unreadable: the object is named, the function not.
+			return p.jitIf(exec, fr, addr)
 		}
 	} else if !t.ref.Load() {
 		t.ref.Store(true)
 	}
+	if t.funcs == nil {
+		// Not ELF: code in shared anonymous memory ("/dev/zero
+		// (deleted)") or a memfd, which JITs use too.
+		return p.jitIf(exec, fr, addr)
+	}
 	off := m.offset + (addr - m.start)
-	vaddr, ok := t.loads.Address(off, m.perms&procmaps.Exec != 0)
+	vaddr, ok := t.loads.Address(off, exec)
 	if !ok {
 		return nil
 	}
@@ -257,6 +264,14 @@ func (p *Process) table(o *object) (*table, error) {
 	}
 	o.tab.Store(t)
 	return t, nil
+}
+
+// jitIf is jit for executable memory.
+func (p *Process) jitIf(exec bool, fr *Frame, addr uint64) error {
+	if !exec {
+		return nil
+	}
+	return p.jit(fr, addr)
 }
 
 // jit names addr in anonymous executable memory from the process's perf
