@@ -250,6 +250,7 @@ func TestSymbolizeProcessGoStripped(t *testing.T) {
 // after it was mapped. The process's code is named from the file it maps
 // (reached through map_files), never from the new file at that path.
 func TestSymbolizeProcessReplacedFile(t *testing.T) {
+	testkit.RequireKernel(t) // root: map_files needs CAP_SYS_ADMIN
 	dir := t.TempDir()
 	exe := filepath.Join(abs(t, dir), "prog")
 	testkit.CopyFile(t, testkit.Fixture("usdt_sample"), exe)
