@@ -228,21 +228,32 @@ func TestSymbolizeNodePerfMap(t *testing.T) {
 	}
 }
 
+// selfJIT maps size bytes of private anonymous executable memory in the
+// test process, as a JIT does, and writes /tmp/perf-PID.map with one
+// entry, name, of 0x100 bytes at its start. Both go when the test ends.
+func selfJIT(t *testing.T, size int, name string) (base uint64, path string) {
+	t.Helper()
+	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base = uint64(uintptr(unsafe.Pointer(&mem[0])))
+	path = "/tmp/perf-" + strconv.Itoa(os.Getpid()) + ".map"
+	t.Cleanup(func() {
+		unix.Munmap(mem)
+		os.Remove(path)
+	})
+	if err := os.WriteFile(path, fmt.Appendf(nil, "%x 100 %s\n", base, name), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return base, path
+}
+
 // TestSymbolizePerfMapGrows: JIT code (here anonymous executable memory of
 // the test itself) is named from /tmp/perf-PID.map, and a function added
 // to the map later is found once the file is read again.
 func TestSymbolizePerfMapGrows(t *testing.T) {
-	mem, err := unix.Mmap(-1, 0, 2*4096, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(mem)
-	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
-	path := "/tmp/perf-" + strconv.Itoa(os.Getpid()) + ".map"
-	t.Cleanup(func() { os.Remove(path) })
-	if err := os.WriteFile(path, fmt.Appendf(nil, "%x 100 jitted_one\n", base), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	base, path := selfJIT(t, 2*4096, "jitted_one")
 	p, err := New(nil).Process(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
@@ -286,17 +297,7 @@ func TestSymbolizeNewMapping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(mem)
-	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
-	path := "/tmp/perf-" + strconv.Itoa(os.Getpid()) + ".map"
-	t.Cleanup(func() { os.Remove(path) })
-	if err := os.WriteFile(path, fmt.Appendf(nil, "%x 100 late_code\n", base), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	base, _ := selfJIT(t, 4096, "late_code")
 	time.Sleep(2 * mapsRecheck)
 	frames, err := p.Symbolize([]uint64{base + 1})
 	if err != nil {
