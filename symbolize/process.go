@@ -179,6 +179,41 @@ func (p *Process) Symbolize(addrs []uint64) ([]Frame, error) {
 // SymbolizeInto is Symbolize into frames (len(frames) >= len(addrs)),
 // which it does not allocate.
 func (p *Process) SymbolizeInto(frames []Frame, addrs []uint64) error {
+	return p.symbolize(frames, addrs, true)
+}
+
+// SymbolizeRecorded is SymbolizeInto for addresses recorded while the
+// process ran (a stack a BPF program captured) and named after it may have
+// exited: the names come from the maps snapshot and the tables read while
+// the process was known to be the one opened, and its end is not an
+// error. A file whose table was not read before the end leaves its frames
+// with the object only; Preload at attach time reads them all.
+func (p *Process) SymbolizeRecorded(frames []Frame, addrs []uint64) error {
+	return p.symbolize(frames, addrs, false)
+}
+
+// Preload reads the tables of every executable file the process maps (and
+// of its vDSO) now, so that SymbolizeRecorded names their code after the
+// process exited.
+func (p *Process) Preload() error {
+	sn, err := p.refresh()
+	if err != nil {
+		return err
+	}
+	for i := range sn.maps {
+		m := &sn.maps[i]
+		if m.perms&procmaps.Exec == 0 || (m.obj == nil && m.name != "[vdso]") {
+			continue
+		}
+		var fr Frame
+		if err := p.frame(&fr, m, m.start); err != nil {
+			return err
+		}
+	}
+	return p.proc.Check()
+}
+
+func (p *Process) symbolize(frames []Frame, addrs []uint64, live bool) error {
 	if len(frames) < len(addrs) {
 		return errors.New("symbolize: fewer frames than addresses")
 	}
@@ -187,11 +222,12 @@ func (p *Process) SymbolizeInto(frames []Frame, addrs []uint64) error {
 	for i, a := range addrs {
 		m := sn.find(a)
 		if m == nil && !refreshed && time.Since(sn.read) >= mapsRecheck {
-			var err error
-			if sn, err = p.refresh(); err != nil {
+			refreshed = true
+			if fresh, err := p.refresh(); err == nil {
+				sn = fresh
+			} else if live || !isGone(err) {
 				return err
 			}
-			refreshed = true
 			m = sn.find(a)
 		}
 		fr := &frames[i]
@@ -199,9 +235,12 @@ func (p *Process) SymbolizeInto(frames []Frame, addrs []uint64) error {
 		if m == nil {
 			continue
 		}
-		if err := p.frame(fr, m, a); err != nil {
+		if err := p.frame(fr, m, a); err != nil && (live || !isGone(err)) {
 			return err
 		}
+	}
+	if !live {
+		return nil
 	}
 	return p.proc.Check()
 }
@@ -225,7 +264,11 @@ func (p *Process) frame(fr *Frame, m *mapping, addr uint64) error {
 	fr.Object = o.o.Path
 	exec := m.perms&procmaps.Exec != 0
 	t := o.tab.Load()
-	if t == nil || t.evicted.Load() {
+	if t != nil && t.evicted.Load() {
+		t = p.s.cache.adopt(t)
+		o.tab.Store(t)
+	}
+	if t == nil {
 		if o.failed.Load() {
 			return p.jitIf(exec, fr, addr)
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/probekit/probekit/procmaps"
 )
@@ -25,8 +26,8 @@ type Options struct {
 	// entry per function); 0 means DefaultMaxTableBytes. When a new
 	// table would exceed it, the least recently used tables are dropped
 	// (CLOCK, an approximation of LRU). A single table larger than the
-	// ceiling is still read, and tables a Process or File holds stay
-	// alive until it looks up an address again.
+	// ceiling is still read. A Process or File keeps the tables it used:
+	// a dropped table it uses again is put back (not read again).
 	MaxTableBytes int64
 }
 
@@ -121,7 +122,7 @@ func (f Frame) String() string {
 type File struct {
 	s    *Symbolizer
 	path string
-	t    *table
+	t    atomic.Pointer[table]
 }
 
 // File reads the functions of the ELF file at path (a host path). The
@@ -146,7 +147,9 @@ func (s *Symbolizer) File(path string) (*File, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	f.Close()
-	return &File{s: s, path: path, t: t}, nil
+	file := &File{s: s, path: path}
+	file.t.Store(t)
+	return file, nil
 }
 
 // Symbolize returns a frame for each link-time address, in order.
@@ -161,6 +164,13 @@ func (f *File) Symbolize(addrs []uint64) []Frame {
 // Frame symbolizes one link-time address.
 func (f *File) Frame(addr uint64) Frame {
 	fr := Frame{Address: addr, Object: f.path}
-	f.t.frame(&fr, addr, f.s.demangle)
+	t := f.t.Load()
+	if t.evicted.Load() {
+		t = f.s.cache.adopt(t)
+		f.t.Store(t)
+	} else if !t.ref.Load() {
+		t.ref.Store(true)
+	}
+	t.frame(&fr, addr, f.s.demangle)
 	return fr
 }

@@ -347,8 +347,8 @@ func TestSymbolizeSharedTables(t *testing.T) {
 }
 
 // TestSymbolizeCacheCeiling: with a ceiling below two tables, reading a second
-// file evicts the first; a File holding an evicted table reads it again
-// and still answers.
+// file evicts the first; a File holding an evicted table still answers
+// and puts it back.
 func TestSymbolizeCacheCeiling(t *testing.T) {
 	s := New(&Options{MaxTableBytes: 1})
 	a, err := s.File(testkit.Fixture("usdt_sample"))
@@ -358,7 +358,8 @@ func TestSymbolizeCacheCeiling(t *testing.T) {
 	if _, err := s.File(testkit.Fixture("goprog")); err != nil {
 		t.Fatal(err)
 	}
-	if !a.t.evicted.Load() {
+	at := a.t.Load()
+	if !at.evicted.Load() {
 		t.Fatal("first table not evicted")
 	}
 	n := 0
@@ -369,6 +370,11 @@ func TestSymbolizeCacheCeiling(t *testing.T) {
 	vaddr, _ := testkit.SymbolOffset(t, testkit.Fixture("usdt_sample"), "main")
 	if fr := a.Frame(vaddr); fr.Function != "main" {
 		t.Fatalf("evicted table: %+v", fr)
+	}
+	// Used again, the table is back in the cache (not read again), and
+	// the other one is out.
+	if a.t.Load() != at || at.evicted.Load() || len(s.cache.ring) != 1 || s.cache.ring[0] != at {
+		t.Fatalf("evicted table not put back: ring %d", len(s.cache.ring))
 	}
 }
 
@@ -384,7 +390,7 @@ func TestSymbolizeIndexAgreesWithAt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		funcs := f.t.funcs
+		funcs := f.t.Load().funcs
 		x := buildIndex(funcs)
 		if x == nil {
 			t.Fatalf("%s: no index", path)
@@ -519,4 +525,42 @@ func TestSymbolizeVDSO(t *testing.T) {
 	if (fr.Function != "__vdso_clock_gettime" && fr.Function != "clock_gettime") || fr.Offset != 2 || fr.Object != "[vdso]" {
 		t.Fatalf("%+v", fr)
 	}
+}
+
+// TestSymbolizeRecorded: addresses recorded while a process ran are named
+// after it exited from what was read before (Preload), while Symbolize
+// says the process is gone; without Preload the object is still named.
+func TestSymbolizeRecorded(t *testing.T) {
+	exe, lib := abs(t, testkit.Fixture("usdt_lib_user")), abs(t, testkit.Fixture("libusdt_lib.so"))
+	fx := testkit.Start(t, exe)
+	mainAddr := runtimeAddr(t, fx.PID(), exe, exe, "main")
+	libAddr := runtimeAddr(t, fx.PID(), lib, lib, "usdt_lib_fire_shared")
+	s := New(&Options{MaxTableBytes: 1}) // nothing kept but what a Process holds
+	preloaded, err := s.Process(fx.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := preloaded.Preload(); err != nil {
+		t.Fatal(err)
+	}
+	cold, err := New(nil).Process(fx.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.Kill()
+	addrs := []uint64{mainAddr + 1, libAddr + 2}
+	frames := make([]Frame, 2)
+	if err := preloaded.SymbolizeInto(frames, addrs); !errors.Is(err, procmaps.ErrProcessGone) {
+		t.Fatalf("SymbolizeInto after exit: %v", err)
+	}
+	if err := preloaded.SymbolizeRecorded(frames, addrs); err != nil {
+		t.Fatal(err)
+	}
+	checkFrame(t, frames[0], "main", 1, exe)
+	checkFrame(t, frames[1], "usdt_lib_fire_shared", 2, lib)
+	if err := cold.SymbolizeRecorded(frames, addrs); err != nil {
+		t.Fatal(err)
+	}
+	checkFrame(t, frames[0], "", 0, exe)
+	checkFrame(t, frames[1], "", 0, lib)
 }

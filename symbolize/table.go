@@ -213,9 +213,28 @@ func (c *cache) get(id procmaps.FileID, open func() (*os.File, error)) (*table, 
 	return t, nil
 }
 
+// adopt puts back a table the cache evicted while a holder kept it (the
+// holder uses it again, so it is recent): no file is read again, which
+// also serves a process that has exited since. It returns the cached
+// table of that file, t or one read meanwhile.
+func (c *cache) adopt(t *table) *table {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.tables.Load(t.id); ok {
+		return v.(*slot).t
+	}
+	t.evicted.Store(false)
+	c.insertLocked(t)
+	return t
+}
+
 func (c *cache) insert(t *table) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.insertLocked(t)
+}
+
+func (c *cache) insertLocked(t *table) {
 	for c.total+t.bytes > c.max && len(c.ring) > 0 {
 		if c.hand >= len(c.ring) {
 			c.hand = 0
