@@ -22,10 +22,14 @@
 // offset into a link-time address through the file's PT_LOAD segments, so
 // PIE executables and shared libraries loaded anywhere are named. An
 // address outside every mapping makes it read the maps again (a library
-// loaded since). The process is identified by PID and start time: if it
-// exits or its PID is reused, Symbolize fails with an error matching
-// procmaps.ErrProcessGone or procmaps.ErrProcessChanged rather than return
-// names.
+// loaded since), at most every 10 ms; Process.Refresh forces it. The
+// process is identified by PID and start time: if it exits or its PID is
+// reused, Symbolize fails with an error matching procmaps.ErrProcessGone or
+// procmaps.ErrProcessChanged rather than return names. Stacks recorded
+// while the process ran and named after it may have exited (a tracer
+// draining its buffers) go through SymbolizeRecorded, which names them
+// from what was read while the process was known, after Process.Preload
+// has read the tables of all its code.
 //
 // Files are opened as attaching opens them (procmaps.Process.OpenObject):
 // inside the process's root, so a process in a container is symbolized
@@ -40,11 +44,11 @@
 // namespace; that file is read inside the process's root as a regular file
 // without blocking (see ParsePerfMap for its format and ceilings), and
 // read again (what was appended) when an address is not in it, at most
-// every 50 ms. The [vdso]
-// mapping is named from the vDSO image read from the process's memory.
-// Other memory
-// that no file backs is named by its pseudo name in maps ("[vdso]",
-// "[heap]", "[anon:NAME]") or "[anon]", with no function.
+// every 50 ms. Executable shared anonymous memory and memfds (files that
+// are not ELF) are looked up in the perf map too. The [vdso] mapping is
+// named from the vDSO image read from the process's memory. Other memory
+// that no file backs is named by its pseudo name in maps ("[heap]",
+// "[stack]", "[anon:NAME]") or "[anon]", with no function.
 //
 // # Tables
 //
