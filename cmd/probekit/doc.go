@@ -5,6 +5,7 @@
 //	probekit list [--json] -p PID [GLOB]
 //	probekit list --functions [--json] [-p PID] TARGET [GLOB]
 //	probekit trace [--json] [-p PID] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [-i SECONDS] PROBE... [-- CMD ARGS...]
+//	probekit symbolize [--json] [-C] (-p PID | -e FILE) [ADDR...]
 //	probekit cflags [-o DIR]
 //
 //	PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC
@@ -78,9 +79,11 @@
 // caller added at a function's entry. Go code always has frame pointers;
 // C and C++ built without them (-fomit-frame-pointer, the default at -O2)
 // show their first frame (and at a function's entry its caller), then
-// wrong frames or none. Frames are named while the process runs: the
-// stacks of a process that has exited before its hits are read show
-// addresses only.
+// wrong frames or none. Frames are named from the tables of the files a
+// process maps, read while it runs (for -p PID and a launched CMD from
+// the start, for other processes at their first hit), so a process that
+// exits before its hits are read is still named, except for code it
+// mapped after its tables were read.
 //
 // --count and --hist count in the kernel instead of sending each hit to
 // probekit: a hit adds 1 to its probe's slot of a per-CPU map, and
@@ -121,8 +124,18 @@
 // Note that CPython 3.11 fires function__entry and function__return only
 // while a trace or profile function is set (sys.setprofile).
 //
-// cflags writes the BPF-side header usdt.bpf.h this probekit embeds and
-// prints the -I flag that finds it, for clang or bpf2go.
+// symbolize names addresses, as addr2line -f does, for processes and Go
+// too: with -p PID, runtime addresses of that process (executables and
+// shared libraries through its maps, inside its container, JIT code
+// through /tmp/perf-PID.map, the vDSO); with -e FILE, link-time addresses
+// of the file. Addresses come from the arguments or stdin, one per line,
+// hex with or without 0x; -C demangles C++ names; --json prints one
+// {"address", "function", "offset", "object"} per address in input order
+// ("function" is "" when unknown), with "file" and "line" for Go code.
+//
+// cflags writes the BPF-side headers this probekit embeds (usdt.bpf.h,
+// stack.bpf.h) and prints the -I flag that finds them, for clang or
+// bpf2go.
 //
 // Exit status: 0 on success, 1 when a target is missing, not ELF, has no
 // probes or functions or none matching, when tracing is not permitted

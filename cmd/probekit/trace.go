@@ -351,6 +351,9 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 		}
 	}
 	t := newTracer(req, stdout)
+	if proc != nil && t.stacks != nil {
+		t.stacks.watch(proc)
+	}
 
 	var launched *procmaps.Launched
 	opts := &usdt.Options{PID: req.pid, LocationCookie: t.cookie}
@@ -375,6 +378,9 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 			return err
 		}
 		opts.Process = launched.Process
+		if t.stacks != nil {
+			t.stacks.watch(launched.Process)
+		}
 		// Kills the command, stopped since its execve, on every error
 		// return before Finish(nil) below lets it run.
 		defer func() { err = launched.Finish(err) }()

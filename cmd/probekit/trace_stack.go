@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/symbolize"
 )
 
@@ -30,18 +31,31 @@ func newStackNamer() *stackNamer {
 	}
 }
 
+// watch starts naming the stacks of p now: its files' tables are read
+// while it runs, so that its hits are named even when they are read after
+// it exited (a launched command that ends at once).
+func (n *stackNamer) watch(p *procmaps.Process) {
+	sp, err := n.sym.ProcessOf(p)
+	if err != nil {
+		return // its hits will say why: addresses only
+	}
+	sp.Preload()
+	n.add(uint32(p.PID), sp)
+}
+
 // symbolize returns ev's stack, symbolized in its process. Frames past the
 // first are return addresses: each is looked up at the address before it
 // (in its call instruction), then reported with the return address and
-// the offset of it. A process that has exited or cannot be read gives
-// frames with their address only.
+// the offset of it. Names come from the tables read while the process
+// ran (SymbolizeRecorded), so a process that exited since its hit is still
+// named; one never seen alive gives frames with their address only.
 func (n *stackNamer) symbolize(ev *traceprog.Event) []symbolize.Frame {
 	st := ev.Stack()
 	n.addrs = append(n.addrs[:0], st.LookupAddresses()...)
 	frames := n.frames[:len(st)]
 	p, err := n.process(ev.PID)
 	if err == nil {
-		err = p.SymbolizeInto(frames, n.addrs)
+		err = p.SymbolizeRecorded(frames, n.addrs)
 	}
 	if err != nil {
 		delete(n.procs, ev.PID)
@@ -66,11 +80,16 @@ func (n *stackNamer) process(pid uint32) (*symbolize.Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.Preload() // the process may exit before its next hit is read
+	n.add(pid, p)
+	return p, nil
+}
+
+func (n *stackNamer) add(pid uint32, p *symbolize.Process) {
 	if len(n.procs) >= maxStackProcs {
 		clear(n.procs)
 	}
 	n.procs[pid] = p
-	return p, nil
 }
 
 // appendStackJSON appends ,"stack":[{"address","function","offset","object"}...].

@@ -177,3 +177,26 @@ func TestTraceStackNode(t *testing.T) {
 		}
 	}
 }
+
+// A launched command that ends at once still has its stacks named: its
+// files' tables are read while it runs, and its hits are named from them
+// after it exited.
+func TestTraceStackLaunchedExits(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	fx := testkit.Fixture("stack_chain")
+	r := runTraceCmd("--json", "--stack", fx+":stack:leaf", "--", fx, "--loop", "chain", "3")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	hits := decodeStackHits(t, r.out)
+	if len(hits) != 3 {
+		t.Fatalf("%d hits, want 3:\n%s", len(hits), r.out)
+	}
+	want := []string{"chain_c", "chain_b", "chain_a", "fire", "run", "main"}
+	for _, h := range hits {
+		if fns := h.functions(); len(fns) < len(want) || !slices.Equal(fns[:len(want)], want) {
+			t.Errorf("stack %v, want %v first", fns, want)
+		}
+	}
+}
