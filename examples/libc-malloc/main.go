@@ -1,30 +1,34 @@
-// Command libc-malloc counts the sizes a process passes to libc's malloc
-// for a few seconds, then prints the most frequent ones.
+// Command libc-malloc counts the sizes passed to libc's malloc, then prints
+// the most frequent ones:
 //
 //	sudo go run ./examples/libc-malloc -p PID [-d 5s] [-n 20]
+//	sudo go run ./examples/libc-malloc [-n 20] -- CMD ARGS...
 //
-// It finds the libc the process maps in /proc/PID/maps, opens it through
-// /proc/PID/root (so a containerised process works), and attaches a small
-// BPF program, written with cilium/ebpf's asm package so that no clang is
-// needed, that counts malloc's first argument (RDI on x86-64) in a hash
-// map.
+// It teaches one thing: a uprobe on a library function named by the
+// library's name. uprobe.OpenProcess(pid, "libc.so.6") finds the libc the
+// process maps (or, for a command stopped before its dynamic loader ran,
+// the one in its library directories), inside the process's root, so a
+// containerised process works. The BPF program, written with cilium/ebpf's
+// asm package so that no clang is needed, counts malloc's first argument
+// (RDI on x86-64) in a hash map: nothing crosses to user space per call.
 package main
 
 import (
 	"cmp"
-	"errors"
+	"context"
 	"flag"
 	"fmt"
 	"log"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
+	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/uprobe"
 )
 
@@ -36,80 +40,105 @@ const ptRegsRDI = 112
 const maxSizes = 4096
 
 func main() {
-	pid := flag.Int("p", 0, "process to trace (required)")
-	dur := flag.Duration("d", 5*time.Second, "how long to count")
+	log.SetFlags(0)
+	pid := flag.Int("p", 0, "process to trace")
+	dur := flag.Duration("d", 5*time.Second, "how long to count a process (-p)")
 	top := flag.Int("n", 20, "sizes to print")
 	flag.Parse()
-	if *pid <= 0 {
+	if (*pid > 0) == (flag.NArg() > 0) {
 		flag.Usage()
 		os.Exit(2)
 	}
 	if runtime.GOARCH != "amd64" {
 		log.Fatalf("this example reads x86-64 registers; GOARCH is %s", runtime.GOARCH)
 	}
-	if err := run(*pid, *dur, *top); err != nil {
-		log.Fatal(err)
+	var cmd *exec.Cmd
+	ctx := context.Background()
+	if flag.NArg() > 0 {
+		cmd = exec.Command(flag.Arg(0), flag.Args()[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *dur)
+		defer cancel()
+	}
+	sizes, err := count(ctx, *pid, cmd)
+	if err != nil {
+		log.Print(err)
+	}
+	type entry struct{ size, n uint64 }
+	var all []entry
+	for size, n := range sizes {
+		all = append(all, entry{size, n})
+	}
+	slices.SortFunc(all, func(a, b entry) int { return cmp.Or(cmp.Compare(b.n, a.n), cmp.Compare(a.size, b.size)) })
+	fmt.Printf("%12s %10s\n", "SIZE", "CALLS")
+	for _, e := range all[:min(*top, len(all))] {
+		fmt.Printf("%12d %10d\n", e.size, e.n)
 	}
 }
 
-func run(pid int, dur time.Duration, top int) error {
-	libc, err := libcPath(pid)
-	if err != nil {
-		return err
-	}
-	bin, err := uprobe.OpenProcess(pid, libc)
-	if err != nil {
-		return err
-	}
-	defer bin.Close()
-
+// count counts malloc's sizes in process pid until ctx ends or it exits,
+// or, with cmd, in cmd launched for the purpose until it exits; it returns
+// the counts (also on error: cmd's exit status).
+func count(ctx context.Context, pid int, cmd *exec.Cmd) (sizes map[uint64]uint64, err error) {
 	counts, err := ebpf.NewMap(&ebpf.MapSpec{
 		Name: "malloc_sizes", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: maxSizes,
 	})
 	if err != nil {
-		return fmt.Errorf("create map: %w", err)
+		return nil, fmt.Errorf("create map: %w", err)
 	}
 	defer counts.Close()
-
 	spec := countArgProgram(counts)
 	cs := &ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"count_arg": spec}}
-	if err := uprobe.Prepare(cs, "count_arg"); err != nil {
-		return err
+	if err := uprobe.Prepare(cs, "count_arg"); err != nil { // before load
+		return nil, err
 	}
 	prog, err := ebpf.NewProgram(spec)
 	if err != nil {
-		return fmt.Errorf("load program: %w", err)
+		return nil, fmt.Errorf("load program: %w", err)
 	}
 	defer prog.Close()
 
-	l, err := bin.Entry("malloc", prog, nil)
-	if err != nil {
-		return err
+	var proc *procmaps.Process
+	var l *procmaps.Launched
+	if cmd != nil {
+		if l, err = procmaps.Launch(cmd); err != nil { // stopped after execve
+			return nil, err
+		}
+		defer func() { err = l.Finish(err) }() // killed on every error return
+		proc = l.Process
+	} else if proc, err = procmaps.Open(pid); err != nil {
+		return nil, err
 	}
-	defer l.Close()
+	// By the library's name, as the process sees it; probes fire in that
+	// process only.
+	libc, err := uprobe.OpenProcess(proc.PID, "libc.so.6")
+	if err != nil {
+		return nil, err
+	}
+	defer libc.Close()
+	lk, err := libc.Entry("malloc", prog, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer lk.Close()
 
-	fmt.Printf("counting malloc sizes of pid %d in %s for %s\n", pid, libc, dur)
-	time.Sleep(dur)
-
-	type entry struct{ size, n uint64 }
-	var all []entry
+	if l != nil {
+		if err := l.Finish(nil); err != nil { // now it runs
+			return nil, err
+		}
+		err = cmd.Wait()
+	} else if proc.WaitExit(ctx) == nil {
+		err = fmt.Errorf("pid %d exited", pid)
+	}
+	sizes = make(map[uint64]uint64)
 	var size, n uint64
 	it := counts.Iterate()
 	for it.Next(&size, &n) {
-		all = append(all, entry{size, n})
+		sizes[size] = n
 	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("read map: %w", err)
-	}
-	slices.SortFunc(all, func(a, b entry) int { return cmp.Or(cmp.Compare(b.n, a.n), cmp.Compare(a.size, b.size)) })
-	fmt.Printf("%12s %10s\n", "SIZE", "CALLS")
-	for i, e := range all {
-		if i == top {
-			break
-		}
-		fmt.Printf("%12d %10d\n", e.size, e.n)
-	}
-	return nil
+	return sizes, cmp.Or(err, it.Err())
 }
 
 // countArgProgram returns a uprobe program that does counts[rdi]++.
@@ -144,20 +173,4 @@ func countArgProgram(counts *ebpf.Map) *ebpf.ProgramSpec {
 			asm.Return(),
 		},
 	}
-}
-
-// libcPath returns the libc path in pid's /proc/PID/maps.
-func libcPath(pid int) (string, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		return "", err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		// address perms offset dev inode path
-		if len(fields) == 6 && strings.Contains(fields[5], "/libc.so") {
-			return fields[5], nil
-		}
-	}
-	return "", errors.New("the process maps no libc (static binary?)")
 }
