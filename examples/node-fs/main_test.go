@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,19 +35,15 @@ func traceNode(t *testing.T, script string) []Call {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var calls []Call
-	pid := 0
-	err := trace(ctx, options{
-		Cmd:      exec.Command(node, "-e", script),
-		Attached: func(p int) { pid = p },
-	}, func(c Call) bool {
-		if int(c.PID) != pid {
-			t.Errorf("call from pid %d, traced %d: %+v", c.PID, pid, c)
-		}
-		calls = append(calls, c)
-		return true
-	})
+	cmd := exec.Command(node, "-e", script)
+	err := trace(ctx, cmd, func(c Call) { calls = append(calls, c) })
 	if err != nil {
 		t.Fatalf("trace: %v", err)
+	}
+	for _, c := range calls {
+		if int(c.PID) != cmd.Process.Pid {
+			t.Errorf("call from pid %d, traced %d: %+v", c.PID, cmd.Process.Pid, c)
+		}
 	}
 	if ctx.Err() != nil {
 		t.Fatal("trace did not return when node exited")
@@ -89,10 +83,10 @@ try { fs.statSync(`+"`"+missing+"`"+`) } catch (e) {}`)
 	}
 	w, r := opens[0], opens[1]
 	if w.Flags != unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC || w.Result < 0 || w.Async {
-		t.Errorf("open for writing: flags %s, result %d, async %v", openFlags(w.Flags), w.Result, w.Async)
+		t.Errorf("open for writing: flags %#o, result %d, async %v", w.Flags, w.Result, w.Async)
 	}
 	if r.Flags != unix.O_RDONLY || r.Result < 0 || r.Async {
-		t.Errorf("open for reading: flags %s, result %d, async %v", openFlags(r.Flags), r.Result, r.Async)
+		t.Errorf("open for reading: flags %#o, result %d, async %v", r.Flags, r.Result, r.Async)
 	}
 	// The descriptor each open returned is the one written, read, closed.
 	check := func(fn string, fd int, bytes uint64, result int) {
@@ -141,74 +135,6 @@ func TestTraceAsync(t *testing.T) {
 	}
 }
 
-// -p: a running process is traced from the attach on, and trace returns
-// when it exits.
-func TestTracePID(t *testing.T) {
-	requireNode(t)
-	path := filepath.Join(t.TempDir(), "z")
-	cmd := exec.Command(node, "-e", `console.log('ready');
-process.stdin.once('data', () => { require('fs').writeFileSync(`+"`"+path+"`"+`, 'z'); process.exit(0) })`)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	defer stdin.Close()
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
-		t.Fatalf("node said %q, %v", line, err)
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var calls []Call
-	err = trace(ctx, options{
-		PID:      cmd.Process.Pid,
-		Attached: func(int) { stdin.Write([]byte("go\n")) },
-	}, func(c Call) bool {
-		calls = append(calls, c)
-		return true
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ctx.Err() != nil {
-		t.Fatal("trace did not notice that node exited")
-	}
-	opens := find(calls, "uv_fs_open", path)
-	if len(opens) != 1 || opens[0].Result < 0 || int(opens[0].PID) != cmd.Process.Pid {
-		t.Fatalf("uv_fs_open calls on %s: %+v, want one from pid %d", path, opens, cmd.Process.Pid)
-	}
-}
-
-// When handle stops the trace (-n), node is detached and runs to its end.
-func TestTraceStop(t *testing.T) {
-	requireNode(t)
-	dir := t.TempDir()
-	cmd := exec.Command(node, "-e", "const fs = require('fs'); for (let i = 0; i < 5; i++) fs.writeFileSync(`"+dir+"/f` + i, 'x')")
-	n := 0
-	err := trace(context.Background(), options{Cmd: cmd}, func(Call) bool {
-		n++
-		return n < 2
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != 2 {
-		t.Errorf("handle called %d times after asking to stop at 2", n)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "f4")); err != nil || !cmd.ProcessState.Success() {
-		t.Errorf("node did not run to its end: %v, %v", err, cmd.ProcessState)
-	}
-}
-
 // Every function of the table is exported by the node here, with the
 // uv_fs_ prefix the glob selects.
 func TestTableMatchesNode(t *testing.T) {
@@ -227,6 +153,7 @@ func TestTableMatchesNode(t *testing.T) {
 			exported[s.Name] = true
 		}
 	}
+	seen := map[string]bool{}
 	for i, f := range fsFunctions {
 		if !exported[f.name] {
 			t.Errorf("%s is not exported by %s", f.name, node)
@@ -234,43 +161,12 @@ func TestTableMatchesNode(t *testing.T) {
 		if f.cb < 4 || f.cb > 7 {
 			t.Errorf("%s: callback at argument %d, nodefs.c reads 4 to 7", f.name, f.cb)
 		}
-		if slices.IndexFunc(fsFunctions[:i], func(g fsFunction) bool { return g.name == f.name }) >= 0 {
+		if seen[f.name] {
 			t.Errorf("%s listed twice", f.name)
 		}
-	}
-}
-
-func TestCookieOf(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		want uint64
-	}{
-		{"uv_fs_open", 6 | cookieStr3},
-		{"uv_fs_close", 4},
-		{"uv_fs_read", 7 | cookieBufs4},
-		{"uv_fs_rename", 5 | cookieStr3 | cookieStr4},
-		{"uv_fs_sendfile", 7},
-	} {
-		i := slices.IndexFunc(fsFunctions, func(f fsFunction) bool { return f.name == c.name })
-		if got := cookieOf(i); got != uint64(i)<<32|c.want {
-			t.Errorf("cookieOf(%s) = %#x, want %#x", c.name, got, uint64(i)<<32|c.want)
-		}
-	}
-}
-
-func TestOpenFlags(t *testing.T) {
-	for _, c := range []struct {
-		flags int
-		want  string
-	}{
-		{unix.O_RDONLY, "O_RDONLY"},
-		{unix.O_WRONLY | unix.O_CREAT | unix.O_TRUNC, "O_WRONLY|O_CREAT|O_TRUNC"},
-		{unix.O_RDWR | unix.O_APPEND | unix.O_CLOEXEC, "O_RDWR|O_APPEND|O_CLOEXEC"},
-		{unix.O_WRONLY | unix.O_SYNC, "O_WRONLY|O_DSYNC|O_SYNC"},
-		{unix.O_ACCMODE | 1<<30, "O_ACCMODE|0x40000000"},
-	} {
-		if got := openFlags(c.flags); got != c.want {
-			t.Errorf("openFlags(%#x) = %q, want %q", c.flags, got, c.want)
+		seen[f.name] = true
+		if c := cookieOf(i); c>>32 != uint64(i) || c&0xff != uint64(f.cb) {
+			t.Errorf("cookieOf(%d) = %#x: index or callback lost", i, c)
 		}
 	}
 }
