@@ -68,7 +68,7 @@ func TestMeasureLaunch(t *testing.T) {
 				cmd.Stdout = &out
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
-				res, err := measure(ctx, options{Function: c.fn, Cmd: cmd})
+				res, err := measure(ctx, c.fn, cmd)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -87,39 +87,6 @@ func TestMeasureLaunch(t *testing.T) {
 	}
 }
 
-// -p: a running process is measured from the attach on, until ctx ends.
-func TestMeasurePID(t *testing.T) {
-	testkit.RequireKernel(t)
-	for _, fx := range fixtures {
-		t.Run(fx, func(t *testing.T) {
-			p := testkit.Start(t, testkit.Fixture(fx))
-			// Calls made before the attach are not counted.
-			p.Do("classify 100")
-
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			var att Attachment
-			res, err := measure(ctx, options{
-				Function: "main.classify",
-				PID:      p.PID(),
-				Unit:     time.Microsecond,
-				Attached: func(a Attachment) {
-					att = a
-					p.Do("classify 777")
-					cancel()
-				},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if att.PID != p.PID() || att.ReturnSites != 4 {
-				t.Errorf("attachment %+v, want pid %d and classify's 4 RET sites", att, p.PID())
-			}
-			check(t, res, 777)
-		})
-	}
-}
-
 // The reason for RET-site probes: a uretprobe on a Go binary is refused.
 func TestUretprobeRefused(t *testing.T) {
 	bin, err := uprobe.Open(testkit.Fixture("goprog"))
@@ -134,21 +101,20 @@ func TestUretprobeRefused(t *testing.T) {
 
 // Native code has no goroutine register: refused before anything loads.
 func TestNotGo(t *testing.T) {
-	_, err := measure(context.Background(), options{Function: "main", Binary: testkit.Fixture("usdt_sample")})
+	_, err := measure(context.Background(), "main", exec.Command(testkit.Fixture("usdt_sample")))
 	if err == nil || !strings.Contains(err.Error(), "not a Go program") {
 		t.Errorf("got %v, want \"not a Go program\"", err)
 	}
 }
 
 func TestPrint(t *testing.T) {
-	r := &Result{Function: "main.f", Where: "prog (pid 7)", Unit: time.Microsecond, Calls: 7, Matched: 6, Sum: 60}
+	r := &Result{Function: "main.f", Calls: 7, Matched: 6, Sum: 60}
 	r.Hist[3] = 4 // 4 -> 7
 	r.Hist[5] = 2 // 16 -> 31
 	var b strings.Builder
 	r.Print(&b)
-	want := `main.f in prog (pid 7): 7 calls, avg 10µs
-(1 calls were already running when the probes were attached: not in the histogram)
-               usecs : count    distribution
+	want := `main.f: 7 calls, avg 10ns
+               nsecs : count    distribution
               4 -> 7 : 4        |****************************************|
              8 -> 15 : 0        |                                        |
             16 -> 31 : 2        |********************                    |
