@@ -1,0 +1,110 @@
+package follow
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/procmaps"
+	"github.com/probekit/probekit/uprobe"
+	"github.com/probekit/probekit/usdt"
+)
+
+// Probe is one wanted probe: a USDT probe (Provider and Name set) or a
+// function probe (Function set).
+type Probe struct {
+	// Target is the file: a path, a program on PATH or a library name
+	// (resolved once, as the caller sees it, by procmaps.Resolve), opened
+	// in each process as that process sees it.
+	Target string
+	// Provider and Name of a USDT probe; globs allowed.
+	Provider, Name string
+	// Function names a function, or a glob of functions.
+	Function string
+	// Return attaches at the function's returns instead of its entry
+	// (uprobe.Binary.Returns).
+	Return bool
+	// Program runs at each hit.
+	Program *ebpf.Program
+	// Cookie is the value the program reads (bpf_usdt_cookie or
+	// bpf_get_attach_cookie).
+	Cookie uint64
+	// LocationCookie gives each USDT location its own cookie
+	// (usdt.Options.LocationCookie).
+	LocationCookie func(p *usdt.Probe, index int) uint64
+	// FunctionCookie gives each function its own cookie
+	// (uprobe.Options.FunctionCookie).
+	FunctionCookie func(fn uprobe.Function) uint64
+}
+
+// String is the probe as the command line writes it.
+func (p *Probe) String() string {
+	if p.Function != "" {
+		kind := "uprobe"
+		if p.Return {
+			kind = "uretprobe"
+		}
+		return kind + ":" + p.Target + ":" + p.Function
+	}
+	return p.Target + ":" + p.Provider + ":" + p.Name
+}
+
+// check refuses a probe that names neither a USDT probe nor a function.
+func (p *Probe) check(haveAttacher bool) error {
+	switch {
+	case p.Program == nil:
+		return fmt.Errorf("probe %s: no program", p)
+	case p.Target == "":
+		return fmt.Errorf("probe %s: no target", p)
+	case p.Function != "" && (p.Provider != "" || p.Name != ""):
+		return fmt.Errorf("probe %s: a USDT probe or a function, not both", p)
+	case p.Function == "" && p.Name == "":
+		return fmt.Errorf("probe %s: want Provider and Name, or Function", p)
+	case p.Function == "" && !haveAttacher:
+		return fmt.Errorf("probe %s: USDT probes need Options.Attacher", p)
+	}
+	return nil
+}
+
+// resolve turns a bare program or library name into the path the caller
+// sees, once: a process of the tree opens that path in its own root.
+func (p Probe) resolve() (Probe, error) {
+	if strings.ContainsRune(p.Target, '/') {
+		return p, nil
+	}
+	path, err := procmaps.Resolve(p.Target)
+	if err != nil {
+		return p, fmt.Errorf("probe %s: %w", &p, err)
+	}
+	p.Target = path
+	return p, nil
+}
+
+// attachTo attaches p in process proc only.
+func (p *Probe) attachTo(att *usdt.Attacher, proc *procmaps.Process) (*attach.Link, error) {
+	if p.Function == "" {
+		return att.Attach(p.Program, p.Target, p.Provider, p.Name, &usdt.Options{
+			Process: proc, Cookie: p.Cookie, LocationCookie: p.LocationCookie,
+		})
+	}
+	b, err := uprobe.OpenProcess(proc.PID, p.Target)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	fns := b.Functions(p.Function)
+	if len(fns) == 0 {
+		return nil, fmt.Errorf("%s: no function matches %q: %w", p.Target, p.Function, uprobe.ErrNotFound)
+	}
+	opts := &uprobe.Options{PID: proc.PID, Cookie: p.Cookie, FunctionCookie: p.FunctionCookie}
+	if p.Return {
+		return b.Returns(fns, p.Program, opts)
+	}
+	return b.Entries(fns, p.Program, opts)
+}
+
+// errClosed is returned by operations on a closed Tree.
+var errClosed = errors.New("follow: closed")

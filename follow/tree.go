@@ -1,0 +1,553 @@
+package follow
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/procmaps"
+	"github.com/probekit/probekit/usdt"
+)
+
+// Options tune a Tree. The zero value (or nil) is valid for function
+// probes only.
+type Options struct {
+	// Attacher attaches the USDT probes (the one bound to the programs'
+	// collection).
+	Attacher *usdt.Attacher
+	// Notify, when set, is called for each Event, on the tracer's
+	// goroutine: the process concerned waits until it returns, so it
+	// must be quick.
+	Notify func(Event)
+}
+
+// traceOptions are the ptrace options of every process of a tree: report
+// each new child or thread (which starts stopped) and each execve.
+const traceOptions = unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK |
+	unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEEXEC
+
+// pollEvery bounds how long the tracer sleeps between two looks for
+// stopped processes when no SIGCHLD wakes it (signals coalesce).
+const pollEvery = 50 * time.Millisecond
+
+// maxClosing bounds the links closed at once (each close blocks a thread
+// for the kernel's RCU grace periods).
+const maxClosing = 64
+
+// Tree follows a process tree. See the package documentation.
+type Tree struct {
+	probes []Probe
+	opts   Options
+	root   int
+	// cmd is the launched command; nil for Attach.
+	cmd *exec.Cmd
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{} // closed when the tracer has ended
+	exited   chan struct{} // closed when the root process has exited
+	exitErr  error         // the root's exit, set before exited is closed
+	loopErr  error         // why the tracer ended early, set before done
+
+	closing sync.WaitGroup
+	slots   chan struct{}
+
+	// Owned by the tracer goroutine:
+	members map[int]*member // by PID (TGID) of a followed process
+	tasks   map[int]bool    // every thread known, true until its first stop
+	pending map[int]bool    // new tasks whose first stop is still to come
+
+	mu       sync.Mutex
+	sitesNow int // locations attached now, over every process
+}
+
+// member is a followed process: its links for its current image.
+type member struct {
+	proc  *procmaps.Process
+	links []*attach.Link
+	which []*Probe
+}
+
+func newTree(probes []Probe, opts *Options) (*Tree, error) {
+	t := &Tree{
+		stop: make(chan struct{}), done: make(chan struct{}), exited: make(chan struct{}),
+		slots:   make(chan struct{}, maxClosing),
+		members: map[int]*member{}, tasks: map[int]bool{}, pending: map[int]bool{},
+	}
+	if opts != nil {
+		t.opts = *opts
+	}
+	for _, p := range probes {
+		if err := p.check(t.opts.Attacher != nil); err != nil {
+			return nil, err
+		}
+		p, err := p.resolve()
+		if err != nil {
+			return nil, err
+		}
+		t.probes = append(t.probes, p)
+	}
+	if len(t.probes) == 0 {
+		return nil, errors.New("follow: no probe")
+	}
+	return t, nil
+}
+
+// Launch starts cmd stopped right after its execve, attaches the probes to
+// it, and lets it run; its descendants are followed. The Tree reaps the
+// command: wait with Exited and ExitErr, not cmd.Wait.
+func Launch(cmd *exec.Cmd, probes []Probe, opts *Options) (*Tree, error) {
+	t, err := newTree(probes, opts)
+	if err != nil {
+		return nil, err
+	}
+	t.cmd = cmd
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	// PTRACE_TRACEME in the child: it stops with SIGTRAP at its execve.
+	cmd.SysProcAttr.Ptrace = true
+	started := make(chan error, 1)
+	go t.run(func() error {
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		pid := cmd.Process.Pid
+		t.root = pid
+		if err := waitStop(pid); err != nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+			return err
+		}
+		if err := unix.PtraceSetOptions(pid, traceOptions); err != nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+			return fmt.Errorf("PTRACE_SETOPTIONS: %w", err)
+		}
+		t.tasks[pid] = false
+		t.adopt(pid)
+		return unix.PtraceCont(pid, 0)
+	}, started)
+	if err := <-started; err != nil {
+		if cmd.Process != nil {
+			cmd.Wait()
+		}
+		return nil, fmt.Errorf("launch %s: %w", cmd.Path, err)
+	}
+	return t, nil
+}
+
+// Attach follows the running process pid and its descendants from now on
+// (PTRACE_SEIZE; they are not stopped). Exited says when pid exits.
+func Attach(pid int, probes []Probe, opts *Options) (*Tree, error) {
+	t, err := newTree(probes, opts)
+	if err != nil {
+		return nil, err
+	}
+	t.root = pid
+	started := make(chan error, 1)
+	go t.run(func() error {
+		if err := t.seizeTree(pid); err != nil {
+			return err
+		}
+		return nil
+	}, started)
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("follow pid %d: %w", pid, err)
+	}
+	return t, nil
+}
+
+// seizeTree seizes every thread of pid and of its descendants alive now,
+// and attaches the probes to each process.
+func (t *Tree) seizeTree(pid int) error {
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if err := t.seizeProcess(p); err != nil {
+			if p == pid {
+				return err
+			}
+			continue // exited meanwhile
+		}
+		t.adopt(p)
+		queue = append(queue, children(p)...)
+	}
+	return nil
+}
+
+// seizeProcess seizes the threads of pid until no new one appears.
+func (t *Tree) seizeProcess(pid int) error {
+	for {
+		ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		if err != nil {
+			return err
+		}
+		added := 0
+		for _, e := range ents {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if _, ok := t.tasks[tid]; ok {
+				continue
+			}
+			if err := seize(tid); err != nil {
+				if tid == pid {
+					return fmt.Errorf("PTRACE_SEIZE: %w", err)
+				}
+				continue
+			}
+			t.tasks[tid] = false
+			added++
+		}
+		if added == 0 {
+			return nil
+		}
+	}
+}
+
+func seize(tid int) error {
+	_, _, e := syscall.Syscall6(syscall.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(tid), 0, traceOptions, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// children lists the child processes of pid's threads
+// (/proc/PID/task/TID/children, CONFIG_PROC_CHILDREN).
+func children(pid int) []int {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	ents, _ := os.ReadDir(dir)
+	var out []int
+	for _, e := range ents {
+		b, err := os.ReadFile(dir + "/" + e.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range bytes.Fields(b) {
+			if c, err := strconv.Atoi(string(f)); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// waitStop waits for pid's first stop, the SIGTRAP after its execve.
+func waitStop(pid int) error {
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(pid, &ws, unix.WALL, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("wait for the stop after exec: %w", err)
+		}
+		break
+	}
+	if !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP {
+		return fmt.Errorf("did not stop after exec (status %#x)", uint32(ws))
+	}
+	return nil
+}
+
+// run is the tracer: one goroutine locked to its thread, since ptrace
+// requests come from the tracing thread. The thread is never unlocked: it
+// exits with the goroutine, and the kernel detaches what it still traces.
+func (t *Tree) run(start func() error, started chan<- error) {
+	runtime.LockOSThread()
+	defer close(t.done)
+	sigchld := make(chan os.Signal, 1)
+	signal.Notify(sigchld, syscall.SIGCHLD)
+	defer signal.Stop(sigchld)
+	if err := start(); err != nil {
+		t.releaseAll()
+		started <- err
+		return
+	}
+	started <- nil
+	defer t.releaseAll()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		var ws unix.WaitStatus
+		// __WNOTHREAD: only this thread's children and tracees, never a
+		// child another goroutine started and waits for.
+		pid, err := unix.Wait4(-1, &ws, unix.WALL|unix.WNOHANG|unix.WNOTHREAD, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ECHILD):
+			// Nothing left to trace.
+			t.rootExited(nil)
+			return
+		case err != nil:
+			t.loopErr = err
+			t.rootExited(nil)
+			return
+		case pid == 0:
+			select {
+			case <-t.stop:
+				t.rootExited(nil)
+				return
+			case <-sigchld:
+			case <-tick.C:
+			}
+			continue
+		}
+		t.handle(pid, ws)
+	}
+}
+
+// rootExited records the root's end once.
+func (t *Tree) rootExited(err error) {
+	select {
+	case <-t.exited:
+	default:
+		t.exitErr = err
+		close(t.exited)
+	}
+}
+
+// handle acts on one wait status of a traced task and resumes it.
+func (t *Tree) handle(pid int, ws unix.WaitStatus) {
+	if ws.Exited() || ws.Signaled() {
+		delete(t.tasks, pid)
+		delete(t.pending, pid)
+		t.release(pid)
+		if pid == t.root {
+			var err error
+			if ws.Signaled() {
+				err = fmt.Errorf("signal: %v", ws.Signal())
+			} else if ws.ExitStatus() != 0 {
+				err = fmt.Errorf("exit status %d", ws.ExitStatus())
+			}
+			if t.cmd != nil {
+				// Reaped here: Wait only releases the command's pipes.
+				t.cmd.Wait()
+			}
+			t.rootExited(err)
+		}
+		return
+	}
+	if !ws.Stopped() {
+		return
+	}
+	sig := ws.StopSignal()
+	cause := int(uint32(ws) >> 16)
+	// A new task starts with a stop: SIGSTOP, or PTRACE_EVENT_STOP for
+	// the children of a seized task.
+	if sig == unix.SIGSTOP || cause == unix.PTRACE_EVENT_STOP {
+		if t.pending[pid] {
+			// Attached at its parent's event already.
+			delete(t.pending, pid)
+			unix.PtraceCont(pid, 0)
+			return
+		}
+		if _, known := t.tasks[pid]; !known {
+			// Before its parent's event: attach now, resume when the
+			// event comes.
+			t.tasks[pid] = true
+			t.adopt(pid)
+			return
+		}
+	}
+	switch {
+	case sig == unix.SIGTRAP && (cause == unix.PTRACE_EVENT_FORK || cause == unix.PTRACE_EVENT_VFORK || cause == unix.PTRACE_EVENT_CLONE):
+		if msg, err := unix.PtraceGetEventMsg(pid); err == nil {
+			child := int(msg)
+			if _, known := t.tasks[child]; !known {
+				// Stopped until its first stop is resumed below.
+				t.tasks[child] = false
+				t.pending[child] = true
+				t.adopt(child)
+			} else if t.tasks[child] {
+				// Its first stop came first: it waits for this.
+				t.tasks[child] = false
+				unix.PtraceCont(child, 0)
+			}
+		}
+		unix.PtraceCont(pid, 0)
+	case sig == unix.SIGTRAP && cause == unix.PTRACE_EVENT_EXEC:
+		// A new image: the links of the old one go, the new one's come
+		// before it runs.
+		t.release(pid)
+		t.adopt(pid)
+		unix.PtraceCont(pid, 0)
+	case cause == unix.PTRACE_EVENT_STOP:
+		// A seized task's group-stop or interrupt: keep it running.
+		unix.PtraceCont(pid, 0)
+	default:
+		// A signal for the task: deliver it, unless it is a group-stop
+		// (no siginfo), which would keep the task stopped for good.
+		if !hasSiginfo(pid) {
+			sig = 0
+		}
+		unix.PtraceCont(pid, int(sig))
+	}
+}
+
+// hasSiginfo reports whether pid's stop delivers a signal: a group-stop
+// has no siginfo (PTRACE_GETSIGINFO fails with EINVAL, ptrace(2)).
+func hasSiginfo(pid int) bool {
+	var info [128]byte
+	_, _, e := syscall.Syscall6(syscall.SYS_PTRACE, unix.PTRACE_GETSIGINFO, uintptr(pid), 0, uintptr(unsafe.Pointer(&info[0])), 0, 0)
+	return e == 0
+}
+
+// tgid returns the thread group of task tid (/proc/TID/status), 0 when it
+// is gone.
+func tgid(tid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return 0
+	}
+	_, rest, ok := bytes.Cut(b, []byte("\nTgid:"))
+	if !ok {
+		return 0
+	}
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	n, _ := strconv.Atoi(string(bytes.TrimSpace(line)))
+	return n
+}
+
+// adopt attaches every probe to process pid (a thread: nothing to do).
+// Failures are notified; they never stop the others.
+func (t *Tree) adopt(pid int) {
+	if tgid(pid) != pid {
+		return
+	}
+	proc, err := procmaps.Open(pid)
+	if err != nil {
+		for i := range t.probes {
+			t.notify(Event{Kind: Failed, PID: pid, Probe: &t.probes[i], File: t.probes[i].Target, Err: err})
+		}
+		return
+	}
+	m := &member{proc: proc}
+	for i := range t.probes {
+		p := &t.probes[i]
+		l, err := p.attachTo(t.opts.Attacher, proc)
+		if err != nil {
+			t.notify(Event{Kind: Failed, PID: pid, Probe: p, File: p.Target, Err: err})
+			continue
+		}
+		m.links = append(m.links, l)
+		m.which = append(m.which, p)
+		n := len(l.Sites())
+		t.mu.Lock()
+		t.sitesNow += n
+		t.mu.Unlock()
+		t.notify(Event{Kind: Attached, PID: pid, Probe: p, File: p.Target, Sites: n})
+	}
+	t.mu.Lock()
+	t.members[pid] = m
+	t.mu.Unlock()
+}
+
+// release closes pid's links, in the background.
+func (t *Tree) release(pid int) {
+	t.mu.Lock()
+	m := t.members[pid]
+	delete(t.members, pid)
+	t.mu.Unlock()
+	if m == nil {
+		return
+	}
+	for i, l := range m.links {
+		n := len(l.Sites())
+		t.notify(Event{Kind: Detached, PID: pid, Probe: m.which[i], File: m.which[i].Target, Sites: n})
+		t.slots <- struct{}{}
+		t.closing.Go(func() {
+			l.Close()
+			t.mu.Lock()
+			t.sitesNow -= n
+			t.mu.Unlock()
+			<-t.slots
+		})
+	}
+}
+
+// releaseAll releases every process's links.
+func (t *Tree) releaseAll() {
+	t.mu.Lock()
+	pids := make([]int, 0, len(t.members))
+	for pid := range t.members {
+		pids = append(pids, pid)
+	}
+	t.mu.Unlock()
+	for _, pid := range pids {
+		t.release(pid)
+	}
+}
+
+func (t *Tree) notify(e Event) {
+	if t.opts.Notify != nil {
+		t.opts.Notify(e)
+	}
+}
+
+// PID is the root process: the launched command or the PID given to
+// Attach.
+func (t *Tree) PID() int { return t.root }
+
+// Exited is closed when the root process has exited (or the Tree is
+// closed). Its descendants may live on, followed until Close.
+func (t *Tree) Exited() <-chan struct{} { return t.exited }
+
+// ExitErr is the launched command's failure (nil for success, or for
+// Attach), once Exited is closed.
+func (t *Tree) ExitErr() error {
+	<-t.exited
+	return t.exitErr
+}
+
+// Processes is the number of processes followed now.
+func (t *Tree) Processes() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.members)
+}
+
+// Sites is the number of probe locations attached now, over every
+// process; links being released still count.
+func (t *Tree) Sites() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sitesNow
+}
+
+// Close stops following: every link is released, and the processes still
+// traced are detached and run on. A launched command still running is
+// reaped in the background when it exits. It returns why the tracer
+// stopped early, if it did.
+func (t *Tree) Close() error {
+	t.stopOnce.Do(func() { close(t.stop) })
+	<-t.done
+	t.closing.Wait()
+	if t.cmd != nil {
+		select {
+		case <-t.exited:
+			if t.exitErr == nil && t.cmd.ProcessState == nil {
+				// The root outlived the tracer (Close before it exited).
+				go t.cmd.Wait()
+			}
+		default:
+		}
+	}
+	return t.loopErr
+}
