@@ -59,7 +59,9 @@ type Tree struct {
 	done     chan struct{} // closed when the tracer has ended
 	exited   chan struct{} // closed when the root process has exited
 	exitErr  error         // the root's exit, set before exited is closed
-	loopErr  error         // why the tracer ended early, set before done
+	// rootReaped: the tracer has reaped the launched command.
+	rootReaped bool
+	loopErr    error // why the tracer ended early, set before done
 
 	closing sync.WaitGroup
 	slots   chan struct{}
@@ -338,6 +340,7 @@ func (t *Tree) handle(pid int, ws unix.WaitStatus) {
 			}
 			if t.cmd != nil {
 				// Reaped here: Wait only releases the command's pipes.
+				t.rootReaped = true
 				t.cmd.Wait()
 			}
 			t.rootExited(err)
@@ -536,18 +539,15 @@ func (t *Tree) Sites() int {
 // reaped in the background when it exits. It returns why the tracer
 // stopped early, if it did.
 func (t *Tree) Close() error {
-	t.stopOnce.Do(func() { close(t.stop) })
+	t.stopOnce.Do(func() {
+		close(t.stop)
+		<-t.done
+		if t.cmd != nil && !t.rootReaped {
+			// The root outlived the tracer: reap it when it exits.
+			go t.cmd.Wait()
+		}
+	})
 	<-t.done
 	t.closing.Wait()
-	if t.cmd != nil {
-		select {
-		case <-t.exited:
-			if t.exitErr == nil && t.cmd.ProcessState == nil {
-				// The root outlived the tracer (Close before it exited).
-				go t.cmd.Wait()
-			}
-		default:
-		}
-	}
 	return t.loopErr
 }

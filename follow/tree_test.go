@@ -207,4 +207,3 @@ func TestFollowForkWithoutExec(t *testing.T) {
 		}
 	}
 }
-
