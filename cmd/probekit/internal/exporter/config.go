@@ -1,0 +1,494 @@
+package exporter
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+)
+
+// Config is an exporter configuration file, checked.
+type Config struct {
+	// Path is the file it was read from, for messages.
+	Path    string
+	Metrics []*Metric
+}
+
+// Metric types.
+const (
+	Counter   = "counter"
+	Histogram = "histogram"
+)
+
+// Metric is one entry of metrics:.
+type Metric struct {
+	Name, Help, Type string
+	// Probe is where the metric counts; End, for a latency histogram,
+	// where each thread's interval from Probe ends.
+	Probe, End *Probe
+	// ProbeText and EndText are the probes as written.
+	ProbeText, EndText string
+	// Value is the argument a histogram counts, numbered from 0 (the
+	// config numbers from 1); RetValue for a uretprobe's return value;
+	// NoValue for a counter or a latency histogram.
+	Value int
+	// Buckets are a histogram's upper bounds, increasing (seconds for a
+	// latency histogram).
+	Buckets []float64
+	// Labels are read from arguments at each hit, in the order written.
+	Labels []Label
+	// MaxSeries is the most label value combinations kept; further ones
+	// add to one series whose label values are all "other".
+	MaxSeries int
+	// Line is where the metric starts in the file.
+	Line int
+}
+
+// Latency reports whether m is a latency histogram.
+func (m *Metric) Latency() bool { return m.End != nil }
+
+// Label is a label whose value is an argument of the probe (of the
+// start probe of a latency histogram).
+type Label struct {
+	Name string
+	// Arg is the argument, numbered from 0.
+	Arg int
+	// String reads the argument as a pointer to a NUL-terminated string
+	// (at most LabelStrLen-1 bytes kept), instead of an integer.
+	String bool
+}
+
+// Value of Metric.Value.
+const (
+	NoValue  = -1
+	RetValue = -2
+)
+
+// Probe is one PROBE, as `probekit trace` reads it.
+type Probe struct {
+	Kind   traceprog.Kind
+	Target string
+	// Provider and Name of a USDT probe; Func of a function probe.
+	Provider, Name, Func string
+}
+
+// ProbeParser parses a PROBE of `probekit trace` (the command owns the
+// syntax).
+type ProbeParser func(string) (*Probe, error)
+
+// Limits of a configuration.
+const (
+	// MaxMetrics bounds the metrics of one file: each is a BPF program
+	// and its maps.
+	MaxMetrics = 1024
+	// MaxBuckets is the most bucket bounds of a histogram (MAX_BOUNDS
+	// in export.c).
+	MaxBuckets = 32
+	// MaxLabels is the most labels of a metric, of which at most one is
+	// a string (export.c's struct series_key).
+	MaxLabels = 4
+	// DefaultMaxSeries and MaxMaxSeries: label value combinations kept
+	// per metric by default and at most (the size of the metric's BPF
+	// hash map).
+	DefaultMaxSeries = 100
+	MaxMaxSeries     = 10000
+	// MaxConfigSize bounds the file read.
+	MaxConfigSize = 4 << 20
+	// maxArgs is the most arguments a USDT probe has; a function probe
+	// reads its first maxFuncArgs argument registers (the C calling
+	// convention's on x86-64).
+	maxArgs     = traceprog.MaxArgs
+	maxFuncArgs = 6
+)
+
+// Default buckets: powers of 4 from 1 to 4^15 for values, and from 1 µs
+// to about 4 s for latencies (seconds).
+var (
+	defaultValueBuckets   = expBuckets(1, 4, 16)
+	defaultLatencyBuckets = expBuckets(1e-6, 4, 12)
+)
+
+func expBuckets(start, factor float64, n int) []float64 {
+	b := make([]float64, n)
+	for i := range b {
+		b[i] = start
+		start *= factor
+	}
+	return b
+}
+
+// ConfigError is a mistake in a configuration file: where it is and
+// which field.
+type ConfigError struct {
+	Path  string
+	Line  int
+	Field string // "metrics[2].value"; "" for the file as a whole
+	Msg   string
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Path)
+	if e.Line > 0 {
+		b.WriteString(":" + strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// LoadConfig reads and checks the configuration file at path.
+func LoadConfig(path string, parse ProbeParser) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxConfigSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if len(data) > MaxConfigSize {
+		return nil, &ConfigError{Path: path, Msg: fmt.Sprintf("larger than %d bytes", MaxConfigSize)}
+	}
+	return ParseConfig(path, data, parse)
+}
+
+// ParseConfig checks a configuration read from path.
+func ParseConfig(path string, data []byte, parse ProbeParser) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		line, msg := yamlError(err)
+		return nil, &ConfigError{Path: path, Line: line, Msg: msg}
+	}
+	p := &configParser{path: path, parse: parse}
+	cfg := &Config{Path: path}
+	if len(doc.Content) == 0 {
+		return nil, p.errorf(nil, "", "empty file: want a mapping with metrics:")
+	}
+	root := doc.Content[0]
+	fields, err := p.mapping(root, "", []string{"metrics"})
+	if err != nil {
+		return nil, err
+	}
+	list := fields["metrics"]
+	if list == nil {
+		return nil, p.errorf(root, "metrics", "missing: want a list of metrics")
+	}
+	if list.Kind != yaml.SequenceNode {
+		return nil, p.errorf(list, "metrics", "want a list of metrics")
+	}
+	if len(list.Content) == 0 {
+		return nil, p.errorf(list, "metrics", "empty: want at least one metric")
+	}
+	if len(list.Content) > MaxMetrics {
+		return nil, p.errorf(list, "metrics", "%d metrics, at most %d", len(list.Content), MaxMetrics)
+	}
+	names := map[string]int{}
+	for i, n := range list.Content {
+		m, err := p.metric(n, fmt.Sprintf("metrics[%d]", i))
+		if err != nil {
+			return nil, err
+		}
+		if line, ok := names[m.Name]; ok {
+			return nil, p.errorf(n, fmt.Sprintf("metrics[%d].name", i), "%q is defined twice (first on line %d)", m.Name, line)
+		}
+		names[m.Name] = m.Line
+		cfg.Metrics = append(cfg.Metrics, m)
+	}
+	return cfg, nil
+}
+
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
+
+// yamlError splits a YAML syntax error into its line and message.
+func yamlError(err error) (int, string) {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n, msg[len(m[0]):]
+	}
+	return 0, strings.TrimPrefix(msg, "yaml: ")
+}
+
+type configParser struct {
+	path  string
+	parse ProbeParser
+}
+
+func (p *configParser) errorf(n *yaml.Node, field, format string, args ...any) error {
+	e := &ConfigError{Path: p.path, Field: field, Msg: fmt.Sprintf(format, args...)}
+	if n != nil {
+		e.Line = n.Line
+	}
+	return e
+}
+
+// mapping returns n's fields by key, refusing keys not in known and keys
+// given twice.
+func (p *configParser) mapping(n *yaml.Node, field string, known []string) (map[string]*yaml.Node, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, p.errorf(n, field, "want a mapping (key: value)")
+	}
+	out := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		name := join(field, k.Value)
+		if !slices.Contains(known, k.Value) {
+			return nil, p.errorf(k, name, "unknown field (want one of %s)", strings.Join(known, ", "))
+		}
+		if _, ok := out[k.Value]; ok {
+			return nil, p.errorf(k, name, "given twice")
+		}
+		out[k.Value] = v
+	}
+	return out, nil
+}
+
+func join(field, key string) string {
+	if field == "" {
+		return key
+	}
+	return field + "." + key
+}
+
+func (p *configParser) str(n *yaml.Node, field string) (string, error) {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		return "", p.errorf(n, field, "want a string")
+	}
+	return n.Value, nil
+}
+
+var (
+	metricName = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+	labelName  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+)
+
+var metricFields = []string{"name", "help", "type", "probe", "value", "buckets", "end", "labels", "max_series"}
+
+func (p *configParser) metric(n *yaml.Node, field string) (*Metric, error) {
+	f, err := p.mapping(n, field, metricFields)
+	if err != nil {
+		return nil, err
+	}
+	m := &Metric{Line: n.Line, Value: NoValue, MaxSeries: DefaultMaxSeries}
+	for _, k := range []string{"name", "type", "probe"} {
+		if f[k] == nil {
+			return nil, p.errorf(n, join(field, k), "missing")
+		}
+	}
+	if m.Name, err = p.str(f["name"], join(field, "name")); err != nil {
+		return nil, err
+	}
+	if !metricName.MatchString(m.Name) {
+		return nil, p.errorf(f["name"], join(field, "name"), "%q is not a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)", m.Name)
+	}
+	if f["help"] != nil {
+		if m.Help, err = p.str(f["help"], join(field, "help")); err != nil {
+			return nil, err
+		}
+	}
+	if m.Type, err = p.str(f["type"], join(field, "type")); err != nil {
+		return nil, err
+	}
+	if m.Type != Counter && m.Type != Histogram {
+		return nil, p.errorf(f["type"], join(field, "type"), "%q: want counter or histogram", m.Type)
+	}
+	if m.Probe, m.ProbeText, err = p.probe(f["probe"], join(field, "probe")); err != nil {
+		return nil, err
+	}
+	if v := f["end"]; v != nil {
+		if m.Type != Histogram {
+			return nil, p.errorf(v, join(field, "end"), "only a histogram measures latency")
+		}
+		if m.End, m.EndText, err = p.probe(v, join(field, "end")); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.value(m, f["value"], n, join(field, "value")); err != nil {
+		return nil, err
+	}
+	if err := p.buckets(m, f["buckets"], join(field, "buckets")); err != nil {
+		return nil, err
+	}
+	if err := p.labels(m, f["labels"], join(field, "labels")); err != nil {
+		return nil, err
+	}
+	if v := f["max_series"]; v != nil {
+		s, err := p.str(v, join(field, "max_series"))
+		if err != nil {
+			return nil, err
+		}
+		if m.MaxSeries, err = strconv.Atoi(s); err != nil || m.MaxSeries < 1 || m.MaxSeries > MaxMaxSeries {
+			return nil, p.errorf(v, join(field, "max_series"), "%q: want a number from 1 to %d", s, MaxMaxSeries)
+		}
+	}
+	return m, nil
+}
+
+func (p *configParser) probe(n *yaml.Node, field string) (*Probe, string, error) {
+	s, err := p.str(n, field)
+	if err != nil {
+		return nil, "", err
+	}
+	pr, err := p.parse(s)
+	if err != nil {
+		return nil, "", p.errorf(n, field, "%v", err)
+	}
+	if strings.ContainsAny(pr.Target, "*?[") {
+		return nil, "", p.errorf(n, field, "%q: a TARGET glob (every process) is not supported yet: name the binary or library", s)
+	}
+	if pr.Kind != traceprog.KindUSDT && strings.ContainsAny(pr.Func, `*?[\`) {
+		return nil, "", p.errorf(n, field, "%q: a metric probes one function: no glob in FUNC", s)
+	}
+	return pr, s, nil
+}
+
+// argLimit is how many arguments the probe of kind k gives a metric.
+func argLimit(k traceprog.Kind) int {
+	switch k {
+	case traceprog.KindUSDT:
+		return maxArgs
+	case traceprog.KindUprobe:
+		return maxFuncArgs
+	}
+	return 0
+}
+
+// argument reads an argument number (from 1) of the probe pr.
+func (p *configParser) argument(n *yaml.Node, field string, pr *Probe) (int, error) {
+	s, err := p.str(n, field)
+	if err != nil {
+		return 0, err
+	}
+	limit := argLimit(pr.Kind)
+	if pr.Kind == traceprog.KindUretprobe {
+		return 0, p.errorf(n, field, "%q: a uretprobe has only its return value (ret)", s)
+	}
+	a, err := strconv.Atoi(s)
+	if err != nil || a < 1 || a > limit {
+		return 0, p.errorf(n, field, "%q: want an argument number from 1 to %d", s, limit)
+	}
+	return a - 1, nil
+}
+
+func (p *configParser) value(m *Metric, n, mn *yaml.Node, field string) error {
+	switch {
+	case n == nil && m.Type == Histogram && !m.Latency():
+		return p.errorf(mn, field, "missing: a histogram counts an argument (value: N, or ret) or a latency (end: PROBE)")
+	case n == nil:
+		return nil
+	case m.Type == Counter:
+		return p.errorf(n, field, "a counter counts hits: value is for histograms")
+	case m.Latency():
+		return p.errorf(n, field, "a latency histogram (end:) measures time: no value")
+	}
+	if n.Value == "ret" && n.Kind == yaml.ScalarNode {
+		if m.Probe.Kind != traceprog.KindUretprobe {
+			return p.errorf(n, field, "ret: only a uretprobe has a return value")
+		}
+		m.Value = RetValue
+		return nil
+	}
+	if m.Probe.Kind == traceprog.KindUretprobe {
+		return p.errorf(n, field, "%q: a uretprobe has only its return value (ret)", n.Value)
+	}
+	a, err := p.argument(n, field, m.Probe)
+	if err != nil {
+		return err
+	}
+	m.Value = a
+	return nil
+}
+
+func (p *configParser) buckets(m *Metric, n *yaml.Node, field string) error {
+	if n == nil {
+		if m.Type == Histogram {
+			m.Buckets = defaultValueBuckets
+			if m.Latency() {
+				m.Buckets = defaultLatencyBuckets
+			}
+		}
+		return nil
+	}
+	if m.Type != Histogram {
+		return p.errorf(n, field, "only a histogram has buckets")
+	}
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 || len(n.Content) > MaxBuckets {
+		return p.errorf(n, field, "want a list of 1 to %d increasing numbers", MaxBuckets)
+	}
+	for i, e := range n.Content {
+		v, err := strconv.ParseFloat(e.Value, 64)
+		if e.Kind != yaml.ScalarNode || err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return p.errorf(e, fmt.Sprintf("%s[%d]", field, i), "%q: want a finite number", e.Value)
+		}
+		if i > 0 && v <= m.Buckets[i-1] {
+			return p.errorf(e, fmt.Sprintf("%s[%d]", field, i), "%v: want bounds in increasing order", v)
+		}
+		m.Buckets = append(m.Buckets, v)
+	}
+	return nil
+}
+
+var labelFields = []string{"arg", "string"}
+
+func (p *configParser) labels(m *Metric, n *yaml.Node, field string) error {
+	if n == nil {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return p.errorf(n, field, "want a mapping of label names to {arg: N, string: BOOL}")
+	}
+	if len(n.Content)/2 > MaxLabels {
+		return p.errorf(n, field, "%d labels, at most %d", len(n.Content)/2, MaxLabels)
+	}
+	strs := 0
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		lf := join(field, k.Value)
+		if !labelName.MatchString(k.Value) || k.Value == "le" || strings.HasPrefix(k.Value, "__") {
+			return p.errorf(k, lf, "%q is not a label name this metric can have", k.Value)
+		}
+		for _, l := range m.Labels {
+			if l.Name == k.Value {
+				return p.errorf(k, lf, "given twice")
+			}
+		}
+		f, err := p.mapping(v, lf, labelFields)
+		if err != nil {
+			return err
+		}
+		if f["arg"] == nil {
+			return p.errorf(v, join(lf, "arg"), "missing")
+		}
+		l := Label{Name: k.Value}
+		if l.Arg, err = p.argument(f["arg"], join(lf, "arg"), m.Probe); err != nil {
+			return err
+		}
+		if s := f["string"]; s != nil {
+			var b bool
+			if err := s.Decode(&b); err != nil {
+				return p.errorf(s, join(lf, "string"), "%q: want true or false", s.Value)
+			}
+			l.String = b
+		}
+		if l.String {
+			if strs++; strs > 1 {
+				return p.errorf(k, lf, "at most one label is a string")
+			}
+		}
+		m.Labels = append(m.Labels, l)
+	}
+	return nil
+}

@@ -1,0 +1,311 @@
+package exporter
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Options configure an Exporter.
+type Options struct {
+	// Log receives attach failures and reloads; nil discards them.
+	Log *log.Logger
+	// NoRuntimeMetrics leaves out the process_* and go_* collectors
+	// (benchmarks of the scrape).
+	NoRuntimeMetrics bool
+}
+
+// Exporter serves the metrics of a configuration. Its methods are safe
+// for concurrent use.
+type Exporter struct {
+	log *log.Logger
+	reg *prometheus.Registry
+
+	mu      sync.RWMutex
+	metrics []*metricState
+	// attachErrors counts the failed attaches by metric name, across
+	// reloads.
+	attachErrors map[string]uint64
+	reloads      [2]uint64 // successes, failures
+	readErrors   atomic.Uint64
+
+	srv *http.Server
+}
+
+// metricState is one metric of the configuration in force.
+type metricState struct {
+	m    *Metric
+	prog *program // nil when the load or the attach failed
+	err  error
+	desc *prometheus.Desc
+}
+
+// New returns an Exporter serving no metric yet (see Apply). The
+// registry and its collectors are made here, not at package
+// initialisation, so that a command that does not export pays nothing.
+func New(opts Options) *Exporter {
+	x := &Exporter{log: opts.Log, reg: prometheus.NewPedanticRegistry(), attachErrors: map[string]uint64{}}
+	if x.log == nil {
+		x.log = log.New(discard{}, "", 0)
+	}
+	x.reg.MustRegister(x)
+	if !opts.NoRuntimeMetrics {
+		x.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return x
+}
+
+type discard struct{}
+
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+
+// same reports whether a and b define the same metric (where in the file
+// aside).
+func same(a, b *Metric) bool {
+	ac, bc := *a, *b
+	ac.Line, bc.Line = 0, 0
+	return reflect.DeepEqual(ac, bc)
+}
+
+// Apply makes cfg the configuration in force: a metric defined as before
+// and attached keeps its program, and so its counts; the others are
+// detached, and the new ones loaded and attached. A metric that fails to
+// load or attach is logged and counted (probekit_export_attach_errors_total);
+// the others work.
+func (x *Exporter) Apply(cfg *Config) {
+	old := map[string]*metricState{}
+	x.mu.RLock()
+	for _, s := range x.metrics {
+		old[s.m.Name] = s
+	}
+	x.mu.RUnlock()
+	var next []*metricState
+	var drop []*metricState
+	keep := map[*metricState]bool{}
+	for _, m := range cfg.Metrics {
+		if s := old[m.Name]; s != nil && s.prog != nil && same(s.m, m) {
+			keep[s] = true
+			next = append(next, s)
+			continue
+		}
+		next = append(next, &metricState{m: m})
+	}
+	for _, s := range old {
+		if !keep[s] {
+			drop = append(drop, s)
+		}
+	}
+	// Detach first: a changed metric's probes may be the new one's.
+	x.mu.Lock()
+	x.metrics = nil
+	x.mu.Unlock()
+	for _, s := range drop {
+		if s.prog != nil {
+			if err := s.prog.close(); err != nil {
+				x.log.Printf("%s: detach: %v", s.m.Name, err)
+			}
+		}
+	}
+	var failed []string
+	for _, s := range next {
+		if keep[s] {
+			continue
+		}
+		s.desc = newDesc(s.m)
+		s.prog, s.err = load(s.m)
+		if s.err != nil {
+			x.log.Printf("%s (line %d): %v", s.m.Name, s.m.Line, s.err)
+			failed = append(failed, s.m.Name)
+		}
+	}
+	x.mu.Lock()
+	x.metrics = next
+	for _, n := range failed {
+		x.attachErrors[n]++
+	}
+	x.reloads[0]++
+	x.mu.Unlock()
+}
+
+// ReloadFailed counts a configuration that could not be applied.
+func (x *Exporter) ReloadFailed() {
+	x.mu.Lock()
+	x.reloads[1]++
+	x.mu.Unlock()
+}
+
+// Attached returns the names of the metrics attached, in configuration
+// order.
+func (x *Exporter) Attached() []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var out []string
+	for _, s := range x.metrics {
+		if s.prog != nil {
+			out = append(out, s.m.Name)
+		}
+	}
+	return out
+}
+
+// Close detaches every metric and stops the server.
+func (x *Exporter) Close() error {
+	x.mu.Lock()
+	metrics := x.metrics
+	x.metrics = nil
+	srv := x.srv
+	x.mu.Unlock()
+	var errs []error
+	if srv != nil {
+		errs = append(errs, srv.Close())
+	}
+	for _, s := range metrics {
+		if s.prog != nil {
+			errs = append(errs, s.prog.close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Handler serves the metrics in the exposition format.
+func (x *Exporter) Handler() http.Handler {
+	return promhttp.HandlerFor(x.reg, promhttp.HandlerOpts{ErrorLog: x.log, ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Serve listens on addr and serves /metrics there. It returns the address
+// listened on and a channel receiving the server's error if it stops
+// before Close.
+func (x *Exporter) Serve(addr string) (<-chan error, net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", x.Handler())
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintln(w, "probekit export: metrics at /metrics")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	x.mu.Lock()
+	x.srv = srv
+	x.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			done <- err
+		}
+	}()
+	return done, ln.Addr(), nil
+}
+
+func newDesc(m *Metric) *prometheus.Desc {
+	help := m.Help
+	if help == "" {
+		help = m.ProbeText
+	}
+	names := make([]string, len(m.Labels))
+	for i, l := range m.Labels {
+		names[i] = l.Name
+	}
+	return prometheus.NewDesc(m.Name, help, names, nil)
+}
+
+// Health metrics.
+var (
+	attachedDesc = prometheus.NewDesc("probekit_export_metric_attached",
+		"Whether the metric's probes are attached (1) or failed to load or attach (0).", []string{"metric"}, nil)
+	sitesDesc = prometheus.NewDesc("probekit_export_metric_sites",
+		"Probe sites attached, per metric and file (every process that maps the file counts).", []string{"metric", "file"}, nil)
+	attachErrorsDesc = prometheus.NewDesc("probekit_export_attach_errors_total",
+		"Failed loads or attaches of the metric, across reloads.", []string{"metric"}, nil)
+	lostDesc = prometheus.NewDesc("probekit_export_lost_updates_total",
+		"Hits not counted: a value or label unreadable, the maps full, an end probe without its start on the thread.", []string{"metric", "reason"}, nil)
+	foldedDesc = prometheus.NewDesc("probekit_export_label_folded_total",
+		"Hits counted in the series whose labels are all \"other\", past the metric's max_series.", []string{"metric"}, nil)
+	readErrorsDesc = prometheus.NewDesc("probekit_export_read_errors_total",
+		"Failed reads of a metric's BPF maps at a scrape.", nil, nil)
+	reloadsDesc = prometheus.NewDesc("probekit_export_config_loads_total",
+		"Configurations applied (success) or refused on reload (failure).", []string{"result"}, nil)
+)
+
+// Describe sends nothing: the metrics change with the configuration, so
+// the Exporter is an unchecked collector.
+func (x *Exporter) Describe(chan<- *prometheus.Desc) {}
+
+// Collect reads every metric's maps.
+func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for _, s := range x.metrics {
+		up := 0.0
+		if s.prog != nil {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(attachedDesc, prometheus.GaugeValue, up, s.m.Name)
+		ch <- prometheus.MustNewConstMetric(attachErrorsDesc, prometheus.CounterValue, float64(x.attachErrors[s.m.Name]), s.m.Name)
+		if s.prog == nil {
+			continue
+		}
+		sites := s.prog.sites()
+		files := make([]string, 0, len(sites))
+		for f := range sites {
+			files = append(files, f)
+		}
+		slices.Sort(files)
+		for _, f := range files {
+			ch <- prometheus.MustNewConstMetric(sitesDesc, prometheus.GaugeValue, float64(sites[f]), s.m.Name, f)
+		}
+		series, folded, lost, err := s.prog.read(s.m)
+		if err != nil {
+			x.readErrors.Add(1)
+			ch <- prometheus.NewInvalidMetric(s.desc, err)
+			continue
+		}
+		for i, n := range lost {
+			ch <- prometheus.MustNewConstMetric(lostDesc, prometheus.CounterValue, float64(n), s.m.Name, lostReasons[i])
+		}
+		if len(s.m.Labels) > 0 {
+			ch <- prometheus.MustNewConstMetric(foldedDesc, prometheus.CounterValue, float64(folded), s.m.Name)
+		}
+		for _, se := range series {
+			ch <- constMetric(s, se)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(readErrorsDesc, prometheus.CounterValue, float64(x.readErrors.Load()))
+	ch <- prometheus.MustNewConstMetric(reloadsDesc, prometheus.CounterValue, float64(x.reloads[0]), "success")
+	ch <- prometheus.MustNewConstMetric(reloadsDesc, prometheus.CounterValue, float64(x.reloads[1]), "failure")
+}
+
+// constMetric is one series of s as Prometheus reads it.
+func constMetric(s *metricState, se *series) prometheus.Metric {
+	v := &se.value
+	if s.m.Type == Counter {
+		return prometheus.MustNewConstMetric(s.desc, prometheus.CounterValue, float64(v.Count), se.labels...)
+	}
+	scale := 1.0
+	if s.m.Latency() {
+		scale = 1e-9
+	}
+	buckets := make(map[float64]uint64, len(s.m.Buckets))
+	var cum uint64
+	for i, b := range s.m.Buckets {
+		cum += v.Buckets[i]
+		buckets[b] = cum
+	}
+	return prometheus.MustNewConstHistogram(s.desc, v.Count, float64(v.Sum)*scale, buckets, se.labels...)
+}

@@ -1,0 +1,334 @@
+package exporter
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+	"github.com/probekit/probekit/uprobe"
+	"github.com/probekit/probekit/usdt"
+)
+
+// Names and shapes in export.c.
+const (
+	usdtProgram = "export_usdt"
+	funcProgram = "export_func"
+	// LabelStrLen is the most bytes of a string label read, its NUL
+	// included (LABEL_STR_LEN).
+	LabelStrLen = 64
+)
+
+// kind is enum metric_kind.
+type kind uint32
+
+const (
+	kindCounter kind = iota
+	kindHist
+	kindLatency
+)
+
+// Roles (enum role), the usdt cookie of a location or bit 0 of a function
+// probe's BPF cookie; the register set (enum func_regs) is bits 8 up.
+const (
+	roleStart = 0
+	roleEnd   = 1
+	regsC     = 0
+	regsRet   = 1
+)
+
+// Reasons a hit is not counted (enum lost), by index.
+var lostReasons = [...]string{"value_unreadable", "map_full", "end_without_start"}
+
+// seriesKey is struct series_key; seriesValue struct series.
+type seriesKey struct {
+	Nums [MaxLabels]int64
+	Str  [LabelStrLen]byte
+}
+
+type seriesValue struct {
+	Count   uint64
+	Sum     int64
+	Buckets [MaxBuckets + 1]uint64
+}
+
+// program is one metric's loaded collection and its attachments.
+type program struct {
+	coll  *ebpf.Collection
+	links []*attach.Link
+}
+
+// load loads m's program into the kernel.
+func load(m *Metric) (*program, error) {
+	spec, err := loadExport()
+	if err != nil {
+		return nil, err
+	}
+	if err := usdt.Prepare(spec); err != nil {
+		return nil, err
+	}
+	k := kindCounter
+	switch {
+	case m.Latency():
+		k = kindLatency
+	case m.Type == Histogram:
+		k = kindHist
+	}
+	value := uint32(0)
+	if m.Value >= 0 {
+		value = uint32(m.Value)
+	}
+	var bounds [MaxBuckets]int64
+	for i, b := range m.Buckets {
+		bounds[i] = boundOf(b, m.Latency())
+	}
+	var args [MaxLabels]uint32
+	var strs uint32
+	for i, l := range m.Labels {
+		args[i] = uint32(l.Arg)
+		if l.String {
+			strs |= 1 << i
+		}
+	}
+	for name, v := range map[string]any{
+		"pk_kind": uint32(k), "pk_value_arg": value, "pk_nbounds": uint32(len(m.Buckets)),
+		"pk_bounds": bounds, "pk_nlabels": uint32(len(m.Labels)), "pk_label_args": args, "pk_label_strs": strs,
+	} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	spec.Maps["series"].MaxEntries = uint32(m.MaxSeries)
+	usesUSDT, usesFunc := false, false
+	for _, p := range []*Probe{m.Probe, m.End} {
+		if p == nil {
+			continue
+		}
+		if p.Kind == traceprog.KindUSDT {
+			usesUSDT = true
+		} else {
+			usesFunc = true
+		}
+	}
+	// export_func calls bpf_get_attach_cookie, which a kernel before 5.15
+	// refuses to load: each program only where it is needed.
+	if !usesUSDT {
+		delete(spec.Programs, usdtProgram)
+	}
+	if !usesFunc {
+		delete(spec.Programs, funcProgram)
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		return nil, fmt.Errorf("load the program: %w", err)
+	}
+	p := &program{coll: coll}
+	if err := p.attach(spec, m); err != nil {
+		p.close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// boundOf is a bucket bound as export.c compares it with an integer
+// value: v <= b holds for an integer v exactly when v <= floor(b); a
+// latency bound in seconds is compared in nanoseconds.
+func boundOf(b float64, latency bool) int64 {
+	if latency {
+		b *= 1e9
+	}
+	b = math.Floor(b)
+	switch {
+	case b >= math.MaxInt64:
+		return math.MaxInt64
+	case b <= math.MinInt64:
+		return math.MinInt64
+	}
+	return int64(b)
+}
+
+func (p *program) attach(spec *ebpf.CollectionSpec, m *Metric) error {
+	var att *usdt.Attacher
+	if prog := p.coll.Programs[usdtProgram]; prog != nil {
+		var err error
+		if att, err = usdt.NewAttacher(spec, p.coll); err != nil {
+			return err
+		}
+	}
+	for role, pr := range []*Probe{m.Probe, m.End} {
+		if pr == nil {
+			continue
+		}
+		if pr.Kind == traceprog.KindUSDT {
+			l, err := att.Attach(p.coll.Programs[usdtProgram], pr.Target, pr.Provider, pr.Name, &usdt.Options{Cookie: uint64(role)})
+			if err != nil {
+				return err
+			}
+			p.links = append(p.links, l)
+			continue
+		}
+		l, err := attachFunc(p.coll.Programs[funcProgram], pr, role, role == roleStart && (m.Value >= 0 || len(m.Labels) > 0))
+		if err != nil {
+			return err
+		}
+		p.links = append(p.links, l)
+	}
+	return nil
+}
+
+// attachFunc attaches prog to the function of pr; readsArgs says the
+// metric reads its argument registers.
+func attachFunc(prog *ebpf.Program, pr *Probe, role int, readsArgs bool) (*attach.Link, error) {
+	b, err := uprobe.Open(pr.Target)
+	if err != nil {
+		return nil, err
+	}
+	// Attached, the kernel holds what it needs of the file.
+	defer b.Close()
+	if pr.Kind == traceprog.KindUprobe && readsArgs && b.IsGo() {
+		return nil, fmt.Errorf("%s is a Go program: export reads the C calling convention's argument registers, not Go's", pr.Target)
+	}
+	fn, err := b.Function(pr.Func)
+	if err != nil {
+		return nil, err
+	}
+	opts := &uprobe.Options{Cookie: uint64(role) | regsC<<8}
+	if pr.Kind == traceprog.KindUretprobe {
+		opts.Cookie = uint64(role) | regsRet<<8
+		// A uretprobe on native code; on Go, a probe on each return
+		// instruction.
+		return b.Return(fn.String(), prog, opts)
+	}
+	return b.Entry(fn.String(), prog, opts)
+}
+
+// close detaches every probe, then releases the program and maps.
+func (p *program) close() error {
+	var errs []error
+	for _, l := range p.links {
+		errs = append(errs, l.Close())
+	}
+	p.links = nil
+	p.coll.Close()
+	return errors.Join(errs...)
+}
+
+// sites returns the number of sites attached per file.
+func (p *program) sites() map[string]int {
+	out := map[string]int{}
+	for _, l := range p.links {
+		for _, s := range l.Sites() {
+			out[s.Path]++
+		}
+	}
+	return out
+}
+
+// series is one series read: its label values and its totals over the
+// CPUs.
+type series struct {
+	labels []string
+	value  seriesValue
+}
+
+// maxSeriesRead bounds the entries one read takes from the series map,
+// above any max_series (the map cannot hold more; the bound keeps a
+// changing map from being walked forever).
+const maxSeriesRead = 2 * MaxMaxSeries
+
+// read returns m's series, those with the same label values merged, the
+// folded hits (of other) and the hits lost by reason.
+func (p *program) read(m *Metric) (map[string]*series, uint64, [len(lostReasons)]uint64, error) {
+	var lost [len(lostReasons)]uint64
+	out := map[string]*series{}
+	var k seriesKey
+	var per []seriesValue
+	it := p.coll.Maps["series"].Iterate()
+	for n := 0; it.Next(&k, &per); n++ {
+		if n >= maxSeriesRead {
+			break
+		}
+		addSeries(out, labelValues(m, &k), per)
+	}
+	if err := it.Err(); err != nil {
+		return nil, 0, lost, fmt.Errorf("read the series: %w", err)
+	}
+	if err := p.coll.Maps["other"].Lookup(uint32(0), &per); err != nil {
+		return nil, 0, lost, fmt.Errorf("read the series other: %w", err)
+	}
+	folded := addSeries(out, otherValues(m), per)
+	var n []uint64
+	for i := range lost {
+		if err := p.coll.Maps["errors"].Lookup(uint32(i), &n); err != nil {
+			return nil, 0, lost, fmt.Errorf("read the errors: %w", err)
+		}
+		for _, c := range n {
+			lost[i] += c
+		}
+	}
+	return out, folded, lost, nil
+}
+
+// addSeries adds the per-CPU values per to the series of labels and
+// returns their count.
+func addSeries(out map[string]*series, labels []string, per []seriesValue) uint64 {
+	var total seriesValue
+	for i := range per {
+		v := &per[i]
+		total.Count += v.Count
+		total.Sum += v.Sum
+		for b, c := range v.Buckets {
+			total.Buckets[b] += c
+		}
+	}
+	if total.Count == 0 && len(labels) > 0 {
+		return 0
+	}
+	id := strings.Join(labels, "\xff")
+	s := out[id]
+	if s == nil {
+		s = &series{labels: labels}
+		out[id] = s
+	}
+	s.value.Count += total.Count
+	s.value.Sum += total.Sum
+	for b, c := range total.Buckets {
+		s.value.Buckets[b] += c
+	}
+	return total.Count
+}
+
+// labelValues are the values of m's labels in k.
+func labelValues(m *Metric, k *seriesKey) []string {
+	vals := make([]string, len(m.Labels))
+	for i, l := range m.Labels {
+		if l.String {
+			s := k.Str[:]
+			if n := bytes.IndexByte(s, 0); n >= 0 {
+				s = s[:n]
+			}
+			vals[i] = strings.ToValidUTF8(string(s), "\uFFFD")
+		} else {
+			vals[i] = strconv.FormatInt(k.Nums[i], 10)
+		}
+	}
+	return vals
+}
+
+// otherLabel is the value of every label of the series that holds the
+// hits past a metric's max_series.
+const otherLabel = "other"
+
+func otherValues(m *Metric) []string {
+	vals := make([]string, len(m.Labels))
+	for i := range vals {
+		vals[i] = otherLabel
+	}
+	return vals
+}
