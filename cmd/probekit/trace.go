@@ -26,7 +26,7 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
-const traceUsage = "trace [--json] [-p PID] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [-i SECONDS] PROBE... [-- CMD ARGS...]\n" +
+const traceUsage = "trace [--json] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [-i SECONDS] PROBE... [-- CMD ARGS...]\n" +
 	"      PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC"
 
 func init() {
@@ -56,7 +56,9 @@ type traceRequest struct {
 	// too (-i).
 	interval time.Duration
 	// stack prints each hit's user stack, symbolized (--stack).
-	stack  bool
+	stack bool
+	// follow traces the descendants of -p or of the command too (-f).
+	follow bool
 	probes []probeSpec
 	cmd    []string
 }
@@ -125,6 +127,7 @@ func parseTrace(args []string) (*traceRequest, error) {
 	hist := fs.String("hist", "", "a log2 histogram of argument N (from 1) or of ret, built in the kernel; printed at exit")
 	interval := fs.Int("i", 0, "with --count or --hist, print every SECONDS too")
 	fs.BoolVar(&req.stack, "stack", false, "print each hit's user stack, symbolized")
+	fs.BoolVar(&req.follow, "f", false, "follow the descendants of -p PID or of -- CMD (forked, exec'd), attached before they run")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return nil, err
@@ -190,6 +193,8 @@ func parseTrace(args []string) (*traceRequest, error) {
 		return nil, usagef("-n %d: want a count", req.count)
 	case req.pid != 0 && len(cmd) > 0:
 		return nil, usagef("-p and -- CMD exclude each other")
+	case req.follow && req.pid == 0 && len(cmd) == 0:
+		return nil, usagef("-f follows the descendants of -p PID or of -- CMD")
 	}
 	if cmd != nil && len(cmd) == 0 {
 		return nil, usagef("-- needs a command")
@@ -351,6 +356,9 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 		}
 	}
 	t := newTracer(req, stdout)
+	if req.follow {
+		return t.follow(objs, att, proc)
+	}
 	if proc != nil && t.stacks != nil {
 		t.stacks.watch(proc)
 	}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+	"github.com/probekit/probekit/follow"
+	"github.com/probekit/probekit/procmaps"
+	"github.com/probekit/probekit/usdt"
+)
+
+// follow is trace -f: the probes are kept attached in every process of
+// the tree of -p PID or of the launched command (package follow), and
+// each attach and release is printed among the hits.
+func (t *tracer) follow(objs *traceprog.Objects, att *usdt.Attacher, proc *procmaps.Process) (err error) {
+	switch {
+	case t.req.stack:
+		return usagef("--stack with -f is not supported yet")
+	case att == nil:
+		return usagef("-f follows USDT probes; uprobe and uretprobe with -f are not supported yet")
+	}
+	// Every site gets its cookie now, before any process runs: the loop
+	// reads t.sites while the tree attaches, so it never changes after.
+	var probes []follow.Probe
+	for _, p := range t.req.probes {
+		if p.kind != traceprog.KindUSDT {
+			return usagef("-f follows USDT probes; uprobe and uretprobe with -f are not supported yet")
+		}
+		cookies, err := t.followSites(p)
+		if err != nil {
+			return err
+		}
+		probes = append(probes, follow.Probe{
+			Target: p.target, Provider: p.provider, Name: p.name, Program: objs.Program,
+			LocationCookie: cookies.of,
+		})
+	}
+	if t.req.mode == traceprog.ModeCount && len(t.sites) > traceprog.MaxCounted {
+		return fmt.Errorf("--count counts at most %d probe sites, these probes have %d", traceprog.MaxCounted, len(t.sites))
+	}
+	// Notifications come from the tree's goroutine, hits from the loop:
+	// both write through one lock.
+	w := &lockedWriter{w: t.out.w}
+	t.out.w = w
+	opts := &follow.Options{Attacher: att, Notify: func(e follow.Event) { t.printFollow(w, e) }}
+
+	var rd *ringbuf.Reader
+	if t.req.mode == traceprog.ModeEvents {
+		if rd, err = ringbuf.NewReader(objs.Events); err != nil {
+			return err
+		}
+		defer rd.Close()
+	}
+	var tree *follow.Tree
+	if len(t.req.cmd) > 0 {
+		tree, err = follow.Launch(launchCommand(t.req), probes, opts)
+	} else {
+		tree, err = follow.Attach(proc.PID, probes, opts)
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := tree.Close(); err == nil {
+			err = cerr
+		}
+	}()
+
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(stop)
+	exited := make(chan error, 1)
+	go func() {
+		<-tree.Exited()
+		exited <- tree.ExitErr()
+	}()
+	if rd != nil {
+		err = t.loop(rd, stop, exited)
+	} else {
+		err = t.aggregateLoop(objs, stop, exited)
+	}
+	if err != nil {
+		return err
+	}
+	if n, err := objs.DroppedCount(); err == nil && n > 0 {
+		fmt.Fprintf(os.Stderr, "probekit trace: %d events lost or not counted (a larger --ring-size keeps more events)\n", n)
+	}
+	if t.exitErr != nil && len(t.req.cmd) > 0 {
+		return fmt.Errorf("%s: %w", t.req.cmd[0], t.exitErr)
+	}
+	return nil
+}
+
+// launchCommand is the command of -- CMD, its program found as for
+// TARGET: an ELF binary on PATH over a wrapper script.
+func launchCommand(req *traceRequest) *exec.Cmd {
+	name := req.cmd[0]
+	if !strings.ContainsRune(name, '/') {
+		if p := procmaps.LookPath(name); p != "" {
+			name = p
+		}
+	}
+	cmd := exec.Command(name, req.cmd[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if req.json {
+		// Keep stdout a stream of JSON objects.
+		cmd.Stdout = os.Stderr
+	}
+	return cmd
+}
+
+// siteCookies maps a USDT location (provider, name, address) to the
+// cookie of its site; read-only once built.
+type siteCookies struct {
+	byLoc map[string]uint64
+	// byProbe is a site of each provider:name, for a process that sees
+	// another copy of the file (its own root) with other addresses.
+	byProbe map[string]uint64
+}
+
+func locKey(p *usdt.Probe, i int) string {
+	return p.Provider + ":" + p.Name + "@" + strconv.FormatUint(p.Locations[i].Address, 16)
+}
+
+func (c *siteCookies) of(p *usdt.Probe, i int) uint64 {
+	if v, ok := c.byLoc[locKey(p, i)]; ok {
+		return v
+	}
+	return c.byProbe[p.Provider+":"+p.Name]
+}
+
+// followSites makes the sites of every location of p in its target as the
+// tracer sees it.
+func (t *tracer) followSites(p probeSpec) (*siteCookies, error) {
+	path, err := procmaps.Resolve(p.target)
+	if err != nil {
+		return nil, err
+	}
+	f, err := usdt.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.target, err)
+	}
+	c := &siteCookies{byLoc: map[string]uint64{}, byProbe: map[string]uint64{}}
+	for _, pr := range f.Match(p.provider + ":" + p.name) {
+		for i := range pr.Locations {
+			v := t.cookie(pr, i)
+			c.byLoc[locKey(pr, i)] = v
+			if _, ok := c.byProbe[pr.Provider+":"+pr.Name]; !ok {
+				c.byProbe[pr.Provider+":"+pr.Name] = v
+			}
+		}
+	}
+	if len(c.byLoc) == 0 {
+		return nil, fmt.Errorf("%s: no probe matches %s:%s: %w", p.target, p.provider, p.name, usdt.ErrNotFound)
+	}
+	return c, nil
+}
+
+// printFollow prints an attach or a release among the hits:
+//
+//	attach PID FILE PROBE (N sites)
+//	detach PID FILE PROBE (N sites)
+//	{"kind":"attach","pid":PID,"file":FILE,"probe":PROBE,"sites":N}
+//
+// and a failure as a warning on stderr.
+func (t *tracer) printFollow(w *lockedWriter, e follow.Event) {
+	if e.Kind == follow.Failed {
+		fmt.Fprintf(os.Stderr, "probekit trace: warning: pid %d: %s: %v\n", e.PID, e.Probe, e.Err)
+		return
+	}
+	probe := e.Probe.Provider + ":" + e.Probe.Name
+	var b []byte
+	if t.req.json {
+		b = append(b, `{"kind":`...)
+		b = appendJSON(b, e.Kind.String(), false)
+		b = fmt.Appendf(b, `,"pid":%d,"file":`, e.PID)
+		b = appendJSON(b, e.File, false)
+		b = append(b, `,"probe":`...)
+		b = appendJSON(b, probe, false)
+		b = fmt.Appendf(b, `,"sites":%d}`+"\n", e.Sites)
+	} else {
+		b = fmt.Appendf(b, "%s %d %s %s (%d sites)\n", e.Kind, e.PID, e.File, probe, e.Sites)
+	}
+	w.writeLine(b)
+}
+
+// lockedWriter serializes the writes of the loop and of the tree's
+// notifications.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// Flush flushes the underlying writer when it buffers.
+func (l *lockedWriter) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if f, ok := l.w.(interface{ Flush() error }); ok {
+		return f.Flush()
+	}
+	return nil
+}
+
+// writeLine writes one notification and flushes it.
+func (l *lockedWriter) writeLine(b []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := l.w.Write(b); err != nil {
+		return
+	}
+	if f, ok := l.w.(interface{ Flush() error }); ok {
+		f.Flush()
+	}
+}

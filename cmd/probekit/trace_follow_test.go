@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/probekit/probekit/internal/test/testkit"
+)
+
+// followPython is the interpreter of the -f tests (Debian's CPython 3.11,
+// with USDT probes).
+const followPython = "/usr/bin/python3.11"
+
+// followLine is a line of trace -f --json: a hit or a notification.
+type followLine struct {
+	Kind string            `json:"kind"`
+	PID  int               `json:"pid"`
+	File string            `json:"file"`
+	Args []json.RawMessage `json:"args"`
+}
+
+func decodeFollow(t *testing.T, out string) []followLine {
+	t.Helper()
+	var lines []followLine
+	for _, s := range strings.Split(strings.TrimSpace(out), "\n") {
+		if s == "" {
+			continue
+		}
+		var l followLine
+		if err := json.Unmarshal([]byte(s), &l); err != nil {
+			t.Fatalf("line %q: %v", s, err)
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+// calls counts the hits of function__entry for function fn by PID.
+func callsByPID(lines []followLine, fn string) map[int]int {
+	by := map[int]int{}
+	for _, l := range lines {
+		if l.Kind == "usdt" && len(l.Args) == 3 && string(l.Args[1]) == `"`+fn+`"` {
+			by[l.PID]++
+		}
+	}
+	return by
+}
+
+func kinds(lines []followLine, kind string) map[int]bool {
+	pids := map[int]bool{}
+	for _, l := range lines {
+		if l.Kind == kind {
+			pids[l.PID] = true
+		}
+	}
+	return pids
+}
+
+// followScript writes a Python script that sets a profiler (CPython 3.11
+// fires function__entry only then) and runs body.
+func followScript(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.py")
+	src := "import sys, os, time\nsys.setprofile(lambda *a: None)\ndef probekit_a():\n    pass\ndef probekit_b():\n    pass\n" + body
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func requirePython(t *testing.T) {
+	t.Helper()
+	testkit.RequireKernel(t)
+	if _, err := os.Stat(followPython); err != nil {
+		testkit.Unavailable(t, "%s: %v", followPython, err)
+	}
+}
+
+// TestTraceFollowLaunch: -f -- sh -c 'python a; python b' shows both
+// pythons' calls, each from its own PID, and says when each process was
+// attached and released.
+func TestTraceFollowLaunch(t *testing.T) {
+	requirePython(t)
+	a := followScript(t, "for _ in range(30):\n    probekit_a()\n")
+	b := followScript(t, "for _ in range(40):\n    probekit_b()\n")
+	r := runTraceWithin(t, 60*time.Second, "--json", "-f", "--str", "1,2", followPython+":python:function__entry", "--",
+		"sh", "-c", followPython+" "+a+"; "+followPython+" "+b)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	lines := decodeFollow(t, r.out)
+	as, bs := callsByPID(lines, "probekit_a"), callsByPID(lines, "probekit_b")
+	if len(as) != 1 || len(bs) != 1 {
+		t.Fatalf("probekit_a called in %v, probekit_b in %v: want one process each", as, bs)
+	}
+	for pa, na := range as {
+		for pb, nb := range bs {
+			if pa == pb || na != 30 || nb != 40 {
+				t.Fatalf("probekit_a: %d calls in pid %d, probekit_b: %d in pid %d; want 30 and 40 in two processes", na, pa, nb, pb)
+			}
+			attached, detached := kinds(lines, "attach"), kinds(lines, "detach")
+			if !attached[pa] || !attached[pb] || !detached[pa] || !detached[pb] {
+				t.Errorf("attach events for %v, detach for %v: want both pythons", attached, detached)
+			}
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer for one writer and a reader on another
+// goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestTraceFollowPID: -f -p PID sees the calls of children the process
+// forks after the trace started.
+func TestTraceFollowPID(t *testing.T) {
+	requirePython(t)
+	dir := t.TempDir()
+	start := filepath.Join(dir, "go")
+	s := followScript(t, "while not os.path.exists("+quotePy(start)+"):\n    time.sleep(0.01)\n"+
+		"for _ in range(2):\n    pid = os.fork()\n    if pid == 0:\n        for _ in range(25):\n            probekit_a()\n        os._exit(0)\n    os.waitpid(pid, 0)\n")
+	cmd := exec.Command(followPython, s)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	pid := cmd.Process.Pid
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"trace", "--json", "-f", "--str", "1,2", "-p", strconv.Itoa(pid), followPython + ":python:function__entry"}, &out, &errOut)
+	}()
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), `"kind":"attach"`); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no attach within 20s: %s", errOut.String())
+		}
+	}
+	if err := os.WriteFile(start, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("trace did not end with the process")
+	}
+	calls := callsByPID(decodeFollow(t, out.String()), "probekit_a")
+	if len(calls) != 2 {
+		t.Fatalf("probekit_a called in %d processes (%v), want 2 children", len(calls), calls)
+	}
+	for child, n := range calls {
+		if child == pid || n != 25 {
+			t.Errorf("pid %d: %d calls, want 25 in a child", child, n)
+		}
+	}
+}
+
+func quotePy(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func TestTraceFollowUsage(t *testing.T) {
+	r := runTraceCmd("-f", "x:p:n")
+	if r.code == 0 || !strings.Contains(r.errOut, "-f follows the descendants") {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+}
