@@ -2,6 +2,7 @@ package procmaps
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 )
 
 // permPIDEnv carries the target PID to the test binary re-run as nobody.
+const permIDEnv = "PROBEKIT_PERM_FILE_ID"
+
 const permPIDEnv = "PROBEKIT_PROCMAPS_PERM_PID"
 
 // TestPermissionDenied: an unprivileged user reading a root process gets
@@ -35,7 +38,14 @@ func TestPermissionDenied(t *testing.T) {
 	bin := filepath.Join(dir, "procmaps.test")
 	testkit.CopyFile(t, os.Args[0], bin)
 	cmd := exec.Command(bin, "-test.run=^TestPermissionHelper$", "-test.v")
-	cmd.Env = append(os.Environ(), permPIDEnv+"="+strconv.Itoa(fx.PID()))
+	// The fixture's identity travels to the helper: nobody may not reach
+	// the checkout's directories to stat it.
+	id, err := IDOf(fixturePath(t, "usdt_sample"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = append(os.Environ(), permPIDEnv+"="+strconv.Itoa(fx.PID()),
+		permIDEnv+"="+strconv.FormatUint(id.Dev, 10)+":"+strconv.FormatUint(id.Inode, 10))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestPermissionHelper") {
@@ -63,9 +73,13 @@ func TestPermissionHelper(t *testing.T) {
 	}
 	// The root fixture maps its executable, but nobody cannot see that:
 	// it is not found, and it is counted.
-	pids, unreadable, err := FindPIDs(fixturePath(t, "usdt_sample"))
-	if err != nil || slices.Contains(pids, pid) || unreadable == 0 {
-		t.Fatalf("FindPIDs as uid %d = %v, %d unreadable, %v; want pid %d left out and counted", os.Getuid(), pids, unreadable, err, pid)
+	var id FileID
+	if _, err := fmt.Sscanf(os.Getenv(permIDEnv), "%d:%d", &id.Dev, &id.Inode); err != nil {
+		t.Fatalf("%s: %v", permIDEnv, err)
+	}
+	procs, unreadable, err := FindProcesses(id)
+	if err != nil || slices.ContainsFunc(procs, func(p Process) bool { return p.PID == pid }) || unreadable == 0 {
+		t.Fatalf("FindProcesses as uid %d = %v, %d unreadable, %v; want pid %d left out and counted", os.Getuid(), procs, unreadable, err, pid)
 	}
 	t.Logf("%d processes unreadable", unreadable)
 }
