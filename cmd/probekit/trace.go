@@ -260,6 +260,8 @@ type traceSite struct {
 	//	{"kind":"uprobe","function":F,"pid":PID,"tid":TID,"address":A,"args":[ARGS]}
 	//	{"kind":"uretprobe","function":F,"pid":PID,"tid":TID,"address":A,"ret":RET}
 	head, mid, end []byte
+	// hits counts the events of this site (trace_hint.go reads them).
+	hits int
 }
 
 // lineForm is what the lines of one output format share.
@@ -479,6 +481,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 			fmt.Fprintf(os.Stderr, "probekit trace: %d hits not counted (no value to count, or the histogram map full)\n", n)
 		}
 	}
+	t.hintSilent(os.Stderr, links)
 	if t.exitErr != nil {
 		// Every event is printed; the command failed (a crash under the
 		// probes would show here).
@@ -676,6 +679,7 @@ func (t *tracer) appendHit(b []byte, ev *traceprog.Event) ([]byte, error) {
 	if ev.Kind != site.kind {
 		return b, fmt.Errorf("event of kind %d for a site of kind %d (cookie %d)", ev.Kind, site.kind, ev.Cookie)
 	}
+	site.hits++
 	b = append(b, site.head...)
 	b = strconv.AppendUint(b, uint64(ev.PID), 10)
 	b = append(b, form.tidSep...)

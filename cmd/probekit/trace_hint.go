@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+)
+
+// runtimeGuide is the page that says what each runtime's probes need.
+const runtimeGuide = "docs/runtimes.md"
+
+// runtimeGate is a runtime that compiles probes in but keeps some of them
+// silent until asked.
+type runtimeGate struct {
+	runtime string
+	// prefixes match the base name of the file holding the probes (the
+	// interpreter or its library).
+	prefixes []string
+	// probes are the gated probes, provider:name.
+	probes []string
+	// needs is what makes them fire.
+	needs string
+}
+
+// runtimeGates lists what each runtime's gated probes need, as measured on
+// Debian 12's packages (docs/runtimes.md has the commands). CPython 3.11
+// reaches function__entry and line only while tracing (its use_tracing
+// flag); Ruby 3.1 fires method__entry/return only from a TracePoint hook
+// (cmethod__entry fires without one); PHP 8.2 runs its DTrace executor,
+// where function, execute, compile, error and exception probes sit, only
+// with USE_ZEND_DTRACE set; HotSpot's method, allocation and monitor
+// probes test -XX:+ExtendedDTraceProbes in code (they have no semaphore).
+var runtimeGates = []runtimeGate{
+	{"CPython", []string{"python", "libpython"}, []string{"python:function__entry", "python:line"},
+		"a profile or trace function set in the process (sys.setprofile or sys.settrace)"},
+	{"Ruby", []string{"ruby", "libruby"}, []string{"ruby:method__entry", "ruby:method__return"},
+		"a TracePoint on :call (:return for method__return) enabled in the process"},
+	{"PHP", []string{"php", "libphp"}, []string{"php:function__entry", "php:function__return",
+		"php:execute__entry", "php:execute__return", "php:compile__file__entry", "php:compile__file__return",
+		"php:error", "php:exception__thrown", "php:exception__caught"},
+		"the environment variable USE_ZEND_DTRACE=1 in the process"},
+	{"OpenJDK", []string{"libjvm"}, []string{"hotspot:method__entry", "hotspot:method__return",
+		"hotspot:object__alloc", "hotspot:monitor__contended__enter", "hotspot:monitor__contended__entered",
+		"hotspot:monitor__contended__exit", "hotspot:monitor__wait", "hotspot:monitor__waited",
+		"hotspot:monitor__notify", "hotspot:monitor__notifyAll"},
+		"the JVM option -XX:+ExtendedDTraceProbes"},
+}
+
+// gateOf returns the gate of probe (provider:name) in the file at path,
+// or nil when it is not a known runtime's gated probe.
+func gateOf(path, probe string) *runtimeGate {
+	base := filepath.Base(path)
+	for i := range runtimeGates {
+		g := &runtimeGates[i]
+		if slices.Contains(g.probes, probe) && slices.ContainsFunc(g.prefixes, func(p string) bool { return strings.HasPrefix(base, p) }) {
+			return g
+		}
+	}
+	return nil
+}
+
+// hintSilent writes a line to w for each gated probe of a known runtime
+// that the trace attached and that saw no hit, naming what it needs and
+// the guide. It says nothing when the trace could not tell: hits counted
+// in the kernel (--count, --hist) or a trace cut short by -n.
+func (t *tracer) hintSilent(w io.Writer, links []*attach.Link) {
+	if t.req.mode != traceprog.ModeEvents || t.req.count > 0 && t.hits >= t.req.count {
+		return
+	}
+	hits := map[string]int{}
+	for _, s := range t.sites {
+		if s.kind == traceprog.KindUSDT {
+			hits[s.label] += s.hits
+		}
+	}
+	var sites []attach.Site
+	for _, l := range links {
+		sites = append(sites, l.Sites()...)
+	}
+	for _, h := range silentHints(sites, hits) {
+		fmt.Fprintln(w, h)
+	}
+}
+
+// silentHints returns a hint per gated probe (provider:name) of a known
+// runtime among sites that has no hit in hits, once per probe.
+func silentHints(sites []attach.Site, hits map[string]int) []string {
+	var out []string
+	said := map[string]bool{}
+	for _, s := range sites {
+		probe, ok := strings.CutPrefix(s.Probe, "USDT ")
+		if !ok || hits[probe] > 0 || said[probe] {
+			continue
+		}
+		if g := gateOf(s.Path, probe); g != nil {
+			said[probe] = true
+			out = append(out, fmt.Sprintf("probekit trace: %s saw no hit: %s fires it only with %s (see %s)", probe, g.runtime, g.needs, runtimeGuide))
+		}
+	}
+	return out
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/probekit/probekit/attach"
+)
+
+func TestSilentHints(t *testing.T) {
+	sites := []attach.Site{
+		{Path: "/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1", Probe: "USDT ruby:method__entry", RefCtrOffset: 0x10},
+		{Path: "/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1", Probe: "USDT ruby:method__entry", RefCtrOffset: 0x10},  // a second location
+		{Path: "/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1", Probe: "USDT ruby:cmethod__entry", RefCtrOffset: 0x12}, // not gated
+		{Path: "/usr/bin/python3.11", Probe: "USDT python:function__entry", RefCtrOffset: 0x20},                       // hit
+		{Path: "/usr/bin/php8.2", Probe: "USDT php:function__entry", RefCtrOffset: 0x30},
+		{Path: "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so", Probe: "USDT hotspot:method__entry"},
+		{Path: "/srv/app", Probe: "USDT python:function__entry"},  // a gated name, not in a runtime's file
+		{Path: "/usr/bin/php8.2", Probe: "entry of zend_execute"}, // a function probe
+	}
+	got := silentHints(sites, map[string]int{"python:function__entry": 3})
+	want := []string{
+		"probekit trace: ruby:method__entry saw no hit: Ruby fires it only with a TracePoint on :call (:return for method__return) enabled in the process (see docs/runtimes.md)",
+		"probekit trace: php:function__entry saw no hit: PHP fires it only with the environment variable USE_ZEND_DTRACE=1 in the process (see docs/runtimes.md)",
+		"probekit trace: hotspot:method__entry saw no hit: OpenJDK fires it only with the JVM option -XX:+ExtendedDTraceProbes (see docs/runtimes.md)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got\n\t%q\nwant\n\t%q", got, want)
+	}
+	if got := silentHints(sites[5:7], nil); len(got) != 1 {
+		t.Errorf("a gated name outside a runtime's file: %q, want only libjvm's hint", got)
+	}
+}
+
+func TestGateOf(t *testing.T) {
+	for _, c := range []struct {
+		path, probe, runtime string
+	}{
+		{"/usr/bin/python3.11", "python:function__entry", "CPython"},
+		{"/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0", "python:line", "CPython"},
+		{"/usr/bin/python3.11", "python:function__return", ""}, // fires without tracing
+		{"/usr/bin/ruby3.1", "ruby:method__return", "Ruby"},
+		{"/usr/lib/apache2/modules/libphp8.2.so", "php:execute__entry", "PHP"},
+		{"/usr/bin/php8.2", "php:request__startup", ""}, // fires without USE_ZEND_DTRACE
+		{"/opt/jdk/lib/server/libjvm.so", "hotspot:object__alloc", "OpenJDK"},
+		{"/opt/jdk/lib/server/libjvm.so", "hotspot:gc__begin", ""},
+	} {
+		g := gateOf(c.path, c.probe)
+		got := ""
+		if g != nil {
+			got = g.runtime
+		}
+		if got != c.runtime {
+			t.Errorf("gateOf(%s, %s) = %q, want %q", c.path, c.probe, got, c.runtime)
+		}
+	}
+}
