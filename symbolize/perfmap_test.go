@@ -313,9 +313,11 @@ func TestSymbolizeNewMapping(t *testing.T) {
 // map is found through its root and its namespace PID.
 func TestSymbolizePerfMapContainer(t *testing.T) {
 	testkit.RequireKernel(t) // root, for the namespaces and the mount
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		testkit.Unavailable(t, "no python3: %v", err)
+	// The system's interpreter, not a version manager's shim found first
+	// on PATH, which looks around the working directory and $HOME.
+	py := "/usr/bin/python3.11"
+	if _, err := os.Stat(py); err != nil {
+		testkit.Unavailable(t, "no python3.11 (make deps installs it): %v", err)
 	}
 	const script = `
 import mmap, ctypes, os, time
@@ -330,6 +332,9 @@ time.sleep(60)
 `
 	cmd := exec.Command("unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private",
 		"sh", "-c", `mount -t tmpfs none /tmp && exec "$0" -c "$1"`, py, script)
+	// The new /tmp hides whatever lies under it, a checkout in /tmp
+	// included: start from /.
+	cmd.Dir = "/"
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
