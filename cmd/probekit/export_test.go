@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -239,4 +240,73 @@ metrics:
 	if a := x.Attached(); len(a) != 1 || a[0] != "loop_total" {
 		t.Errorf("attached %v, want [loop_total]", a)
 	}
+}
+
+// TestExportScrapeRace: scrapes while processes that hit the probes start
+// and exit, and while the configuration is applied again, are safe (run
+// under -race) and lose no hit.
+func TestExportScrapeRace(t *testing.T) {
+	fixture := testkit.Fixture("func_args")
+	config := fmt.Sprintf(`
+metrics:
+  - name: sum6_calls_total
+    type: counter
+    probe: uprobe:%[1]s:sum6
+  - name: sum6_seconds
+    type: histogram
+    probe: uprobe:%[1]s:sum6
+    end: uretprobe:%[1]s:sum6
+`, fixture)
+	x, url := startExporter(t, config)
+	cfg, err := exporter.ParseConfig("test.yaml", []byte(config), exportProbe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	errs := make(chan error, 3)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				if _, err := scrapeSamples(url); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			x.Apply(cfg) // unchanged: keeps the programs
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	runs := 0
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) || runs < 3; runs++ {
+		if out, err := exec.Command(fixture, "3").CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", fixture, err, out)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantSamples(t, scrape(t, url), map[string]float64{
+		"sum6_calls_total":   float64(3 * runs),
+		"sum6_seconds_count": float64(3 * runs),
+	})
 }

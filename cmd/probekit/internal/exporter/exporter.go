@@ -107,8 +107,15 @@ func (x *Exporter) Apply(cfg *Config) {
 		}
 	}
 	// Detach first: a changed metric's probes may be the new one's.
+	// Scrapes meanwhile see the metrics kept.
+	var kept []*metricState
+	for _, s := range next {
+		if keep[s] {
+			kept = append(kept, s)
+		}
+	}
 	x.mu.Lock()
-	x.metrics = nil
+	x.metrics = kept
 	x.mu.Unlock()
 	for _, s := range drop {
 		if s.prog != nil {
