@@ -178,22 +178,26 @@ func trace(ctx context.Context, cmd *exec.Cmd, handle func(Call)) (err error) {
 		if errors.Is(err, ringbuf.ErrFlushed) {
 			return <-exited
 		}
-		if err == nil && len(rec.RawSample) < int(unsafe.Sizeof(nodefsEvent{})) {
-			err = fmt.Errorf("event of %d bytes: rebuild nodefs.c (go generate)", len(rec.RawSample))
+		// In place: nodefsEvent has the C layout; the buffer is aligned.
+		var ev *nodefsEvent
+		if err == nil && len(rec.RawSample) >= int(unsafe.Sizeof(nodefsEvent{})) {
+			ev = (*nodefsEvent)(unsafe.Pointer(&rec.RawSample[0]))
+		}
+		if err == nil && (ev == nil || int(ev.Func) >= len(fsFunctions)) {
+			err = fmt.Errorf("event of %d bytes not of this nodefs.c: rebuild it (go generate)", len(rec.RawSample))
 		}
 		if err != nil {
 			cmd.Process.Kill()
 			<-exited
 			return err
 		}
-		// In place: nodefsEvent has the C layout; the buffer is aligned.
-		handle(callOf((*nodefsEvent)(unsafe.Pointer(&rec.RawSample[0]))))
+		handle(callOf(ev))
 	}
 }
 
 // callOf decodes an event with its function's layout.
 func callOf(ev *nodefsEvent) Call {
-	f := fsFunctions[min(int(ev.Func), len(fsFunctions)-1)]
+	f := fsFunctions[ev.Func]
 	c := Call{
 		PID: ev.Pid, Function: f.name, FD: -1, Bytes: ev.Bytes, Async: ev.Async != 0,
 		Result: int(ev.Ret), Latency: time.Duration(ev.LatencyNs),
