@@ -145,31 +145,20 @@ func measure(ctx context.Context, fn string, cmd *exec.Cmd) (res *Result, err er
 // left open.
 func collect(objs *golatObjects) (*Result, error) {
 	var res Result
-	var perCPU []uint64
-	sum := func(m *ebpf.Map, key uint32) (uint64, error) {
-		if err := m.Lookup(key, &perCPU); err != nil {
-			return 0, fmt.Errorf("read %s[%d]: %w", m, key, err)
-		}
-		var n uint64
-		for _, v := range perCPU {
-			n += v
-		}
-		return n, nil
-	}
-	for i := range res.Hist {
-		n, err := sum(objs.Hist, uint32(i))
-		if err != nil {
-			return nil, err
-		}
-		res.Hist[i] = n
-	}
 	var counts [numCounters]uint64
-	for i := range counts {
-		n, err := sum(objs.Counts, uint32(i))
-		if err != nil {
-			return nil, err
+	var perCPU []uint64
+	for _, m := range []struct {
+		m   *ebpf.Map
+		out []uint64
+	}{{objs.Hist, res.Hist[:]}, {objs.Counts, counts[:]}} {
+		for i := range m.out {
+			if err := m.m.Lookup(uint32(i), &perCPU); err != nil {
+				return nil, fmt.Errorf("read %s[%d]: %w", m.m, i, err)
+			}
+			for _, v := range perCPU {
+				m.out[i] += v
+			}
 		}
-		counts[i] = n
 	}
 	res.Calls, res.Matched, res.Entries, res.Restarts, res.Sum =
 		counts[countReturns], counts[countMatched], counts[countEntries], counts[countRestarts], counts[countSum]
