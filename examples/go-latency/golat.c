@@ -40,12 +40,9 @@ enum counter {
 	COUNT_MATCHED = 1,	/* returns whose entry was seen: the histogram's total */
 	COUNT_ENTRIES = 2,	/* entry hits, restarts after a stack growth included */
 	COUNT_RESTARTS = 3,	/* entries that found their call already open */
-	COUNT_SUM = 4,		/* sum of the matched latencies, in units */
+	COUNT_SUM = 4,		/* sum of the matched latencies, in ns */
 	COUNTERS = 5,
 };
-
-/* Nanoseconds per histogram unit (1, 1000, 1000000), set before loading. */
-volatile const __u64 unit_ns = 1;
 
 struct call_key {
 	__u64 g;	/* the goroutine's runtime.g */
@@ -166,7 +163,7 @@ int on_return(struct pt_regs *ctx)
 	open = bpf_map_lookup_elem(&starts, &key);
 	if (!open)
 		return 0; /* entered before the probes were attached */
-	delta = (bpf_ktime_get_ns() - open->start_ns) / unit_ns;
+	delta = bpf_ktime_get_ns() - open->start_ns;
 	bpf_map_delete_elem(&starts, &key);
 	slot = log2_slot(delta);
 	if (slot < HIST_SLOTS) {

@@ -33,7 +33,6 @@ const (
 	golatMapStarts    = "starts"
 	golatProgOnEntry  = "on_entry"
 	golatProgOnReturn = "on_return"
-	golatVarUnitNs    = "unit_ns"
 )
 
 // loadGolat returns the embedded CollectionSpec for golat.
@@ -95,7 +94,6 @@ type golatMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type golatVariableSpecs struct {
-	UnitNs *ebpf.VariableSpec `ebpf:"unit_ns"`
 }
 
 // golatObjects contains all objects after they have been loaded into the kernel.
@@ -135,7 +133,6 @@ func (m *golatMaps) Close() error {
 //
 // It can be passed to loadGolatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type golatVariables struct {
-	UnitNs *ebpf.Variable `ebpf:"unit_ns"`
 }
 
 // golatPrograms contains all programs after they have been loaded into the kernel.

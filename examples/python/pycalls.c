@@ -39,8 +39,7 @@ enum call_kind {
 /* One entry or return. Keep in sync with the Go side (bpf2go generates
  * pycallsEvent from this struct). */
 struct event {
-	/* Return only: nanoseconds since the matching entry; 0 when no
-	 * entry was seen (reported only with report_unmatched). */
+	/* Return only: nanoseconds since the matching entry. */
 	__u64 latency_ns;
 	__u32 pid;	/* thread group id, in the initial PID namespace */
 	__u32 tid;
@@ -49,7 +48,7 @@ struct event {
 	__u32 depth;
 	__s32 lineno;
 	__u8 kind;		/* enum call_kind */
-	__u8 entry_seen;	/* return only: latency_ns is meaningful */
+	__u8 entry_seen;	/* return only: always 1 (unmatched returns are dropped) */
 	unsigned char filename[FILENAME_LEN];
 	unsigned char funcname[FUNCNAME_LEN];
 };
@@ -102,13 +101,11 @@ struct {
 	__type(value, struct open_call);
 } starts SEC(".maps");
 
-/* Report returns that match no entry seen (set by Go before loading).
- * CPython 3.11 fires function__return whether or not tracing is on, but
+/* CPython 3.11 fires function__return whether or not tracing is on, but
  * function__entry only while a trace or profile function is set: so the
  * interpreter's start-up code and the profile function itself (which runs
- * with tracing suspended) make returns without entries. Off, they are
- * dropped here, before they cost ring buffer space. */
-volatile const _Bool report_unmatched = 0;
+ * with tracing suspended) make returns without entries. They are dropped
+ * here, before they cost ring buffer space. */
 
 static __always_inline void submit(__u8 kind, __u32 depth, __u64 latency_ns, __u8 entry_seen,
 				   const char *filename, const char *funcname, int lineno)
@@ -179,11 +176,8 @@ int BPF_USDT(on_return, const char *filename, const char *funcname, int lineno)
 	 * this return belongs to a call nested in it (or to a thread with no
 	 * open call) whose entry was not seen: it leaves the stack as is. */
 	call = open && depth > 0 ? bpf_map_lookup_elem(&starts, &key) : NULL;
-	if (!open || !call || call->filename != (__u64)filename || call->funcname != (__u64)funcname) {
-		if (report_unmatched)
-			submit(CALL_RETURN, depth, 0, 0, filename, funcname, lineno);
+	if (!open || !call || call->filename != (__u64)filename || call->funcname != (__u64)funcname)
 		return 0;
-	}
 	latency = bpf_ktime_get_ns() - call->start_ns;
 	bpf_map_delete_elem(&starts, &key);
 	*open = key.depth; /* the map value, updated in place */

@@ -69,7 +69,6 @@ const (
 	pycallsProgOnEntry               = "on_entry"
 	pycallsProgOnReturn              = "on_return"
 	pycallsVarProbekitUsdtHaveCookie = "probekit_usdt_have_cookie"
-	pycallsVarReportUnmatched        = "report_unmatched"
 )
 
 // loadPycalls returns the embedded CollectionSpec for pycalls.
@@ -135,7 +134,6 @@ type pycallsMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type pycallsVariableSpecs struct {
 	ProbekitUsdtHaveCookie *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
-	ReportUnmatched        *ebpf.VariableSpec `ebpf:"report_unmatched"`
 }
 
 // pycallsObjects contains all objects after they have been loaded into the kernel.
@@ -182,7 +180,6 @@ func (m *pycallsMaps) Close() error {
 // It can be passed to loadPycallsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pycallsVariables struct {
 	ProbekitUsdtHaveCookie *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
-	ReportUnmatched        *ebpf.Variable `ebpf:"report_unmatched"`
 }
 
 // pycallsPrograms contains all programs after they have been loaded into the kernel.
