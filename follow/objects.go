@@ -1,0 +1,290 @@
+package follow
+
+import (
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+
+	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/internal/glob"
+	"github.com/probekit/probekit/procmaps"
+	"github.com/probekit/probekit/uprobe"
+	"github.com/probekit/probekit/usdt"
+)
+
+// Selector reports whether target selects objects by pattern instead of
+// naming one file: "*" (every object), or a glob of a path ("/opt/*/bin/*")
+// or of a base name ("python3*", "libc.so*").
+func Selector(target string) bool { return !glob.Literal(target) }
+
+// selects reports whether the object at objPath (as its process sees it)
+// matches target: a pattern with a '/' matches the whole path, one without
+// the base name.
+func selects(target, objPath string) bool {
+	if target == "*" {
+		return true
+	}
+	if strings.ContainsRune(target, '/') {
+		return glob.Match(target, objPath)
+	}
+	return glob.Match(target, path.Base(objPath))
+}
+
+// loaderGlob is the base name of a dynamic linker (glibc's
+// ld-linux-x86-64.so.2, ld-linux-aarch64.so.1, musl's ld-musl-*.so.1):
+// its _dl_debug_state runs after each change of the link map.
+const loaderGlob = "ld-*.so*"
+
+// loaderSymbol is the function glibc's and musl's dynamic linkers call
+// after mapping or unmapping objects (the r_debug breakpoint, <link.h>).
+const loaderSymbol = "_dl_debug_state"
+
+// loaderProbe names the watcher's own probe in failures.
+var loaderProbe = Probe{Target: "ld.so", Function: loaderSymbol}
+
+// fileKey is one attachment unit: a file, path-wide (pid 0) or in one
+// process.
+type fileKey struct {
+	id  procmaps.FileID
+	pid int
+}
+
+// fileState is what is attached to one file (links of the probes that it
+// has; none when it has none, kept so that it is not parsed again), and
+// the processes using it.
+type fileState struct {
+	name  string
+	links []*attach.Link
+	which []*Probe
+	pids  map[int]struct{}
+	// loader is the link of watch_map on a dynamic linker.
+	loader *attach.Link
+}
+
+// objects keeps the selector probes attached to the objects processes
+// map: one attachment per file path-wide (host scope), or per file and
+// process.
+type objects struct {
+	probes   []*Probe
+	att      *usdt.Attacher
+	cache    *usdt.Cache
+	pathWide bool
+	notify   func(Event)
+	// loaderProg, when set, is attached at loaderSymbol of each dynamic
+	// linker seen.
+	loader func(b *uprobe.Binary, pid int) (*attach.Link, error)
+	closer *closer
+
+	mu    sync.Mutex
+	files map[fileKey]*fileState
+	procs map[int][]fileKey
+}
+
+func newObjects(probes []*Probe, att *usdt.Attacher, pathWide bool, notify func(Event), c *closer) *objects {
+	return &objects{
+		probes: probes, att: att, cache: usdt.NewCache(), pathWide: pathWide, notify: notify, closer: c,
+		files: map[fileKey]*fileState{}, procs: map[int][]fileKey{},
+	}
+}
+
+// scan brings proc's attachments in line with what it maps now.
+func (o *objects) scan(proc *procmaps.Process) {
+	objs, err := proc.Objects()
+	if err != nil {
+		return // gone: its exit drops it
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var keys []fileKey
+	for i := range objs {
+		obj := &objs[i]
+		key := fileKey{id: obj.ID()}
+		if !o.pathWide {
+			key.pid = proc.PID
+		}
+		keys = append(keys, key)
+		if fs := o.files[key]; fs != nil {
+			fs.pids[proc.PID] = struct{}{}
+			continue
+		}
+		o.files[key] = o.attachObject(proc, obj, key)
+	}
+	o.dropKeys(proc.PID, keys)
+	o.procs[proc.PID] = keys
+}
+
+// drop forgets pid (exited), releasing the files no process uses now.
+func (o *objects) drop(pid int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.dropKeys(pid, nil)
+	delete(o.procs, pid)
+}
+
+// dropKeys removes pid from the files it used but not in keep.
+func (o *objects) dropKeys(pid int, keep []fileKey) {
+	kept := make(map[fileKey]bool, len(keep))
+	for _, k := range keep {
+		kept[k] = true
+	}
+	for _, k := range o.procs[pid] {
+		if kept[k] {
+			continue
+		}
+		fs := o.files[k]
+		if fs == nil {
+			continue
+		}
+		delete(fs.pids, pid)
+		if len(fs.pids) == 0 {
+			delete(o.files, k)
+			o.releaseFile(pid, fs)
+		}
+	}
+}
+
+func (o *objects) releaseFile(pid int, fs *fileState) {
+	for i, l := range fs.links {
+		o.notify(Event{Kind: Detached, PID: pid, Probe: fs.which[i], File: fs.name, Sites: len(l.Sites())})
+		o.closer.close(l)
+	}
+	if fs.loader != nil {
+		o.closer.close(fs.loader)
+	}
+}
+
+// releaseAll releases every file.
+func (o *objects) releaseAll() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for k, fs := range o.files {
+		delete(o.files, k)
+		o.releaseFile(k.pid, fs)
+	}
+	clear(o.procs)
+}
+
+// sites counts the locations attached.
+func (o *objects) sites() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, fs := range o.files {
+		for _, l := range fs.links {
+			n += len(l.Sites())
+		}
+	}
+	return n
+}
+
+// attachObject attaches the probes that select obj and that it has.
+func (o *objects) attachObject(proc *procmaps.Process, obj *procmaps.Object, key fileKey) *fileState {
+	fs := &fileState{name: obj.Path, pids: map[int]struct{}{proc.PID: {}}}
+	var want []*Probe
+	for _, p := range o.probes {
+		if selects(p.Target, obj.Path) {
+			want = append(want, p)
+		}
+	}
+	isLoader := o.loader != nil && glob.Match(loaderGlob, path.Base(obj.Path))
+	if len(want) == 0 && !isLoader {
+		return fs
+	}
+	f, err := proc.OpenObject(obj)
+	if err != nil {
+		for _, p := range want {
+			o.notify(Event{Kind: Failed, PID: proc.PID, Probe: p, File: obj.Path, Err: err})
+		}
+		return fs
+	}
+	defer f.Close()
+	// Path-wide: the kernel gets the descriptor that was opened and
+	// checked (device and inode), whatever root the process has.
+	target := fmt.Sprintf("/proc/self/fd/%d", f.Fd())
+	var opened *usdt.File
+	for _, p := range want {
+		var l *attach.Link
+		var err error
+		if p.Function == "" {
+			if opened == nil {
+				if opened, err = o.cache.OpenFile(f, obj.Path); err != nil {
+					opened = &usdt.File{}
+				}
+			}
+			if len(opened.Match(p.Provider+":"+p.Name)) == 0 {
+				continue // the file does not have it: nothing to say
+			}
+			opts := &usdt.Options{Cookie: p.Cookie, LocationCookie: p.LocationCookie}
+			if o.pathWide {
+				l, err = o.att.Attach(p.Program, target, p.Provider, p.Name, opts)
+			} else {
+				opts.Process = proc
+				l, err = o.att.Attach(p.Program, obj.Path, p.Provider, p.Name, opts)
+			}
+		} else {
+			l, err = o.attachFunctions(p, proc, target, key.pid)
+			if err == nil && l == nil {
+				continue
+			}
+		}
+		if err != nil {
+			o.notify(Event{Kind: Failed, PID: proc.PID, Probe: p, File: obj.Path, Err: err})
+			continue
+		}
+		fs.links = append(fs.links, l)
+		fs.which = append(fs.which, p)
+		o.notify(Event{Kind: Attached, PID: proc.PID, Probe: p, File: obj.Path, Sites: len(l.Sites())})
+	}
+	if isLoader {
+		b, err := uprobe.Open(target)
+		if err == nil {
+			fs.loader, err = o.loader(b, key.pid)
+			b.Close()
+		}
+		if err != nil {
+			// Its process's later libraries are not seen until its next
+			// exec: say so.
+			o.notify(Event{Kind: Failed, PID: proc.PID, Probe: &loaderProbe, File: obj.Path, Err: err})
+		}
+	}
+	return fs
+}
+
+// attachFunctions attaches a function probe to the functions of target
+// that match; nil when none does.
+func (o *objects) attachFunctions(p *Probe, proc *procmaps.Process, target string, pid int) (*attach.Link, error) {
+	b, err := uprobe.Open(target)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	fns := b.Functions(p.Function)
+	if len(fns) == 0 {
+		return nil, nil
+	}
+	opts := &uprobe.Options{PID: pid, Cookie: p.Cookie, FunctionCookie: p.FunctionCookie}
+	if p.Return {
+		return b.Returns(fns, p.Program, opts)
+	}
+	return b.Entries(fns, p.Program, opts)
+}
+
+// closer closes links in the background, a bounded number at once:
+// closing a uprobe link waits for the kernel's RCU grace periods.
+type closer struct {
+	wg    sync.WaitGroup
+	slots chan struct{}
+}
+
+func newCloser() *closer { return &closer{slots: make(chan struct{}, maxClosing)} }
+
+func (c *closer) close(l *attach.Link) {
+	c.slots <- struct{}{}
+	c.wg.Go(func() {
+		l.Close()
+		<-c.slots
+	})
+}
+
+func (c *closer) wait() { c.wg.Wait() }

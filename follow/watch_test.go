@@ -1,0 +1,112 @@
+package follow
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/probekit/probekit/internal/test/testkit"
+)
+
+// waitFor polls cond until it holds, by a deadline.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+	}
+}
+
+// TestFollowDlopen: a library loaded (dlopen) after WatchProcess started
+// is attached: its probe fires in the process.
+func TestFollowDlopen(t *testing.T) {
+	h := newHitRecorder(t)
+	lib := testkit.Fixture("libusdt_lib.so")
+	dir := t.TempDir()
+	load, fire := filepath.Join(dir, "load"), filepath.Join(dir, "fire")
+	src := "import ctypes, os, time\n" +
+		"def wait(p):\n    while not os.path.exists(p):\n        time.sleep(0.005)\n" +
+		"wait(" + pyQuote(load) + ")\nlib = ctypes.CDLL(" + pyQuote(lib) + ")\n" +
+		"wait(" + pyQuote(fire) + ")\nfor i in range(9):\n    lib.usdt_lib_fire_libonly(i, 0)\n"
+	cmd := exec.Command(python, "-c", src)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	var ev events
+	w, err := WatchProcess(cmd.Process.Pid, []Probe{h.probe("*", "sample", "libonly", 3)}, &Options{Attacher: h.att, Notify: ev.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if n := w.Files(); n != 0 {
+		t.Fatalf("%d files attached before the library is loaded", n)
+	}
+	touch(t, load)
+	waitFor(t, 10*time.Second, "libusdt_lib.so attached after dlopen", func() bool { return w.Files() == 1 })
+	touch(t, fire)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("python: %v", err)
+	}
+	waitFor(t, 10*time.Second, "the exit seen", func() bool {
+		select {
+		case <-w.Exited():
+			return true
+		default:
+			return false
+		}
+	})
+	hits := h.drain(t, 100*time.Millisecond)
+	if n := hits[uint32(cmd.Process.Pid)]; n != 9 || len(hits) != 1 {
+		t.Fatalf("hits by pid %v, want 9 from %d", hits, cmd.Process.Pid)
+	}
+	waitFor(t, 10*time.Second, "the library released at exit", func() bool { return w.Files() == 0 })
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.att.SpecsInUse(); n != 0 {
+		t.Errorf("%d spec ids in use after Close", n)
+	}
+}
+
+// TestFollowNewInode: a copy of a binary (another inode) first run after
+// WatchHost started is attached path-wide.
+func TestFollowNewInode(t *testing.T) {
+	h := newHitRecorder(t)
+	bin := filepath.Join(t.TempDir(), "usdt_sample_copy")
+	testkit.CopyFile(t, testkit.Fixture("usdt_sample"), bin)
+	w, err := WatchHost([]Probe{h.probe("usdt_sample_copy", "sample", "loop", 5)}, &Options{Attacher: h.att})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if n := w.Files(); n != 0 {
+		t.Fatalf("%d files attached before the copy runs", n)
+	}
+	p := testkit.Start(t, bin)
+	waitFor(t, 10*time.Second, "the copy attached after its exec", func() bool { return w.Files() == 1 })
+	if err := p.Loop("loop", 11); err != nil {
+		t.Fatal(err)
+	}
+	hits := h.drain(t, 100*time.Millisecond)
+	if n := hits[uint32(p.PID())]; n != 11 {
+		t.Fatalf("hits by pid %v, want 11 from %d", hits, p.PID())
+	}
+	p.Stop()
+	waitFor(t, 10*time.Second, "the copy released at exit", func() bool { return w.Files() == 0 })
+}
+
+func touch(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pyQuote(s string) string { return "'" + s + "'" }
