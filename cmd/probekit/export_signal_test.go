@@ -104,7 +104,7 @@ func waitSample(t *testing.T, url, sample string, v float64) map[string]float64 
 // detaches and exits 0.
 func TestExportSignals(t *testing.T) {
 	testkit.RequireKernel(t)
-	fixture := testkit.Fixture("usdt_sample")
+	fixture := privateFixture(t, "usdt_sample")
 	p := testkit.Start(t, fixture)
 	config := filepath.Join(t.TempDir(), "export.yaml")
 	write := func(text string) {

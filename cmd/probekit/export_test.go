@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +17,23 @@ import (
 	"github.com/probekit/probekit/cmd/probekit/internal/exporter"
 	"github.com/probekit/probekit/internal/test/testkit"
 )
+
+// privateFixture copies a fixture into the test's temporary directory:
+// its probes, attached by path in every process that maps the copy, then
+// count this test's hits only, not those of other tests that run the
+// fixture meanwhile.
+func privateFixture(t testing.TB, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(testkit.Fixture(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
 
 // scrapeClient makes one connection per scrape: none is left open when a
 // test ends (TestMain checks file descriptors).
@@ -92,7 +111,7 @@ func wantSamples(t *testing.T, got map[string]float64, want map[string]float64) 
 }
 
 func TestExportUSDT(t *testing.T) {
-	fixture := testkit.Fixture("usdt_sample")
+	fixture := privateFixture(t, "usdt_sample")
 	p := testkit.Start(t, fixture)
 	_, url := startExporter(t, fmt.Sprintf(`
 metrics:
@@ -158,7 +177,7 @@ metrics:
 // started after the attach: argument and return value histograms, a
 // string label, and the latency from entry to return.
 func TestExportFunc(t *testing.T) {
-	fixture := testkit.Fixture("func_args")
+	fixture := privateFixture(t, "func_args")
 	_, url := startExporter(t, fmt.Sprintf(`
 metrics:
   - name: sum6_e
@@ -217,7 +236,7 @@ metrics:
 // TestExportAttachFailure: a metric that cannot attach is reported, the
 // others count.
 func TestExportAttachFailure(t *testing.T) {
-	fixture := testkit.Fixture("usdt_sample")
+	fixture := privateFixture(t, "usdt_sample")
 	p := testkit.Start(t, fixture)
 	x, url := startExporter(t, fmt.Sprintf(`
 metrics:
@@ -246,7 +265,7 @@ metrics:
 // and exit, and while the configuration is applied again, are safe (run
 // under -race) and lose no hit.
 func TestExportScrapeRace(t *testing.T) {
-	fixture := testkit.Fixture("func_args")
+	fixture := privateFixture(t, "func_args")
 	config := fmt.Sprintf(`
 metrics:
   - name: sum6_calls_total
