@@ -87,20 +87,31 @@ func (t *tracer) hintSilent(w io.Writer, links []*attach.Link) {
 	}
 }
 
-// silentHints returns a hint per gated probe (provider:name) of a known
-// runtime among sites that has no hit in hits, once per probe.
+// silentHints returns a hint per known runtime whose gated probes
+// (provider:name) among sites have no hit in hits, each probe named once,
+// in the order of sites.
 func silentHints(sites []attach.Site, hits map[string]int) []string {
-	var out []string
-	said := map[string]bool{}
+	var gates []*runtimeGate
+	silent := map[*runtimeGate][]string{}
 	for _, s := range sites {
 		probe, ok := strings.CutPrefix(s.Probe, "USDT ")
-		if !ok || hits[probe] > 0 || said[probe] {
+		g := gateOf(s.Path, probe)
+		if !ok || g == nil || hits[probe] > 0 || slices.Contains(silent[g], probe) {
 			continue
 		}
-		if g := gateOf(s.Path, probe); g != nil {
-			said[probe] = true
-			out = append(out, fmt.Sprintf("probekit trace: %s saw no hit: %s fires it only with %s (see %s)", probe, g.runtime, g.needs, runtimeGuide))
+		if silent[g] == nil {
+			gates = append(gates, g)
 		}
+		silent[g] = append(silent[g], probe)
+	}
+	var out []string
+	for _, g := range gates {
+		it := "it"
+		if len(silent[g]) > 1 {
+			it = "them"
+		}
+		out = append(out, fmt.Sprintf("probekit trace: %s saw no hit: %s fires %s only with %s (see %s)",
+			strings.Join(silent[g], ", "), g.runtime, it, g.needs, runtimeGuide))
 	}
 	return out
 }

@@ -15,6 +15,7 @@ func TestSilentHints(t *testing.T) {
 		{Path: "/usr/bin/python3.11", Probe: "USDT python:function__entry", RefCtrOffset: 0x20},                       // hit
 		{Path: "/usr/bin/php8.2", Probe: "USDT php:function__entry", RefCtrOffset: 0x30},
 		{Path: "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so", Probe: "USDT hotspot:method__entry"},
+		{Path: "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so", Probe: "USDT hotspot:method__return"},
 		{Path: "/srv/app", Probe: "USDT python:function__entry"},  // a gated name, not in a runtime's file
 		{Path: "/usr/bin/php8.2", Probe: "entry of zend_execute"}, // a function probe
 	}
@@ -22,12 +23,12 @@ func TestSilentHints(t *testing.T) {
 	want := []string{
 		"probekit trace: ruby:method__entry saw no hit: Ruby fires it only with a TracePoint on :call (:return for method__return) enabled in the process (see docs/runtimes.md)",
 		"probekit trace: php:function__entry saw no hit: PHP fires it only with the environment variable USE_ZEND_DTRACE=1 in the process (see docs/runtimes.md)",
-		"probekit trace: hotspot:method__entry saw no hit: OpenJDK fires it only with the JVM option -XX:+ExtendedDTraceProbes (see docs/runtimes.md)",
+		"probekit trace: hotspot:method__entry, hotspot:method__return saw no hit: OpenJDK fires them only with the JVM option -XX:+ExtendedDTraceProbes (see docs/runtimes.md)",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got\n\t%q\nwant\n\t%q", got, want)
 	}
-	if got := silentHints(sites[5:7], nil); len(got) != 1 {
+	if got := silentHints(sites[6:8], nil); len(got) != 1 {
 		t.Errorf("a gated name outside a runtime's file: %q, want only libjvm's hint", got)
 	}
 }
