@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/attach"
@@ -63,8 +64,13 @@ type Tree struct {
 	rootReaped bool
 	loopErr    error // why the tracer ended early, set before done
 
-	closing sync.WaitGroup
-	slots   chan struct{}
+	closer *closer
+	// objs and watch serve the selector probes (Target "*" or a glob):
+	// the objects of each process, attached in it alone, rescanned when
+	// its dynamic linker loads more. nil without selector probes.
+	objs  *objects
+	watch *watcher
+	wdone chan struct{}
 
 	// Owned by the tracer goroutine:
 	members map[int]*member // by PID (TGID) of a followed process
@@ -85,15 +91,20 @@ type member struct {
 func newTree(probes []Probe, opts *Options) (*Tree, error) {
 	t := &Tree{
 		stop: make(chan struct{}), done: make(chan struct{}), exited: make(chan struct{}),
-		slots:   make(chan struct{}, maxClosing),
+		closer:  newCloser(),
 		members: map[int]*member{}, tasks: map[int]bool{}, pending: map[int]bool{},
 	}
 	if opts != nil {
 		t.opts = *opts
 	}
+	var selectors []*Probe
 	for _, p := range probes {
 		if err := p.check(t.opts.Attacher != nil); err != nil {
 			return nil, err
+		}
+		if Selector(p.Target) {
+			selectors = append(selectors, &p)
+			continue
 		}
 		p, err := p.resolve()
 		if err != nil {
@@ -101,8 +112,18 @@ func newTree(probes []Probe, opts *Options) (*Tree, error) {
 		}
 		t.probes = append(t.probes, p)
 	}
-	if len(t.probes) == 0 {
+	if len(t.probes) == 0 && len(selectors) == 0 {
 		return nil, errors.New("follow: no probe")
+	}
+	if len(selectors) > 0 {
+		w, err := newWatcher(false)
+		if err != nil {
+			return nil, err
+		}
+		t.watch, t.wdone = w, make(chan struct{})
+		t.objs = newObjects(selectors, t.opts.Attacher, false, t.notify, t.closer)
+		t.objs.loader = w.loader
+		go t.watchLoop()
 	}
 	return t, nil
 }
@@ -144,6 +165,7 @@ func Launch(cmd *exec.Cmd, probes []Probe, opts *Options) (*Tree, error) {
 		if cmd.Process != nil {
 			cmd.Wait()
 		}
+		t.closeWatch()
 		return nil, fmt.Errorf("launch %s: %w", cmd.Path, err)
 	}
 	return t, nil
@@ -165,6 +187,7 @@ func Attach(pid int, probes []Probe, opts *Options) (*Tree, error) {
 		return nil
 	}, started)
 	if err := <-started; err != nil {
+		t.closeWatch()
 		return nil, fmt.Errorf("follow pid %d: %w", pid, err)
 	}
 	return t, nil
@@ -460,6 +483,12 @@ func (t *Tree) adopt(pid int) {
 	t.mu.Lock()
 	t.members[pid] = m
 	t.mu.Unlock()
+	if t.objs != nil {
+		if err := t.watch.follow(pid); err != nil {
+			t.notify(Event{Kind: Failed, PID: pid, Probe: &loaderProbe, Err: err})
+		}
+		t.objs.scan(proc)
+	}
 }
 
 // release closes pid's links, in the background.
@@ -471,17 +500,17 @@ func (t *Tree) release(pid int) {
 	if m == nil {
 		return
 	}
+	if t.objs != nil {
+		t.watch.unfollow(pid)
+		t.objs.drop(pid)
+	}
 	for i, l := range m.links {
 		n := len(l.Sites())
 		t.notify(Event{Kind: Detached, PID: pid, Probe: m.which[i], File: m.which[i].Target, Sites: n})
-		t.slots <- struct{}{}
-		t.closing.Go(func() {
-			l.Close()
-			t.mu.Lock()
-			t.sitesNow -= n
-			t.mu.Unlock()
-			<-t.slots
-		})
+		t.mu.Lock()
+		t.sitesNow -= n
+		t.mu.Unlock()
+		t.closer.close(l)
 	}
 }
 
@@ -527,11 +556,50 @@ func (t *Tree) Processes() int {
 }
 
 // Sites is the number of probe locations attached now, over every
-// process; links being released still count.
+// process.
 func (t *Tree) Sites() int {
+	n := 0
+	if t.objs != nil {
+		n = t.objs.sites()
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.sitesNow
+	return n + t.sitesNow
+}
+
+// watchLoop rescans a followed process when its dynamic linker reports
+// new objects (exec and exit come through ptrace).
+func (t *Tree) watchLoop() {
+	defer close(t.wdone)
+	var rec ringbuf.Record
+	for {
+		pid, kind, err := t.watch.next(&rec)
+		if err != nil {
+			return
+		}
+		if kind != watchMap {
+			continue
+		}
+		t.mu.Lock()
+		m := t.members[pid]
+		t.mu.Unlock()
+		if m != nil {
+			t.objs.scan(m.proc)
+		}
+	}
+}
+
+// closeWatch ends the selector probes' watcher and releases their links.
+func (t *Tree) closeWatch() {
+	if t.watch == nil {
+		return
+	}
+	t.watch.rd.Close()
+	<-t.wdone
+	t.objs.releaseAll()
+	t.closer.wait()
+	t.watch.close()
+	t.watch = nil
 }
 
 // Close stops following: every link is released, and the processes still
@@ -548,6 +616,7 @@ func (t *Tree) Close() error {
 		}
 	})
 	<-t.done
-	t.closing.Wait()
+	t.closeWatch()
+	t.closer.wait()
 	return t.loopErr
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+	"github.com/probekit/probekit/follow"
 	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/usdt"
@@ -290,6 +291,9 @@ type tracer struct {
 	// exitErr is the launched command's failure (cmd.Wait), once the
 	// loop has seen it exit.
 	exitErr error
+	// sitesMu, set by trace -f and selector targets, guards sites, which
+	// grow while the loop runs (trace_follow.go).
+	sitesMu *sync.RWMutex
 }
 
 func trace(req *traceRequest, stdout io.Writer) (err error) {
@@ -358,7 +362,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 		}
 	}
 	t := newTracer(req, stdout)
-	if req.follow {
+	if req.follow || followSelectors(req) {
 		return t.follow(objs, att, proc)
 	}
 	if proc != nil && t.stacks != nil {
@@ -552,8 +556,10 @@ func openTraced(pid int) (*procmaps.Process, error) {
 // probes would never fire. With proc, target is opened as that process
 // sees it.
 func checkMachine(target string, proc *procmaps.Process) error {
-	if target == "" {
-		return nil // every object proc has mapped: proc runs them
+	if target == "" || follow.Selector(target) {
+		// Every object proc has mapped (proc runs them), or objects
+		// chosen as they come (trace_follow.go checks each).
+		return nil
 	}
 	var t *procmaps.Target
 	var err error
@@ -672,6 +678,10 @@ func (t *tracer) handle(rec []byte, ev *traceprog.Event) error {
 
 // appendHit appends ev's line to b.
 func (t *tracer) appendHit(b []byte, ev *traceprog.Event) ([]byte, error) {
+	if t.sitesMu != nil {
+		t.sitesMu.RLock()
+		defer t.sitesMu.RUnlock()
+	}
 	if ev.Cookie >= uint64(len(t.sites)) || ev.ArgCnt < 0 {
 		return b, fmt.Errorf("event for unknown location (cookie %d, arg count %d)", ev.Cookie, ev.ArgCnt)
 	}

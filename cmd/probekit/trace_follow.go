@@ -29,21 +29,38 @@ func (t *tracer) follow(objs *traceprog.Objects, att *usdt.Attacher, proc *procm
 	case att == nil:
 		return usagef("-f follows USDT probes; uprobe and uretprobe with -f are not supported yet")
 	}
-	// Every site gets its cookie now, before any process runs: the loop
-	// reads t.sites while the tree attaches, so it never changes after.
+	selectors := followSelectors(t.req)
+	switch {
+	case selectors && t.req.mode != traceprog.ModeEvents:
+		return usagef("--count and --hist take named targets, not \"*\" or a glob")
+	case selectors && len(t.req.cmd) > 0 && !t.req.follow:
+		return usagef("a target \"*\" or a glob with -- CMD needs -f")
+	}
 	var probes []follow.Probe
+	var dyn *dynamicSites
+	if selectors {
+		// Objects come and go: sites are made as they are attached,
+		// while the loop reads them.
+		t.sitesMu = &sync.RWMutex{}
+		dyn = &dynamicSites{t: t, idx: map[string]uint64{}}
+	}
 	for _, p := range t.req.probes {
 		if p.kind != traceprog.KindUSDT {
-			return usagef("-f follows USDT probes; uprobe and uretprobe with -f are not supported yet")
+			return usagef("-f and targets \"*\" follow USDT probes; uprobe and uretprobe are not supported there yet")
 		}
-		cookies, err := t.followSites(p)
-		if err != nil {
-			return err
+		fp := follow.Probe{Target: p.target, Provider: p.provider, Name: p.name, Program: objs.Program}
+		if dyn != nil {
+			fp.LocationCookie = dyn.cookie
+		} else {
+			// Every site gets its cookie now, before any process runs:
+			// the loop reads t.sites unlocked.
+			cookies, err := t.followSites(p)
+			if err != nil {
+				return err
+			}
+			fp.LocationCookie = cookies.of
 		}
-		probes = append(probes, follow.Probe{
-			Target: p.target, Provider: p.provider, Name: p.name, Program: objs.Program,
-			LocationCookie: cookies.of,
-		})
+		probes = append(probes, fp)
 	}
 	if t.req.mode == traceprog.ModeCount && len(t.sites) > traceprog.MaxCounted {
 		return fmt.Errorf("--count counts at most %d probe sites, these probes have %d", traceprog.MaxCounted, len(t.sites))
@@ -61,17 +78,29 @@ func (t *tracer) follow(objs *traceprog.Objects, att *usdt.Attacher, proc *procm
 		}
 		defer rd.Close()
 	}
-	var tree *follow.Tree
-	if len(t.req.cmd) > 0 {
-		tree, err = follow.Launch(launchCommand(t.req), probes, opts)
-	} else {
-		tree, err = follow.Attach(proc.PID, probes, opts)
+	var f interface {
+		Exited() <-chan struct{}
+		Close() error
+	}
+	exitErr := func() error { return nil }
+	switch {
+	case len(t.req.cmd) > 0:
+		var tree *follow.Tree
+		if tree, err = follow.Launch(launchCommand(t.req), probes, opts); err == nil {
+			f, exitErr = tree, tree.ExitErr
+		}
+	case t.req.follow:
+		f, err = follow.Attach(proc.PID, probes, opts)
+	case proc != nil:
+		f, err = follow.WatchProcess(proc.PID, probes, opts)
+	default:
+		f, err = follow.WatchHost(probes, opts)
 	}
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if cerr := tree.Close(); err == nil {
+		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 	}()
@@ -81,8 +110,8 @@ func (t *tracer) follow(objs *traceprog.Objects, att *usdt.Attacher, proc *procm
 	defer signal.Stop(stop)
 	exited := make(chan error, 1)
 	go func() {
-		<-tree.Exited()
-		exited <- tree.ExitErr()
+		<-f.Exited()
+		exited <- exitErr()
 	}()
 	if rd != nil {
 		err = t.loop(rd, stop, exited)
@@ -117,6 +146,36 @@ func launchCommand(req *traceRequest) *exec.Cmd {
 		cmd.Stdout = os.Stderr
 	}
 	return cmd
+}
+
+// followSelectors reports whether a probe's target is "*" or a glob.
+func followSelectors(req *traceRequest) bool {
+	for _, p := range req.probes {
+		if follow.Selector(p.target) {
+			return true
+		}
+	}
+	return false
+}
+
+// dynamicSites makes a site for each USDT location the first time an
+// object with it is attached (once per provider, name and address: copies
+// of one file share their sites).
+type dynamicSites struct {
+	t   *tracer
+	idx map[string]uint64
+}
+
+func (d *dynamicSites) cookie(p *usdt.Probe, i int) uint64 {
+	d.t.sitesMu.Lock()
+	defer d.t.sitesMu.Unlock()
+	k := locKey(p, i)
+	if v, ok := d.idx[k]; ok {
+		return v
+	}
+	v := d.t.cookie(p, i)
+	d.idx[k] = v
+	return v
 }
 
 // siteCookies maps a USDT location (provider, name, address) to the

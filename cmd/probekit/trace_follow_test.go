@@ -24,6 +24,7 @@ type followLine struct {
 	Kind string            `json:"kind"`
 	PID  int               `json:"pid"`
 	File string            `json:"file"`
+	Name string            `json:"name"`
 	Args []json.RawMessage `json:"args"`
 }
 
@@ -191,5 +192,68 @@ func TestTraceFollowUsage(t *testing.T) {
 	r := runTraceCmd("-f", "x:p:n")
 	if r.code == 0 || !strings.Contains(r.errOut, "-f follows the descendants") {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+}
+
+// TestTraceFollowDlopen: -p PID '*:sample:libonly' attaches a library the
+// process loads after the trace started, and sees its hits.
+func TestTraceFollowDlopen(t *testing.T) {
+	requirePython(t)
+	lib := testkit.Fixture("libusdt_lib.so")
+	dir := t.TempDir()
+	load, fire := filepath.Join(dir, "load"), filepath.Join(dir, "fire")
+	// tick's calls (function__entry, with a profiler set) say that the
+	// trace is attached before the library is loaded.
+	src := "import ctypes, os, sys, time\nsys.setprofile(lambda *a: None)\ndef tick():\n    pass\n" +
+		"def wait(p):\n    while not os.path.exists(p):\n        tick()\n        time.sleep(0.005)\n" +
+		"wait(" + quotePy(load) + ")\nlib = ctypes.CDLL(" + quotePy(lib) + ")\n" +
+		"wait(" + quotePy(fire) + ")\nfor i in range(6):\n    lib.usdt_lib_fire_libonly(i, 0)\n"
+	cmd := exec.Command(followPython, "-c", src)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"trace", "--json", "-p", strconv.Itoa(cmd.Process.Pid), "*:python:function__entry", "*:sample:libonly"}, &out, &errOut)
+	}()
+	waitOutput := func(what, s string) {
+		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), s); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 20s: %s%s", what, out.String(), errOut.String())
+			}
+		}
+	}
+	waitOutput("tick's calls traced", `"name":"function__entry"`)
+	if strings.Contains(out.String(), "libusdt_lib.so") {
+		t.Fatal("the library is attached before it is loaded")
+	}
+	if err := os.WriteFile(load, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitOutput("the library attached after dlopen", `"kind":"attach","pid":`+strconv.Itoa(cmd.Process.Pid)+`,"file":`+quotePy(lib))
+	if err := os.WriteFile(fire, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("trace did not end with the process")
+	}
+	n := 0
+	for _, l := range decodeFollow(t, out.String()) {
+		if l.Kind == "usdt" && l.Name == "libonly" && l.PID == cmd.Process.Pid {
+			n++
+		}
+	}
+	if n != 6 {
+		t.Fatalf("%d hits of sample:libonly, want 6", n)
 	}
 }
