@@ -14,7 +14,7 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
-const listUsage = "list [--json] TARGET [GLOB] | list [--json] -p PID [GLOB] | list --functions [--json] [-p PID] TARGET [GLOB]"
+const listUsage = "list [--json] TARGET [GLOB] | list [--json] '*' [GLOB] | list [--json] -p PID [GLOB] | list --functions [--json] [-p PID] TARGET [GLOB]"
 
 func init() {
 	register(&command{
@@ -54,6 +54,14 @@ func runList(args []string, stdout io.Writer) error {
 	}
 	if len(pos) < 1 || len(pos) > 2 {
 		return usagef("want TARGET and an optional GLOB, got %d arguments", len(pos))
+	}
+	if pos[0] == "*" {
+		// Every object mapped on the host (listall.go).
+		glob := ""
+		if len(pos) == 2 {
+			glob = pos[1]
+		}
+		return listAll(stdout, glob, *asJSON)
 	}
 	path, err := procmaps.Resolve(pos[0])
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -255,5 +256,62 @@ func TestTraceFollowDlopen(t *testing.T) {
 	}
 	if n != 6 {
 		t.Fatalf("%d hits of sample:libonly, want 6", n)
+	}
+}
+
+// TestListAll: list '*' GLOB lists each file mapped on the host once, with
+// the PIDs that map it.
+func TestListAll(t *testing.T) {
+	requirePython(t)
+	var pids []int
+	for range 2 {
+		cmd := exec.Command(followPython, "-c", "import sys; sys.stdin.read()")
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			in.Close()
+			cmd.Wait()
+		}()
+		pids = append(pids, cmd.Process.Pid)
+	}
+	code, out, errOut := runCmd("list", "--json", "*", "python:function__entry")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var doc struct {
+		Objects []struct {
+			Path   string `json:"path"`
+			Inode  uint64 `json:"inode"`
+			PIDs   []int  `json:"pids"`
+			Probes []struct {
+				Name string `json:"name"`
+			} `json:"probes"`
+		} `json:"objects"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	seen := 0
+	for _, o := range doc.Objects {
+		if o.Path != followPython {
+			continue
+		}
+		seen++
+		for _, want := range pids {
+			if !slices.Contains(o.PIDs, want) {
+				t.Errorf("%s: pids %v, want %d among them", o.Path, o.PIDs, want)
+			}
+		}
+		if len(o.Probes) != 1 || o.Probes[0].Name != "function__entry" {
+			t.Errorf("%s: probes %+v, want function__entry alone", o.Path, o.Probes)
+		}
+	}
+	if seen != 1 {
+		t.Fatalf("%s listed %d times, want once:\n%s", followPython, seen, out)
 	}
 }
