@@ -34,6 +34,9 @@ type Options struct {
 	Notify func(Event)
 }
 
+// heldHook is copied into each new Tree's held (benchmarks).
+var heldHook func(time.Duration)
+
 // traceOptions are the ptrace options of every process of a tree: report
 // each new child or thread (which starts stopped) and each execve.
 const traceOptions = unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK |
@@ -77,6 +80,9 @@ type Tree struct {
 	tasks   map[int]bool    // every thread known, true until its first stop
 	pending map[int]bool    // new tasks whose first stop is still to come
 
+	// held, when set (benchmarks), gets how long each exec stop lasted.
+	held func(time.Duration)
+
 	mu       sync.Mutex
 	sitesNow int // locations attached now, over every process
 }
@@ -97,6 +103,7 @@ func newTree(probes []Probe, opts *Options) (*Tree, error) {
 	if opts != nil {
 		t.opts = *opts
 	}
+	t.held = heldHook
 	var selectors []*Probe
 	for _, p := range probes {
 		if err := p.check(t.opts.Attacher != nil); err != nil {
@@ -411,9 +418,13 @@ func (t *Tree) handle(pid int, ws unix.WaitStatus) {
 	case sig == unix.SIGTRAP && cause == unix.PTRACE_EVENT_EXEC:
 		// A new image: the links of the old one go, the new one's come
 		// before it runs.
+		start := time.Now()
 		t.release(pid)
 		t.adopt(pid)
 		unix.PtraceCont(pid, 0)
+		if t.held != nil {
+			t.held(time.Since(start))
+		}
 	case cause == unix.PTRACE_EVENT_STOP:
 		// A seized task's group-stop or interrupt: keep it running.
 		unix.PtraceCont(pid, 0)

@@ -30,7 +30,7 @@ type hitRecorder struct {
 	rd   *ringbuf.Reader
 }
 
-func newHitRecorder(t *testing.T) *hitRecorder {
+func newHitRecorder(t testing.TB) *hitRecorder {
 	t.Helper()
 	testkit.RequireKernel(t)
 	if _, err := os.Stat(python); err != nil {
@@ -71,7 +71,7 @@ func (h *hitRecorder) probe(target, provider, name string, cookie uint64) Probe 
 
 // drain reads the hits recorded so far (until the ring stays empty for
 // quiet) and counts them by PID.
-func (h *hitRecorder) drain(t *testing.T, quiet time.Duration) map[uint32]int {
+func (h *hitRecorder) drain(t testing.TB, quiet time.Duration) map[uint32]int {
 	t.Helper()
 	byPID := map[uint32]int{}
 	for {
