@@ -123,7 +123,7 @@ func newTree(probes []Probe, opts *Options) (*Tree, error) {
 		return nil, errors.New("follow: no probe")
 	}
 	if len(selectors) > 0 {
-		w, err := newWatcher(false)
+		w, err := newWatcher(false, true)
 		if err != nil {
 			return nil, err
 		}
@@ -429,22 +429,44 @@ func (t *Tree) handle(pid int, ws unix.WaitStatus) {
 		// A seized task's group-stop or interrupt: keep it running.
 		unix.PtraceCont(pid, 0)
 	default:
+		code, ok := siginfoCode(pid)
+		if ok && sig == unix.SIGSTOP && code == siKernel && t.objs != nil {
+			// watch_map stopped the thread at its dynamic linker's
+			// _dl_debug_state: attach what it mapped, then let it run
+			// (the SIGSTOP is not delivered).
+			t.mu.Lock()
+			m := t.members[tgid(pid)]
+			t.mu.Unlock()
+			if m != nil {
+				t.objs.scan(m.proc)
+			}
+			unix.PtraceCont(pid, 0)
+			return
+		}
 		// A signal for the task: deliver it, unless it is a group-stop
 		// (no siginfo), which would keep the task stopped for good.
-		if !hasSiginfo(pid) {
+		if !ok {
 			sig = 0
 		}
 		unix.PtraceCont(pid, int(sig))
 	}
 }
 
-// hasSiginfo reports whether pid's stop delivers a signal: a group-stop
-// has no siginfo (PTRACE_GETSIGINFO fails with EINVAL, ptrace(2)).
-func hasSiginfo(pid int) bool {
-	var info [128]byte
+// siginfoCode returns the si_code of the signal pid's stop delivers; ok is
+// false for a group-stop, which has no siginfo (PTRACE_GETSIGINFO fails
+// with EINVAL, ptrace(2)).
+func siginfoCode(pid int) (code int32, ok bool) {
+	var info [128]byte // siginfo_t: si_signo, si_errno, si_code, ...
 	_, _, e := syscall.Syscall6(syscall.SYS_PTRACE, unix.PTRACE_GETSIGINFO, uintptr(pid), 0, uintptr(unsafe.Pointer(&info[0])), 0, 0)
-	return e == 0
+	if e != 0 {
+		return 0, false
+	}
+	return *(*int32)(unsafe.Pointer(&info[8])), true
 }
+
+// siKernel is SI_KERNEL, the si_code of a signal the kernel sent:
+// bpf_send_signal_thread's (include/uapi/asm-generic/siginfo.h).
+const siKernel = 0x80
 
 // tgid returns the thread group of task tid (/proc/TID/status), 0 when it
 // is gone.

@@ -24,6 +24,13 @@ struct watch_event {
 /* Every process, or only those in followed. */
 volatile const __u32 watch_all = 0;
 
+/* Stop the thread at each link-map change (SIGSTOP, sent by the kernel:
+ * si_code SI_KERNEL), so that its tracer attaches the objects it just
+ * mapped before they run. Only for processes under ptrace (followed). */
+volatile const __u32 stop_on_map = 0;
+
+#define SIGSTOP 19
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
@@ -85,5 +92,11 @@ int watch_exit(void *ctx)
 SEC("uprobe")
 int watch_map(void *ctx)
 {
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (stop_on_map && bpf_map_lookup_elem(&followed, &tgid)) {
+		bpf_send_signal_thread(SIGSTOP);
+		return 0;
+	}
 	return send(WATCH_MAP, 0);
 }

@@ -110,3 +110,41 @@ func touch(t *testing.T, path string) {
 }
 
 func pyQuote(s string) string { return "'" + s + "'" }
+
+// TestFollowTreeDlopenMissesNothing: in a launched tree, a library loaded
+// with dlopen is attached before dlopen returns (the thread is stopped at
+// the dynamic linker's _dl_debug_state): calls right after it are seen.
+func TestFollowTreeDlopenMissesNothing(t *testing.T) {
+	h := newHitRecorder(t)
+	lib := testkit.Fixture("libusdt_lib.so")
+	src := "import ctypes\nlib = ctypes.CDLL(" + pyQuote(lib) + ")\nfor i in range(5):\n    lib.usdt_lib_fire_libonly(i, 0)\n"
+	var ev events
+	tr, err := Launch(exec.Command("/bin/sh", "-c", python+" -c \""+src+"\""), []Probe{h.probe("*", "sample", "libonly", 3)}, &Options{Attacher: h.att, Notify: ev.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	waitExit(t, tr, 30*time.Second)
+	if err := tr.ExitErr(); err != nil {
+		t.Fatalf("sh: %v", err)
+	}
+	hits := h.drain(t, 100*time.Millisecond)
+	delete(hits, uint32(tr.PID()))
+	if len(hits) != 1 {
+		t.Fatalf("hits by pid %v, want 5 from python", hits)
+	}
+	for pid, n := range hits {
+		if n != 5 {
+			t.Fatalf("pid %d: %d hits, want 5", pid, n)
+		}
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.att.SpecsInUse(); n != 0 {
+		t.Errorf("%d spec ids in use after Close", n)
+	}
+	if n, _ := ev.count(Failed); n != 0 {
+		t.Errorf("failures: %v", ev.all)
+	}
+}

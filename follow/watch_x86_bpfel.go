@@ -22,6 +22,7 @@ const (
 	WatchProgWatchExec  = "watch_exec"
 	WatchProgWatchExit  = "watch_exit"
 	WatchProgWatchMap   = "watch_map"
+	WatchVarStopOnMap   = "stop_on_map"
 	WatchVarWatchAll    = "watch_all"
 )
 
@@ -85,7 +86,8 @@ type WatchMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type WatchVariableSpecs struct {
-	WatchAll *ebpf.VariableSpec `ebpf:"watch_all"`
+	StopOnMap *ebpf.VariableSpec `ebpf:"stop_on_map"`
+	WatchAll  *ebpf.VariableSpec `ebpf:"watch_all"`
 }
 
 // WatchObjects contains all objects after they have been loaded into the kernel.
@@ -125,7 +127,8 @@ func (m *WatchMaps) Close() error {
 //
 // It can be passed to LoadWatchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type WatchVariables struct {
-	WatchAll *ebpf.Variable `ebpf:"watch_all"`
+	StopOnMap *ebpf.Variable `ebpf:"stop_on_map"`
+	WatchAll  *ebpf.Variable `ebpf:"watch_all"`
 }
 
 // WatchPrograms contains all programs after they have been loaded into the kernel.

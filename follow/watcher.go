@@ -34,7 +34,10 @@ type watcher struct {
 	rd    *ringbuf.Reader
 }
 
-func newWatcher(all bool) (*watcher, error) {
+// newWatcher loads watch.c: for every process (all), or for those in
+// followed; stopOnMap stops a followed thread at each link-map change, for
+// its tracer (a Tree).
+func newWatcher(all, stopOnMap bool) (*watcher, error) {
 	spec, err := LoadWatch()
 	if err != nil {
 		return nil, err
@@ -42,9 +45,11 @@ func newWatcher(all bool) (*watcher, error) {
 	if err := uprobe.Prepare(spec, "watch_map"); err != nil {
 		return nil, err
 	}
-	if all {
-		if err := spec.Variables["watch_all"].Set(uint32(1)); err != nil {
-			return nil, err
+	for name, on := range map[string]bool{"watch_all": all, "stop_on_map": stopOnMap} {
+		if on {
+			if err := spec.Variables[name].Set(uint32(1)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	w := &watcher{}
@@ -167,7 +172,7 @@ func newWatch(pid int, probes []Probe, opts *Options) (*Watch, error) {
 	if notify == nil {
 		notify = func(Event) {}
 	}
-	wt, err := newWatcher(pid == 0)
+	wt, err := newWatcher(pid == 0, false)
 	if err != nil {
 		return nil, err
 	}
