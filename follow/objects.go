@@ -90,9 +90,19 @@ func newObjects(probes []*Probe, att *usdt.Attacher, pathWide bool, notify func(
 
 // scan brings proc's attachments in line with what it maps now.
 func (o *objects) scan(proc *procmaps.Process) {
+	if o.scanOnce(proc) {
+		// A dynamic linker was attached just now: what it mapped before
+		// its probe was in place is read again; what it maps after fires
+		// the probe.
+		o.scanOnce(proc)
+	}
+}
+
+// scanOnce is scan; it reports whether it attached a dynamic linker.
+func (o *objects) scanOnce(proc *procmaps.Process) (newLoader bool) {
 	objs, err := proc.Objects()
 	if err != nil {
-		return // gone: its exit drops it
+		return false // gone: its exit drops it
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -108,10 +118,13 @@ func (o *objects) scan(proc *procmaps.Process) {
 			fs.pids[proc.PID] = struct{}{}
 			continue
 		}
-		o.files[key] = o.attachObject(proc, obj, key)
+		fs := o.attachObject(proc, obj, key)
+		o.files[key] = fs
+		newLoader = newLoader || fs.loader != nil
 	}
 	o.dropKeys(proc.PID, keys)
 	o.procs[proc.PID] = keys
+	return newLoader
 }
 
 // drop forgets pid (exited), releasing the files no process uses now.

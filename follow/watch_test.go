@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -146,5 +147,45 @@ func TestFollowTreeDlopenMissesNothing(t *testing.T) {
 	}
 	if n, _ := ev.count(Failed); n != 0 {
 		t.Errorf("failures: %v", ev.all)
+	}
+}
+
+// TestFollowContainerStartedLater: a container started after WatchHost,
+// with its own copy of a library (another inode, a path only its mount
+// namespace has), gets the probe: path-wide on the file it maps, opened
+// through its root.
+func TestFollowContainerStartedLater(t *testing.T) {
+	h := newHitRecorder(t)
+	var mu sync.Mutex
+	attachedIn := map[int]string{}
+	w, err := WatchHost([]Probe{h.probe("libusdt_lib.so", "sample", "libonly", 4)}, &Options{Attacher: h.att, Notify: func(e Event) {
+		if e.Kind == Attached {
+			mu.Lock()
+			attachedIn[e.PID] = e.File
+			mu.Unlock()
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	fx, _ := testkit.StartContainer(t)
+	// The container's process is unshare's child (sh execs the fixture).
+	var pid int
+	waitFor(t, 10*time.Second, "the container's library attached", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for p, f := range attachedIn {
+			if f == "/app/libusdt_lib.so" {
+				pid = p
+				return true
+			}
+		}
+		return false
+	})
+	fx.Fire("libonly", 4)
+	hits := h.drain(t, 100*time.Millisecond)
+	if hits[uint32(pid)] != 4 {
+		t.Fatalf("hits by pid %v, want 4 from the container's pid %d", hits, pid)
 	}
 }
