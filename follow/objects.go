@@ -272,9 +272,9 @@ func (o *objects) attachFunctions(p *Probe, proc *procmaps.Process, target strin
 		return nil, err
 	}
 	defer b.Close()
-	fns := b.Functions(p.Function)
-	if len(fns) == 0 {
-		return nil, nil
+	fns, err := functions(b, p.Function)
+	if err != nil || len(fns) == 0 {
+		return nil, nil // the file does not have it
 	}
 	opts := &uprobe.Options{PID: pid, Cookie: p.Cookie, FunctionCookie: p.FunctionCookie}
 	if p.Return {

@@ -1,13 +1,13 @@
 package follow
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/cilium/ebpf"
 
 	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/internal/glob"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/uprobe"
 	"github.com/probekit/probekit/usdt"
@@ -95,7 +95,10 @@ func (p *Probe) attachTo(att *usdt.Attacher, proc *procmaps.Process) (*attach.Li
 		return nil, err
 	}
 	defer b.Close()
-	fns := b.Functions(p.Function)
+	fns, err := functions(b, p.Function)
+	if err != nil {
+		return nil, err
+	}
 	if len(fns) == 0 {
 		return nil, fmt.Errorf("%s: no function matches %q: %w", p.Target, p.Function, uprobe.ErrNotFound)
 	}
@@ -106,5 +109,24 @@ func (p *Probe) attachTo(att *usdt.Attacher, proc *procmaps.Process) (*attach.Li
 	return b.Entries(fns, p.Program, opts)
 }
 
-// errClosed is returned by operations on a closed Tree.
-var errClosed = errors.New("follow: closed")
+// functions resolves name in b: the one function a plain name names, or
+// those a glob matches, one per address (aliases such as malloc and
+// __libc_malloc share a probe: two would fire twice).
+func functions(b *uprobe.Binary, name string) ([]uprobe.Function, error) {
+	if glob.Literal(name) {
+		fn, err := b.Function(name)
+		if err != nil {
+			return nil, err
+		}
+		return []uprobe.Function{fn}, nil
+	}
+	all := b.Functions(name) // sorted by address
+	out := all[:0]
+	for _, fn := range all {
+		if n := len(out); n > 0 && out[n-1].Address == fn.Address {
+			continue
+		}
+		out = append(out, fn)
+	}
+	return out, nil
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 	"github.com/probekit/probekit/follow"
 	"github.com/probekit/probekit/procmaps"
+	"github.com/probekit/probekit/uprobe"
 	"github.com/probekit/probekit/usdt"
 )
 
@@ -26,8 +27,6 @@ func (t *tracer) follow(objs *traceprog.Objects, att *usdt.Attacher, proc *procm
 	switch {
 	case t.req.stack:
 		return usagef("--stack with -f is not supported yet")
-	case att == nil:
-		return usagef("-f follows USDT probes; uprobe and uretprobe with -f are not supported yet")
 	}
 	selectors := followSelectors(t.req)
 	switch {
@@ -46,7 +45,15 @@ func (t *tracer) follow(objs *traceprog.Objects, att *usdt.Attacher, proc *procm
 	}
 	for _, p := range t.req.probes {
 		if p.kind != traceprog.KindUSDT {
-			return usagef("-f and targets \"*\" follow USDT probes; uprobe and uretprobe are not supported there yet")
+			if dyn != nil {
+				return usagef("targets \"*\" and globs take USDT probes; uprobe and uretprobe need a named target")
+			}
+			fp, err := t.followFuncSites(p, objs)
+			if err != nil {
+				return err
+			}
+			probes = append(probes, fp)
+			continue
 		}
 		fp := follow.Probe{Target: p.target, Provider: p.provider, Name: p.name, Program: objs.Program}
 		if dyn != nil {
@@ -178,6 +185,52 @@ func (d *dynamicSites) cookie(p *usdt.Probe, i int) uint64 {
 	return v
 }
 
+// followFuncSites makes the sites of the functions p names in its target
+// as the tracer sees it, and the probe that gives each its cookie.
+func (t *tracer) followFuncSites(p probeSpec, objs *traceprog.Objects) (follow.Probe, error) {
+	b, err := uprobe.Open(p.target)
+	if err != nil {
+		return follow.Probe{}, err
+	}
+	defer b.Close()
+	if err := checkFuncMachine(b); err != nil {
+		return follow.Probe{}, err
+	}
+	fns, err := resolveFuncs(b, p.fn)
+	if err != nil {
+		return follow.Probe{}, err
+	}
+	byAddr := make(map[uint64]uint64, len(fns))
+	var first uint64
+	for i, fn := range fns {
+		regs, strMask := traceprog.RegsC, t.req.strMask
+		switch {
+		case p.kind == traceprog.KindUretprobe:
+			regs, strMask = traceprog.RegsRet, 0
+		case b.IsGo() && isGoName(fn.Name):
+			regs = traceprog.RegsGo
+		}
+		cookie, err := traceprog.FuncCookie(uint32(len(t.sites)), regs, p.kind, strMask)
+		if err != nil {
+			return follow.Probe{}, err
+		}
+		t.funcSite(p.kind, funcName(fn), fn.Address)
+		byAddr[fn.Address] = cookie
+		if i == 0 {
+			first = cookie
+		}
+	}
+	return follow.Probe{
+		Target: p.target, Function: p.fn, Return: p.kind == traceprog.KindUretprobe, Program: objs.FuncProgram,
+		FunctionCookie: func(fn uprobe.Function) uint64 {
+			if c, ok := byAddr[fn.Address]; ok {
+				return c
+			}
+			return first // another copy of the file: the first function's site
+		},
+	}, nil
+}
+
 // siteCookies maps a USDT location (provider, name, address) to the
 // cookie of its site; read-only once built.
 type siteCookies struct {
@@ -238,6 +291,12 @@ func (t *tracer) printFollow(w *lockedWriter, e follow.Event) {
 		return
 	}
 	probe := e.Probe.Provider + ":" + e.Probe.Name
+	if e.Probe.Function != "" {
+		probe = "uprobe:" + e.Probe.Function
+		if e.Probe.Return {
+			probe = "uretprobe:" + e.Probe.Function
+		}
+	}
 	var b []byte
 	if t.req.json {
 		b = append(b, `{"kind":`...)

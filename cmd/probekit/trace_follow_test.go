@@ -315,3 +315,36 @@ func TestListAll(t *testing.T) {
 		t.Fatalf("%s listed %d times, want once:\n%s", followPython, seen, out)
 	}
 }
+
+// TestTraceFollowUprobe: -f with a function probe: each python of the
+// launched shell has its calls of libc's getpid seen.
+func TestTraceFollowUprobe(t *testing.T) {
+	requirePython(t)
+	a := followScript(t, "for _ in range(5):\n    os.getpid()\n")
+	b := followScript(t, "for _ in range(7):\n    os.getpid()\n")
+	r := runTraceWithin(t, 60*time.Second, "--json", "-f", "uprobe:libc.so.6:getpid", "--",
+		"sh", "-c", followPython+" "+a+"; "+followPython+" "+b)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	lines := decodeFollow(t, r.out)
+	byPID := map[int]int{}
+	for _, l := range lines {
+		if l.Kind == "uprobe" {
+			byPID[l.PID]++
+		}
+	}
+	var counts []int
+	for _, n := range byPID {
+		counts = append(counts, n)
+	}
+	slices.Sort(counts)
+	// Python itself may call getpid too: at least 5 and 7 in two
+	// processes.
+	if len(counts) < 2 || counts[len(counts)-1] < 7 || counts[len(counts)-2] < 5 {
+		t.Fatalf("getpid hits by pid %v, want at least 5 and 7 in two processes", byPID)
+	}
+	if attached := kinds(lines, "attach"); len(attached) < 3 {
+		t.Errorf("attach events for %v, want the shell and both pythons", attached)
+	}
+}
