@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -60,6 +61,7 @@ type Tree struct {
 
 	stop     chan struct{}
 	stopOnce sync.Once
+	closed   atomic.Bool   // Close has begun
 	done     chan struct{} // closed when the tracer has ended
 	exited   chan struct{} // closed when the root process has exited
 	exitErr  error         // the root's exit, set before exited is closed
@@ -516,7 +518,7 @@ func (t *Tree) adopt(pid int) {
 	t.mu.Lock()
 	t.members[pid] = m
 	t.mu.Unlock()
-	if t.objs != nil {
+	if t.objs != nil && !t.closed.Load() {
 		if err := t.watch.follow(pid); err != nil {
 			t.notify(Event{Kind: Failed, PID: pid, Probe: &loaderProbe, Err: err})
 		}
@@ -641,6 +643,16 @@ func (t *Tree) closeWatch() {
 // stopped early, if it did.
 func (t *Tree) Close() error {
 	t.stopOnce.Do(func() {
+		t.closed.Store(true)
+		if t.watch != nil {
+			// No more stops at link-map changes: after the tracer is
+			// gone, a SIGSTOP would stop the process for good.
+			t.mu.Lock()
+			for pid := range t.members {
+				t.watch.unfollow(pid)
+			}
+			t.mu.Unlock()
+		}
 		close(t.stop)
 		<-t.done
 		if t.cmd != nil && !t.rootReaped {
