@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/bits"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -372,22 +371,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	var launched *procmaps.Launched
 	opts := &usdt.Options{PID: req.pid, LocationCookie: t.cookie}
 	if len(req.cmd) > 0 {
-		name := req.cmd[0]
-		if !strings.ContainsRune(name, '/') {
-			// As for TARGET: an ELF binary on PATH over a wrapper script
-			// (pyenv's shim would exec another python than the one
-			// whose probes were named).
-			if p := procmaps.LookPath(name); p != "" {
-				name = p
-			}
-		}
-		cmd := exec.Command(name, req.cmd[1:]...)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-		if req.json {
-			// Keep stdout a stream of JSON objects.
-			cmd.Stdout = os.Stderr
-		}
-		launched, err = procmaps.Launch(cmd)
+		launched, err = procmaps.Launch(launchCommand(req))
 		if err != nil {
 			return err
 		}

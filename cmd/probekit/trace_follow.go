@@ -138,7 +138,8 @@ func (t *tracer) follow(objs *traceprog.Objects, att *usdt.Attacher, proc *procm
 }
 
 // launchCommand is the command of -- CMD, its program found as for
-// TARGET: an ELF binary on PATH over a wrapper script.
+// TARGET: an ELF binary on PATH over a wrapper script (pyenv's shim would
+// exec another python than the one whose probes were named).
 func launchCommand(req *traceRequest) *exec.Cmd {
 	name := req.cmd[0]
 	if !strings.ContainsRune(name, '/') {
