@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -216,11 +217,24 @@ func allPIDs() []int {
 	return pids
 }
 
+// sweepEvery is how often the loop checks whether the kernel lost events
+// (a full ring), and if so looks for processes that exited unseen.
+const sweepEvery = time.Second
+
 func (w *Watch) loop() {
 	defer close(w.done)
 	var rec ringbuf.Record
+	var lost uint64
 	for {
+		w.w.rd.SetDeadline(time.Now().Add(sweepEvery))
 		pid, kind, err := w.w.next(&rec)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if n := w.w.lost(); n != lost {
+				lost = n
+				w.sweep()
+			}
+			continue
+		}
 		if err != nil {
 			if !errors.Is(err, ringbuf.ErrClosed) {
 				w.loopErr = err
@@ -241,6 +255,28 @@ func (w *Watch) loop() {
 				w.o.scan(proc)
 			}
 		}
+	}
+}
+
+// sweep drops the processes that are gone (their exit event was lost) and
+// rescans the live ones (their exec or library events may be lost too).
+func (w *Watch) sweep() {
+	w.o.mu.Lock()
+	pids := make([]int, 0, len(w.o.procs))
+	for pid := range w.o.procs {
+		pids = append(pids, pid)
+	}
+	w.o.mu.Unlock()
+	for _, pid := range pids {
+		proc, err := procmaps.Open(pid)
+		if err != nil {
+			w.o.drop(pid)
+			if pid == w.pid {
+				w.once.Do(func() { close(w.exited) })
+			}
+			continue
+		}
+		w.o.scan(proc)
 	}
 }
 
