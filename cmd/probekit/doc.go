@@ -7,6 +7,7 @@
 //	probekit trace [--json] [-p PID] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [-i SECONDS] PROBE... [-- CMD ARGS...]
 //	probekit symbolize [--json] [-C] (-p PID | -e FILE) [ADDR...]
 //	probekit cflags [-o DIR]
+//	probekit export --config FILE [--listen ADDR]
 //
 //	PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC
 //
@@ -132,6 +133,22 @@
 // hex with or without 0x; -C demangles C++ names; --json prints one
 // {"address", "function", "offset", "object"} per address in input order
 // ("function" is "" when unknown), with "file" and "line" for Go code.
+//
+// export serves Prometheus metrics on /metrics (default 127.0.0.1:9435)
+// from a YAML file naming, per metric, a PROBE and what to count there: a
+// counter of hits, a histogram of an argument (value: N, from 1, or ret)
+// or of the latency from the probe to an end probe on the same thread,
+// and labels read from arguments (at most max_series value combinations;
+// the rest count under "other"). Each metric is its own BPF program that
+// aggregates in per-CPU maps, read at scrape time: no event per hit. The
+// probes are attached by path, in every process that maps the file, those
+// started later included. Configuration errors name the file's line and
+// field and exit 1; a metric that fails to attach is logged and reported
+// by probekit_export_metric_attached and
+// probekit_export_attach_errors_total while the others work. SIGHUP
+// reloads the file (unchanged metrics keep their counts), SIGTERM
+// detaches. examples/exporter has configurations for PostgreSQL and
+// Python.
 //
 // cflags writes the BPF-side headers this probekit embeds (usdt.bpf.h,
 // stack.bpf.h) and prints the -I flag that finds them, for clang or
