@@ -2,6 +2,7 @@ package follow
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -27,8 +28,9 @@ func percentiles(b *testing.B, ds []time.Duration, name string) {
 }
 
 // BenchmarkTreeExecHeld: how long a process of a launched tree stays
-// stopped at its execve while the tree attaches its probes (exec to
-// attached, from the tracer's wakeup), over b.N processes.
+// stopped, at its fork (while the tree attaches its probes) and at its
+// execve (named files keep their links), from the tracer's wakeup: b.N
+// processes started by a shell.
 func BenchmarkTreeExecHeld(b *testing.B) {
 	h := newHitRecorder(b)
 	fx := testkit.Fixture("follow_ticker")
@@ -58,15 +60,18 @@ func launchHeld(cmd *exec.Cmd, probes []Probe, opts *Options, held func(time.Dur
 }
 
 // BenchmarkWatchHostExecToAttached: time from starting a process (fork
-// and exec included) to the host watch's attach of its binary, a file no
-// other process maps (so it is attached anew each time).
+// and exec included) to the host watch's attach of its binary, a new copy
+// each time (a file never seen).
 func BenchmarkWatchHostExecToAttached(b *testing.B) {
 	h := newHitRecorder(b)
 	fx := testkit.Fixture("follow_ticker")
 	attached := make(chan time.Time, 1)
-	w, err := WatchHost([]Probe{h.probe("follow_ticker", "follow", "tick", 1)}, &Options{Attacher: h.att, Notify: func(e Event) {
+	w, err := WatchHost([]Probe{h.probe("follow_ticker*", "follow", "tick", 1)}, &Options{Attacher: h.att, Notify: func(e Event) {
 		if e.Kind == Attached {
-			attached <- time.Now()
+			select {
+			case attached <- time.Now():
+			default:
+			}
 		}
 	}})
 	if err != nil {
@@ -74,8 +79,13 @@ func BenchmarkWatchHostExecToAttached(b *testing.B) {
 	}
 	defer w.Close()
 	var lat []time.Duration
+	dir := b.TempDir()
+	i := 0
 	for b.Loop() {
-		cmd := exec.Command(fx, "20")
+		i++
+		bin := filepath.Join(dir, "follow_ticker"+strconv.Itoa(i))
+		copyFile(b, fx, bin)
+		cmd := exec.Command(bin, "20")
 		start := time.Now()
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
@@ -135,31 +145,41 @@ func (c *hitCounter) take(b *testing.B) int {
 }
 
 // BenchmarkMissedHits: the share of follow:tick hits missed by processes
-// living 10 ms, 100 ms and 1 s (a tick every 100 µs), started outside a
-// launched tree under a host watch, and inside a launched tree.
+// living 10 ms, 100 ms and 1 s (a tick every 100 µs): under a host watch,
+// running a binary never seen (a new copy each time: host-new) or the
+// same one again (host-rerun: the file lingers attached), and inside a
+// launched tree.
 func BenchmarkMissedHits(b *testing.B) {
 	fx := testkit.Fixture("follow_ticker")
 	for _, life := range []string{"10", "100", "1000"} {
-		b.Run("host/"+life+"ms", func(b *testing.B) {
-			c := newHitCounter(b)
-			w, err := WatchHost([]Probe{c.probe("follow_ticker")}, &Options{Attacher: c.att})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer w.Close()
-			c.take(b)
-			var fired, seen int
-			for b.Loop() {
-				out, err := exec.Command(fx, life).Output()
+		for _, mode := range []string{"host-new", "host-rerun"} {
+			b.Run(mode+"/"+life+"ms", func(b *testing.B) {
+				c := newHitCounter(b)
+				w, err := WatchHost([]Probe{c.probe("follow_ticker*")}, &Options{Attacher: c.att})
 				if err != nil {
 					b.Fatal(err)
 				}
-				n, _ := strconv.Atoi(string(bytes.TrimSpace(out)))
-				fired += n
-				seen += c.take(b)
-			}
-			b.ReportMetric(100*float64(fired-seen)/float64(max(fired, 1)), "%missed")
-		})
+				defer w.Close()
+				c.take(b)
+				dir := b.TempDir()
+				var fired, seen, i int
+				for b.Loop() {
+					bin := fx
+					if i++; mode == "host-new" {
+						bin = filepath.Join(dir, "follow_ticker"+strconv.Itoa(i))
+						copyFile(b, fx, bin)
+					}
+					out, err := exec.Command(bin, life).Output()
+					if err != nil {
+						b.Fatal(err)
+					}
+					n, _ := strconv.Atoi(string(bytes.TrimSpace(out)))
+					fired += n
+					seen += c.take(b)
+				}
+				b.ReportMetric(100*float64(fired-seen)/float64(max(fired, 1)), "%missed")
+			})
+		}
 		b.Run("tree/"+life+"ms", func(b *testing.B) {
 			c := newHitCounter(b)
 			var fired, seen int
@@ -179,6 +199,17 @@ func BenchmarkMissedHits(b *testing.B) {
 			}
 			b.ReportMetric(100*float64(fired-seen)/float64(max(fired, 1)), "%missed")
 		})
+	}
+}
+
+// copyFile copies the executable src to dst: a new inode.
+func copyFile(b *testing.B, src, dst string) {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/internal/glob"
@@ -60,6 +61,9 @@ type fileState struct {
 	pids  map[int]struct{}
 	// loader is the link of watch_map on a dynamic linker.
 	loader *attach.Link
+	// idle counts the times the file was left without a process: the
+	// generation of its pending expiry.
+	idle uint64
 }
 
 // objects keeps the selector probes attached to the objects processes
@@ -122,7 +126,7 @@ func (o *objects) scanOnce(proc *procmaps.Process) (newLoader bool) {
 		o.files[key] = fs
 		newLoader = newLoader || fs.loader != nil
 	}
-	o.dropKeys(proc.PID, keys)
+	o.dropKeys(proc.PID, keys, false)
 	o.procs[proc.PID] = keys
 	return newLoader
 }
@@ -131,12 +135,21 @@ func (o *objects) scanOnce(proc *procmaps.Process) (newLoader bool) {
 func (o *objects) drop(pid int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.dropKeys(pid, nil)
+	o.dropKeys(pid, nil, true)
 	delete(o.procs, pid)
 }
 
-// dropKeys removes pid from the files it used but not in keep.
-func (o *objects) dropKeys(pid int, keep []fileKey) {
+// lingerFor is how long a file no process maps stays attached. A file
+// mapped again meanwhile (a program run over and over, a library loaded
+// again) keeps its links: it is neither attached twice (a link being
+// closed fires until the kernel is done with it, so a new one would count
+// the first hits twice) nor missed while being attached again.
+const lingerFor = time.Second
+
+// dropKeys removes pid from the files it used but not in keep. A file
+// left without a process lingers (lingerFor), unless it was pid's own
+// (per-process attachment) and pid exited.
+func (o *objects) dropKeys(pid int, keep []fileKey, exited bool) {
 	kept := make(map[fileKey]bool, len(keep))
 	for _, k := range keep {
 		kept[k] = true
@@ -150,11 +163,30 @@ func (o *objects) dropKeys(pid int, keep []fileKey) {
 			continue
 		}
 		delete(fs.pids, pid)
-		if len(fs.pids) == 0 {
+		if len(fs.pids) > 0 {
+			continue
+		}
+		if exited && k.pid != 0 {
 			delete(o.files, k)
 			o.releaseFile(pid, fs)
+			continue
 		}
+		fs.idle++
+		gen := fs.idle
+		time.AfterFunc(lingerFor, func() { o.expire(k, fs, gen, pid) })
 	}
+}
+
+// expire releases fs if no process has mapped it since it went idle
+// (generation gen).
+func (o *objects) expire(k fileKey, fs *fileState, gen uint64, pid int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.files[k] != fs || fs.idle != gen || len(fs.pids) > 0 {
+		return
+	}
+	delete(o.files, k)
+	o.releaseFile(pid, fs)
 }
 
 func (o *objects) releaseFile(pid int, fs *fileState) {

@@ -82,7 +82,8 @@ type Tree struct {
 	tasks   map[int]bool    // every thread known, true until its first stop
 	pending map[int]bool    // new tasks whose first stop is still to come
 
-	// held, when set (benchmarks), gets how long each exec stop lasted.
+	// held, when set (benchmarks), gets how long each stop at a fork or
+	// an exec lasted.
 	held func(time.Duration)
 
 	mu       sync.Mutex
@@ -175,6 +176,7 @@ func Launch(cmd *exec.Cmd, probes []Probe, opts *Options) (*Tree, error) {
 			cmd.Wait()
 		}
 		t.closeWatch()
+		t.closer.wait()
 		return nil, fmt.Errorf("launch %s: %w", cmd.Path, err)
 	}
 	return t, nil
@@ -189,14 +191,10 @@ func Attach(pid int, probes []Probe, opts *Options) (*Tree, error) {
 	}
 	t.root = pid
 	started := make(chan error, 1)
-	go t.run(func() error {
-		if err := t.seizeTree(pid); err != nil {
-			return err
-		}
-		return nil
-	}, started)
+	go t.run(func() error { return t.seizeTree(pid) }, started)
 	if err := <-started; err != nil {
 		t.closeWatch()
+		t.closer.wait()
 		return nil, fmt.Errorf("follow pid %d: %w", pid, err)
 	}
 	return t, nil
@@ -409,7 +407,11 @@ func (t *Tree) handle(pid int, ws unix.WaitStatus) {
 				// Stopped until its first stop is resumed below.
 				t.tasks[child] = false
 				t.pending[child] = true
+				start := time.Now()
 				t.adopt(child)
+				if t.held != nil {
+					t.held(time.Since(start))
+				}
 			} else if t.tasks[child] {
 				// Its first stop came first: it waits for this.
 				t.tasks[child] = false
@@ -418,11 +420,21 @@ func (t *Tree) handle(pid int, ws unix.WaitStatus) {
 		}
 		unix.PtraceCont(pid, 0)
 	case sig == unix.SIGTRAP && cause == unix.PTRACE_EVENT_EXEC:
-		// A new image: the links of the old one go, the new one's come
-		// before it runs.
+		// A new image. The links of named files stay: each is the
+		// file's uprobe filtered to this PID, planted in whatever maps
+		// the file, before or after an exec (closing and attaching
+		// again would fire twice while the old link closes). The
+		// objects of selector probes are read again.
 		start := time.Now()
-		t.release(pid)
-		t.adopt(pid)
+		t.mu.Lock()
+		m := t.members[pid]
+		t.mu.Unlock()
+		switch {
+		case m == nil:
+			t.adopt(pid)
+		case t.objs != nil:
+			t.objs.scan(m.proc)
+		}
 		unix.PtraceCont(pid, 0)
 		if t.held != nil {
 			t.held(time.Since(start))
