@@ -122,3 +122,40 @@ func TestFollowSemaphore(t *testing.T) {
 		t.Errorf("%d hits recorded, want 3", got)
 	}
 }
+
+// TestFollowHostChurn: 1,000 short-lived processes of a selected binary
+// under a host watch: the file is attached while they run and released
+// after; no link, spec id or descriptor remains.
+func TestFollowHostChurn(t *testing.T) {
+	h := newHitRecorder(t)
+	fx := testkit.Fixture("follow_ticker")
+	var ev events
+	w, err := WatchHost([]Probe{h.probe("follow_ticker", "follow", "tick", 1)}, &Options{Attacher: h.att, Notify: ev.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	before := heapInUse()
+	script := "i=0; while [ $i -lt 1000 ]; do " + fx + " 0 >/dev/null; i=$((i+1)); done"
+	if out, err := exec.Command("/bin/sh", "-c", script).CombinedOutput(); err != nil {
+		t.Fatalf("sh: %v: %s", err, out)
+	}
+	if n, _ := ev.count(Attached); n == 0 {
+		t.Fatal("follow_ticker never attached")
+	}
+	waitFor(t, 10*time.Second, "the file released after its last process", func() bool { return w.Files() == 0 })
+	if n, _ := ev.count(Failed); n != 0 {
+		t.Errorf("%d failures: %v", n, ev.all[:min(len(ev.all), 5)])
+	}
+	after := heapInUse()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.att.SpecsInUse(); n != 0 {
+		t.Errorf("%d spec ids in use after Close", n)
+	}
+	t.Logf("heap in use %d KiB before, %d KiB after; %d events lost", before>>10, after>>10, w.Lost())
+	if after > before+4<<20 {
+		t.Errorf("heap in use grew from %d to %d KiB", before>>10, after>>10)
+	}
+}

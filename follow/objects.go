@@ -72,7 +72,6 @@ type fileState struct {
 type objects struct {
 	probes   []*Probe
 	att      *usdt.Attacher
-	cache    *usdt.Cache
 	pathWide bool
 	notify   func(Event)
 	// loaderProg, when set, is attached at loaderSymbol of each dynamic
@@ -87,7 +86,7 @@ type objects struct {
 
 func newObjects(probes []*Probe, att *usdt.Attacher, pathWide bool, notify func(Event), c *closer) *objects {
 	return &objects{
-		probes: probes, att: att, cache: usdt.NewCache(), pathWide: pathWide, notify: notify, closer: c,
+		probes: probes, att: att, pathWide: pathWide, notify: notify, closer: c,
 		files: map[fileKey]*fileState{}, procs: map[int][]fileKey{},
 	}
 }
@@ -253,7 +252,9 @@ func (o *objects) attachObject(proc *procmaps.Process, obj *procmaps.Object, key
 		var err error
 		if p.Function == "" {
 			if opened == nil {
-				if opened, err = o.cache.OpenFile(f, obj.Path); err != nil {
+				// Parsed once per file while it is attached (no
+				// cache: a host sees new files without end).
+				if opened, err = usdt.Parse(f); err != nil {
 					opened = &usdt.File{}
 				}
 			}

@@ -137,8 +137,10 @@ type Watch struct {
 	exited  chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
-	once    sync.Once
+	once    sync.Once // closes exited
 	loopErr error
+
+	closeOnce sync.Once
 }
 
 // WatchHost follows every process on the host: see Watch.
@@ -304,12 +306,14 @@ func (w *Watch) Files() int {
 // processes concerned were not rescanned).
 func (w *Watch) Lost() uint64 { return w.w.lost() }
 
-// Close releases every link and the watcher.
+// Close releases every link and the watcher. Later calls do nothing.
 func (w *Watch) Close() error {
-	w.w.rd.Close()
-	<-w.done
-	w.o.releaseAll()
-	w.closer.wait()
-	w.w.close()
+	w.closeOnce.Do(func() {
+		w.w.rd.Close()
+		<-w.done
+		w.o.releaseAll()
+		w.closer.wait()
+		w.w.close()
+	})
 	return w.loopErr
 }
