@@ -237,7 +237,10 @@ func (t *Tree) seizeProcess(pid int) error {
 			}
 			if err := seize(tid); err != nil {
 				if tid == pid {
-					return fmt.Errorf("PTRACE_SEIZE: %w", err)
+					// EPERM: traced already (a debugger, strace: a
+					// process has one tracer), or ptrace forbidden
+					// (Yama ptrace_scope 3, a seccomp filter).
+					return fmt.Errorf("PTRACE_SEIZE: %w (is it traced already? a process has one tracer)", err)
 				}
 				continue
 			}

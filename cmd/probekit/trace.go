@@ -33,7 +33,7 @@ func init() {
 	register(&command{
 		name:    "trace",
 		usage:   traceUsage,
-		summary: "print every hit of the USDT probes (globs allowed in PROVIDER and NAME) with its decoded arguments, of the functions (globs allowed in FUNC) with their argument registers, and of their returns with the return value; with -- CMD, launch CMD stopped until attached, trace only it, and exit when it exits",
+		summary: "print every hit of the USDT probes (globs allowed in PROVIDER and NAME) with its decoded arguments, of the functions (globs allowed in FUNC) with their argument registers, and of their returns with the return value; with -- CMD, launch CMD stopped until attached, trace only it, and exit when it exits; with -f, the descendants of CMD or of -p PID too, each attached before it runs; TARGET \"*\" or a glob (python3*): every such object of -p PID or of the -f tree, now and later, or without either of every process on the host",
 		run:     runTrace,
 	})
 }
