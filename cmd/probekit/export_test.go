@@ -165,6 +165,9 @@ metrics:
 	if n := got[fmt.Sprintf(`probekit_export_metric_sites{file=%q,metric="loop_total"}`, fixture)]; n != 1 {
 		t.Errorf("loop_total: %v sites in %s, want 1", n, fixture)
 	}
+	if n := got[fmt.Sprintf(`probekit_export_metric_processes{file=%q,metric="loop_total"}`, fixture)]; n != 1 {
+		t.Errorf("loop_total: %v processes map %s, want 1", n, fixture)
+	}
 	if _, ok := got["go_goroutines"]; !ok {
 		t.Error("no go_* metrics")
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/probekit/probekit/procmaps"
 )
 
 // Options configure an Exporter.
@@ -41,6 +43,39 @@ type Exporter struct {
 	readErrors   atomic.Uint64
 
 	srv *http.Server
+
+	procs processCounts
+}
+
+// processCountTTL is how long a count of the processes mapping a file
+// serves scrapes: each count reads the maps of every process.
+const processCountTTL = 10 * time.Second
+
+// processCounts caches, per file, how many processes map it.
+type processCounts struct {
+	mu    sync.Mutex
+	at    map[string]time.Time
+	count map[string]int
+}
+
+// get returns how many processes map the file at path, as counted at
+// most processCountTTL ago.
+func (c *processCounts) get(path string) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if at, ok := c.at[path]; ok && now.Sub(at) < processCountTTL {
+		return c.count[path], nil
+	}
+	pids, _, err := procmaps.FindPIDs(path)
+	if err != nil {
+		return 0, err
+	}
+	if c.at == nil {
+		c.at, c.count = map[string]time.Time{}, map[string]int{}
+	}
+	c.at[path], c.count[path] = now, len(pids)
+	return len(pids), nil
 }
 
 // metricState is one metric of the configuration in force.
@@ -238,6 +273,8 @@ var (
 		"Whether the metric's probes are attached (1) or failed to load or attach (0).", []string{"metric"}, nil)
 	sitesDesc = prometheus.NewDesc("probekit_export_metric_sites",
 		"Probe sites attached, per metric and file (every process that maps the file counts).", []string{"metric", "file"}, nil)
+	processesDesc = prometheus.NewDesc("probekit_export_metric_processes",
+		"Processes mapping a file the metric is attached to (counted at most every 10 s).", []string{"metric", "file"}, nil)
 	attachErrorsDesc = prometheus.NewDesc("probekit_export_attach_errors_total",
 		"Failed loads or attaches of the metric, across reloads.", []string{"metric"}, nil)
 	lostDesc = prometheus.NewDesc("probekit_export_lost_updates_total",
@@ -276,6 +313,9 @@ func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 		slices.Sort(files)
 		for _, f := range files {
 			ch <- prometheus.MustNewConstMetric(sitesDesc, prometheus.GaugeValue, float64(sites[f]), s.m.Name, f)
+			if n, err := x.procs.get(f); err == nil {
+				ch <- prometheus.MustNewConstMetric(processesDesc, prometheus.GaugeValue, float64(n), s.m.Name, f)
+			}
 		}
 		series, folded, lost, err := s.prog.read(s.m)
 		if err != nil {
