@@ -24,10 +24,9 @@ import (
 // the tree of -p PID or of the launched command (package follow), and
 // each attach and release is printed among the hits.
 func (t *tracer) follow(objs *traceprog.Objects, att *usdt.Attacher, proc *procmaps.Process) (err error) {
-	switch {
-	case t.req.stack:
-		return usagef("--stack with -f is not supported yet")
-	}
+	// With --stack, a followed process's tables are read at its first
+	// hit (one that exits before its hits are read has its frames by
+	// address only).
 	selectors := followSelectors(t.req)
 	switch {
 	case selectors && t.req.mode != traceprog.ModeEvents:
