@@ -33,6 +33,12 @@ type Options struct {
 	// goroutine: the process concerned waits until it returns, so it
 	// must be quick.
 	Notify func(Event)
+	// Cgroup, for WatchHost, keeps the processes whose cgroup path (as
+	// /proc/PID/cgroup gives it, in any hierarchy: "/system.slice/x",
+	// "/docker/ID") matches this glob: a container. Files are then
+	// attached per process, since a path-wide probe would fire in the
+	// processes outside it that map the same file.
+	Cgroup string
 }
 
 // heldHook is copied into each new Tree's held (benchmarks).

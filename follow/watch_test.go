@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -187,5 +188,71 @@ func TestFollowContainerStartedLater(t *testing.T) {
 	hits := h.drain(t, 100*time.Millisecond)
 	if hits[uint32(pid)] != 4 {
 		t.Fatalf("hits by pid %v, want 4 from the container's pid %d", hits, pid)
+	}
+}
+
+// TestFollowHostCgroup: with Options.Cgroup, only the processes of that
+// cgroup are attached, each on its own (not path-wide).
+func TestFollowHostCgroup(t *testing.T) {
+	h := newHitRecorder(t)
+	// A cgroup v1 pids hierarchy, or the v2 root.
+	var base string
+	for _, d := range []string{"/sys/fs/cgroup/pids", "/sys/fs/cgroup"} {
+		if _, err := os.Stat(filepath.Join(d, "cgroup.procs")); err == nil {
+			base = d
+			break
+		}
+	}
+	if base == "" {
+		testkit.Unavailable(t, "no cgroup hierarchy with cgroup.procs under /sys/fs/cgroup")
+	}
+	name := "probekit-follow-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	cg := filepath.Join(base, name)
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		testkit.Unavailable(t, "make a cgroup: %v", err)
+	}
+	// Registered first, run last: after the fixtures' Stop empties it.
+	t.Cleanup(func() {
+		if err := os.Remove(cg); err != nil {
+			t.Errorf("remove the cgroup: %v", err)
+		}
+	})
+
+	var mu sync.Mutex
+	attached := map[int]bool{}
+	fx := testkit.Fixture("usdt_sample")
+	w, err := WatchHost([]Probe{h.probe(filepath.Base(fx), "sample", "loop", 6)}, &Options{Attacher: h.att, Cgroup: "/" + name, Notify: func(e Event) {
+		if e.Kind == Attached {
+			mu.Lock()
+			attached[e.PID] = true
+			mu.Unlock()
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	outside := testkit.Start(t, fx)
+	// The shell joins the cgroup, then execs the fixture.
+	inside := testkit.Start(t, "/bin/sh", "-c", "echo $$ > "+filepath.Join(cg, "cgroup.procs")+" && exec "+fx)
+	waitFor(t, 10*time.Second, "the process in the cgroup attached", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return attached[inside.PID()]
+	})
+	if err := inside.Loop("loop", 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := outside.Loop("loop", 5); err != nil {
+		t.Fatal(err)
+	}
+	hits := h.drain(t, 100*time.Millisecond)
+	if hits[uint32(inside.PID())] != 4 || hits[uint32(outside.PID())] != 0 {
+		t.Fatalf("hits by pid %v: want 4 from %d (in the cgroup), none from %d", hits, inside.PID(), outside.PID())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if attached[outside.PID()] {
+		t.Fatalf("the process outside the cgroup was attached")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/internal/glob"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/uprobe"
 )
@@ -141,6 +143,8 @@ type Watch struct {
 	loopErr error
 
 	closeOnce sync.Once
+	// cgroup selects the processes by cgroup path (Options.Cgroup).
+	cgroup string
 }
 
 // WatchHost follows every process on the host: see Watch.
@@ -181,7 +185,8 @@ func newWatch(pid int, probes []Probe, opts *Options) (*Watch, error) {
 	}
 	c := newCloser()
 	w := &Watch{w: wt, closer: c, pid: pid, exited: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	w.o = newObjects(ps, o.Attacher, pid == 0, notify, c)
+	w.cgroup = o.Cgroup
+	w.o = newObjects(ps, o.Attacher, pid == 0 && o.Cgroup == "", notify, c)
 	w.o.loader = wt.loader
 	if pid != 0 {
 		if err := wt.follow(pid); err != nil {
@@ -198,9 +203,7 @@ func newWatch(pid int, probes []Probe, opts *Options) (*Watch, error) {
 		// Events from now on are queued in the ring while the processes
 		// alive are scanned.
 		for _, p := range allPIDs() {
-			if proc, err := procmaps.Open(p); err == nil {
-				w.o.scan(proc)
-			}
+			w.scan(p)
 		}
 	}
 	go w.loop()
@@ -253,9 +256,7 @@ func (w *Watch) loop() {
 				w.once.Do(func() { close(w.exited) })
 			}
 		case watchExec, watchMap:
-			if proc, err := procmaps.Open(pid); err == nil {
-				w.o.scan(proc)
-			}
+			w.scan(pid)
 		}
 	}
 }
@@ -270,7 +271,7 @@ func (w *Watch) sweep() {
 	}
 	w.o.mu.Unlock()
 	for _, pid := range pids {
-		proc, err := procmaps.Open(pid)
+		_, err := procmaps.Open(pid)
 		if err != nil {
 			w.o.drop(pid)
 			if pid == w.pid {
@@ -278,8 +279,39 @@ func (w *Watch) sweep() {
 			}
 			continue
 		}
+		w.scan(pid)
+	}
+}
+
+// scan brings pid's attachments in line with what it maps, if it is in the
+// scope; a process that left the cgroup is dropped.
+func (w *Watch) scan(pid int) {
+	if w.cgroup != "" && !inCgroup(pid, w.cgroup) {
+		w.o.drop(pid)
+		return
+	}
+	if proc, err := procmaps.Open(pid); err == nil {
 		w.o.scan(proc)
 	}
+}
+
+// inCgroup reports whether a cgroup path of pid (any hierarchy of
+// /proc/PID/cgroup, lines "ID:CONTROLLERS:PATH") matches pattern.
+func inCgroup(pid int, pattern string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		_, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		if _, path, ok := strings.Cut(rest, ":"); ok && glob.Match(pattern, path) {
+			return true
+		}
+	}
+	return false
 }
 
 // Exited is closed when the process of WatchProcess exits; never for the
