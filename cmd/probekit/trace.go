@@ -454,6 +454,22 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 		cmd := launched.Cmd
 		go func() { exited <- cmd.Wait() }()
 	}
+	if err := t.run(objs, rd, stop, exited); err != nil {
+		return err
+	}
+	t.hintSilent(os.Stderr, links)
+	if t.exitErr != nil {
+		// Every event is printed; the command failed (a crash under the
+		// probes would show here).
+		return fmt.Errorf("%s: %w", req.cmd[0], t.exitErr)
+	}
+	return nil
+}
+
+// run prints the hits (rd set) or the counts until stop, the end of the
+// traced process (exited) or -n, then says what the kernel dropped.
+func (t *tracer) run(objs *traceprog.Objects, rd *ringbuf.Reader, stop <-chan os.Signal, exited <-chan error) error {
+	var err error
 	if rd != nil {
 		err = t.loop(rd, stop, exited)
 	} else {
@@ -468,12 +484,6 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 		} else {
 			fmt.Fprintf(os.Stderr, "probekit trace: %d hits not counted (no value to count, or the histogram map full)\n", n)
 		}
-	}
-	t.hintSilent(os.Stderr, links)
-	if t.exitErr != nil {
-		// Every event is printed; the command failed (a crash under the
-		// probes would show here).
-		return fmt.Errorf("%s: %w", req.cmd[0], t.exitErr)
 	}
 	return nil
 }

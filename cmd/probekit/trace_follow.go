@@ -119,16 +119,8 @@ func (t *tracer) follow(objs *traceprog.Objects, att *usdt.Attacher, proc *procm
 		<-f.Exited()
 		exited <- exitErr()
 	}()
-	if rd != nil {
-		err = t.loop(rd, stop, exited)
-	} else {
-		err = t.aggregateLoop(objs, stop, exited)
-	}
-	if err != nil {
+	if err := t.run(objs, rd, stop, exited); err != nil {
 		return err
-	}
-	if n, err := objs.DroppedCount(); err == nil && n > 0 {
-		fmt.Fprintf(os.Stderr, "probekit trace: %d events lost or not counted (a larger --ring-size keeps more events)\n", n)
 	}
 	if t.exitErr != nil && len(t.req.cmd) > 0 {
 		return fmt.Errorf("%s: %w", t.req.cmd[0], t.exitErr)
