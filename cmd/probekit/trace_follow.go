@@ -73,7 +73,7 @@ func (t *tracer) follow(objs *traceprog.Objects, att *usdt.Attacher, proc *procm
 	}
 	// Notifications come from the tree's goroutine, hits from the loop:
 	// both write through one lock.
-	w := &lockedWriter{w: t.out.w}
+	w := &lockedWriter{w: t.out.w, holdDetach: t.req.mode == traceprog.ModeEvents}
 	t.out.w = w
 	opts := &follow.Options{Attacher: att, Notify: func(e follow.Event) { t.printFollow(w, e) }}
 
@@ -109,6 +109,7 @@ func (t *tracer) follow(objs *traceprog.Objects, att *usdt.Attacher, proc *procm
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
+		w.Flush() // the releases of Close
 	}()
 
 	stop := make(chan os.Signal, 1)
@@ -301,6 +302,10 @@ func (t *tracer) printFollow(w *lockedWriter, e follow.Event) {
 	} else {
 		b = fmt.Appendf(b, "%s %d %s %s (%d sites)\n", e.Kind, e.PID, e.File, probe, e.Sites)
 	}
+	if e.Kind == follow.Detached {
+		w.holdLine(b)
+		return
+	}
 	w.writeLine(b)
 }
 
@@ -309,6 +314,11 @@ func (t *tracer) printFollow(w *lockedWriter, e follow.Event) {
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
+	// holdDetach keeps release lines until the loop's next flush: the
+	// process's last hits may still be in the ring or the loop's buffer
+	// when it exits, and they come before its release.
+	holdDetach bool
+	held       []byte
 }
 
 func (l *lockedWriter) Write(b []byte) (int, error) {
@@ -317,14 +327,34 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	return l.w.Write(b)
 }
 
-// Flush flushes the underlying writer when it buffers.
+// Flush writes the held lines, then flushes the underlying writer when
+// it buffers.
 func (l *lockedWriter) Flush() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if len(l.held) > 0 {
+		_, err := l.w.Write(l.held)
+		l.held = l.held[:0]
+		if err != nil {
+			return err
+		}
+	}
 	if f, ok := l.w.(interface{ Flush() error }); ok {
 		return f.Flush()
 	}
 	return nil
+}
+
+// holdLine writes a release line at the next Flush (at once without
+// holdDetach).
+func (l *lockedWriter) holdLine(b []byte) {
+	if !l.holdDetach {
+		l.writeLine(b)
+		return
+	}
+	l.mu.Lock()
+	l.held = append(l.held, b...)
+	l.mu.Unlock()
 }
 
 // writeLine writes one notification and flushes it.
