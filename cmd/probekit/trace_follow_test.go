@@ -112,6 +112,28 @@ func TestTraceFollowLaunch(t *testing.T) {
 			if !attached[pa] || !attached[pb] || !detached[pa] || !detached[pb] {
 				t.Errorf("attach events for %v, detach for %v: want both pythons", attached, detached)
 			}
+			// Each python's release comes after its last hit, its
+			// attach before its first.
+			for _, pid := range []int{pa, pb} {
+				first, last, att, det := -1, -1, -1, -1
+				for i, l := range lines {
+					switch {
+					case l.PID != pid:
+					case l.Kind == "usdt":
+						if first < 0 {
+							first = i
+						}
+						last = i
+					case l.Kind == "attach" && att < 0:
+						att = i
+					case l.Kind == "detach":
+						det = i
+					}
+				}
+				if att > first || det < last {
+					t.Errorf("pid %d: attach at line %d, hits at %d..%d, detach at %d", pid, att, first, last, det)
+				}
+			}
 		}
 	}
 }
