@@ -136,13 +136,14 @@ func TestFollowHostChurn(t *testing.T) {
 	}
 	defer w.Close()
 	before := heapInUse()
-	script := "i=0; while [ $i -lt 1000 ]; do " + fx + " 0 >/dev/null; i=$((i+1)); done"
+	// The first process lives 300 ms: long enough to be attached however
+	// busy the machine is (a process that exits before the watcher opens
+	// its file is not attached at all). The 1,000 after it live 0 ms.
+	script := fx + " 300 >/dev/null; i=0; while [ $i -lt 1000 ]; do " + fx + " 0 >/dev/null; i=$((i+1)); done"
 	if out, err := exec.Command("/bin/sh", "-c", script).CombinedOutput(); err != nil {
 		t.Fatalf("sh: %v: %s", err, out)
 	}
-	if n, _ := ev.count(Attached); n == 0 {
-		t.Fatal("follow_ticker never attached")
-	}
+	waitFor(t, 10*time.Second, "follow_ticker attached", func() bool { n, _ := ev.count(Attached); return n > 0 })
 	waitFor(t, 10*time.Second, "the file released after its last process", func() bool { return w.Files() == 0 })
 	if n, _ := ev.count(Failed); n != 0 {
 		t.Errorf("%d failures: %v", n, ev.all[:min(len(ev.all), 5)])
