@@ -148,7 +148,9 @@
 // probekit_export_attach_errors_total while the others work. SIGHUP
 // reloads the file (unchanged metrics keep their counts), SIGTERM
 // detaches. examples/exporter has configurations for PostgreSQL and
-// Python.
+// Python. export runs a second executable, probekit-export
+// (./cmd/probekit/export), found next to probekit or on PATH, so that
+// the other subcommands do not load its Prometheus and YAML libraries.
 //
 // cflags writes the BPF-side headers this probekit embeds (usdt.bpf.h,
 // stack.bpf.h) and prints the -I flag that finds them, for clang or

@@ -2,105 +2,60 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log"
+	"io/fs"
 	"os"
-	"os/signal"
+	"os/exec"
+	"path/filepath"
 	"syscall"
-
-	"github.com/probekit/probekit/cmd/probekit/internal/exporter"
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 )
 
-const exportUsage = "export --config FILE [--listen ADDR]"
+// exportBinary is the executable of `probekit export`
+// (./cmd/probekit/export). It is not linked into probekit: the Prometheus
+// client, protobuf and YAML packages it needs would run their package
+// initialisation at every start of every subcommand.
+const exportBinary = "probekit-export"
 
 func init() {
 	register(&command{
 		name:    "export",
-		usage:   exportUsage,
-		summary: "serve Prometheus metrics (/metrics) counted in the kernel at the probes FILE names: counters of hits, histograms of an argument or of the latency between two probes, labels from arguments; SIGHUP reloads FILE, SIGTERM detaches",
+		usage:   "export --config FILE [--listen ADDR]",
+		summary: "serve Prometheus metrics (/metrics) counted in the kernel at the probes FILE names: counters of hits, histograms of an argument or of the latency between two probes, labels from arguments; SIGHUP reloads FILE, SIGTERM detaches (runs " + exportBinary + ")",
 		run:     runExport,
 	})
 }
 
-// defaultListen is the exporter's address: loopback, a port next to
-// node_exporter's 9100 family not claimed in Prometheus's port list.
-const defaultListen = "127.0.0.1:9435"
-
-// exportProbe is parseProbe for the exporter's configuration.
-func exportProbe(s string) (*exporter.Probe, error) {
-	p, err := parseProbe(s)
-	if err != nil {
-		return nil, err
+// findExporter returns the path of probekit-export: next to probekit's
+// own executable, else on PATH.
+func findExporter() (string, error) {
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), exportBinary)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
 	}
-	return &exporter.Probe{Kind: p.kind, Target: p.target, Provider: p.provider, Name: p.name, Func: p.fn}, nil
+	p, err := exec.LookPath(exportBinary)
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("%s not found next to probekit or on PATH: build it with make build", exportBinary)
+		}
+		return "", err
+	}
+	return filepath.Abs(p)
 }
 
-func runExport(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	config := fs.String("config", "", "the configuration `FILE`")
-	listen := fs.String("listen", defaultListen, "the `ADDR`ess to serve /metrics on")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usagef("%v", err)
-	}
-	if len(pos) != 0 {
-		return usagef("unexpected argument %q", pos[0])
-	}
-	if *config == "" {
-		return usagef("--config FILE is required")
-	}
-	cfg, err := exporter.LoadConfig(*config, exportProbe)
+// runExport replaces probekit with probekit-export, with the same
+// arguments: signals (SIGHUP reloads, SIGTERM detaches) reach the exporter
+// itself, and its exit status is the command's.
+func runExport(args []string, _ io.Writer) error {
+	path, err := findExporter()
 	if err != nil {
 		return err
 	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("exporting needs root (loading BPF programs and attaching uprobes): %w", os.ErrPermission)
+	argv := append([]string{exportBinary}, args...)
+	if err := syscall.Exec(path, argv, os.Environ()); err != nil {
+		return fmt.Errorf("exec %s: %w", path, err)
 	}
-	if err := checkFuncProbes(); err != nil {
-		for _, m := range cfg.Metrics {
-			if m.Probe.Kind != traceprog.KindUSDT || m.End != nil && m.End.Kind != traceprog.KindUSDT {
-				return err
-			}
-		}
-	}
-	logger := log.New(os.Stderr, "probekit export: ", log.LstdFlags)
-	x := exporter.New(exporter.Options{Log: logger})
-	defer x.Close()
-	x.Apply(cfg)
-	srv, addr, err := x.Serve(*listen)
-	if err != nil {
-		return err
-	}
-	logger.Printf("serving http://%s/metrics", addr)
-
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	for {
-		select {
-		case err := <-srv:
-			return err
-		case s := <-sigs:
-			if s != syscall.SIGHUP {
-				logger.Printf("%v: detaching", s)
-				return nil
-			}
-			cfg, err := exporter.LoadConfig(*config, exportProbe)
-			if err != nil {
-				// The running configuration stays.
-				logger.Printf("reload: %v", err)
-				x.ReloadFailed()
-				continue
-			}
-			x.Apply(cfg)
-			logger.Printf("reloaded %s", *config)
-		}
-	}
+	return nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -15,7 +14,7 @@ import (
 
 func parseExportConfig(t *testing.T, text string) (*exporter.Config, error) {
 	t.Helper()
-	return exporter.ParseConfig("c.yaml", []byte(text), exportProbe)
+	return exporter.ParseConfig("c.yaml", []byte(text), exporter.ParseProbe)
 }
 
 func TestExportConfig(t *testing.T) {
@@ -114,6 +113,7 @@ func TestExportConfigErrors(t *testing.T) {
 // TestExportConfigExit: the command refuses a bad or missing file with
 // exit 1 and the error, before it needs root.
 func TestExportConfigExit(t *testing.T) {
+	bin := buildExporter(t)
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(bad, []byte("metrics:\n  - name: a\n    type: counter\n    probe: /bin/x:p:n\n    bogus: 1\n"), 0o644); err != nil {
@@ -129,10 +129,9 @@ func TestExportConfigExit(t *testing.T) {
 		{[]string{"export"}, 2, "--config FILE is required"},
 		{[]string{"export", "--config", bad, "extra"}, 2, "unexpected argument"},
 	} {
-		var out, errOut bytes.Buffer
-		code := run(c.args, &out, &errOut)
-		if code != c.code || !strings.Contains(errOut.String(), c.want) {
-			t.Errorf("%v: exit %d, %q; want exit %d and %q", c.args, code, errOut.String(), c.code, c.want)
+		code, errOut := runExportProcess(t, bin, c.args[1:]...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, %q; want exit %d and %q", c.args, code, errOut, c.code, c.want)
 		}
 	}
 }
@@ -140,7 +139,7 @@ func TestExportConfigExit(t *testing.T) {
 // TestExportExamples: the example configurations parse.
 func TestExportExamples(t *testing.T) {
 	for _, name := range []string{"postgresql.yaml", "python.yaml"} {
-		cfg, err := exporter.LoadConfig(filepath.Join(testkit.Root(), "examples", "exporter", name), exportProbe)
+		cfg, err := exporter.LoadConfig(filepath.Join(testkit.Root(), "examples", "exporter", name), exporter.ParseProbe)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -159,7 +158,7 @@ func FuzzExportConfig(f *testing.F) {
 	}
 	f.Add([]byte("metrics:\n  - name: a\n    type: histogram\n    probe: /bin/x:p:n\n    value: 1\n    labels: {x: {arg: 2}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := exporter.ParseConfig("f.yaml", data, exportProbe)
+		cfg, err := exporter.ParseConfig("f.yaml", data, exporter.ParseProbe)
 		if err == nil && len(cfg.Metrics) == 0 {
 			t.Fatal("no error and no metric")
 		}

@@ -21,11 +21,15 @@ import (
 const exportHelperEnv = "PROBEKIT_EXPORT_HELPER_ARGS"
 
 func TestExportHelperProcess(t *testing.T) {
-	args := os.Getenv(exportHelperEnv)
-	if args == "" {
+	args, ok := os.LookupEnv(exportHelperEnv)
+	if !ok {
 		t.Skip("helper process of TestExportSignals")
 	}
-	os.Exit(run(append([]string{"export"}, strings.Split(args, "\n")...), os.Stdout, os.Stderr))
+	argv := []string{"export"}
+	if args != "" {
+		argv = append(argv, strings.Split(args, "\n")...)
+	}
+	os.Exit(run(argv, os.Stdout, os.Stderr))
 }
 
 // exportProcess is `probekit export` running in a process of its own.
@@ -39,8 +43,7 @@ type exportProcess struct {
 
 func startExportProcess(t *testing.T, args ...string) *exportProcess {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestExportHelperProcess$")
-	cmd.Env = append(os.Environ(), exportHelperEnv+"="+strings.Join(args, "\n"))
+	cmd := exportHelperCommand(buildExporter(t), args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

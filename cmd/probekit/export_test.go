@@ -44,7 +44,7 @@ var scrapeClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Tran
 func startExporter(t testing.TB, config string) (*exporter.Exporter, string) {
 	t.Helper()
 	testkit.RequireKernel(t)
-	cfg, err := exporter.ParseConfig("test.yaml", []byte(config), exportProbe)
+	cfg, err := exporter.ParseConfig("test.yaml", []byte(config), exporter.ParseProbe)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ metrics:
     end: uretprobe:%[1]s:sum6
 `, fixture)
 	x, url := startExporter(t, config)
-	cfg, err := exporter.ParseConfig("test.yaml", []byte(config), exportProbe)
+	cfg, err := exporter.ParseConfig("test.yaml", []byte(config), exporter.ParseProbe)
 	if err != nil {
 		t.Fatal(err)
 	}

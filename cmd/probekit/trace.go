@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/cmd/probekit/internal/probespec"
 	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 	"github.com/probekit/probekit/follow"
 	"github.com/probekit/probekit/internal/safeelf"
@@ -72,39 +73,10 @@ type probeSpec struct {
 	provider, name, fn string
 }
 
-// Prefixes of PROBE.
-const (
-	usdtPrefix      = "usdt:"
-	uprobePrefix    = "uprobe:"
-	uretprobePrefix = "uretprobe:"
-)
-
-// parseProbe reads [usdt:]TARGET:PROVIDER:NAME, uprobe:TARGET:FUNC or
-// uretprobe:TARGET:FUNC. FUNC is what follows the last colon: function
-// names (C, mangled C++, Go, versioned) hold none, a path may.
+// parseProbe reads a PROBE (probespec.Parse) into the command's form.
 func parseProbe(s string) (probeSpec, error) {
-	for _, f := range []struct {
-		prefix string
-		kind   traceprog.Kind
-	}{{uprobePrefix, traceprog.KindUprobe}, {uretprobePrefix, traceprog.KindUretprobe}} {
-		rest, ok := strings.CutPrefix(s, f.prefix)
-		if !ok {
-			continue
-		}
-		i := strings.LastIndexByte(rest, ':')
-		if i <= 0 || i == len(rest)-1 {
-			return probeSpec{}, fmt.Errorf("%q: want %sTARGET:FUNC", s, f.prefix)
-		}
-		return probeSpec{kind: f.kind, target: rest[:i], fn: rest[i+1:]}, nil
-	}
-	target, provider, name, err := usdt.ParseSection(strings.TrimPrefix(s, usdtPrefix))
-	if err != nil {
-		if strings.Count(s, ":") == 1 && !strings.HasPrefix(s, usdtPrefix) {
-			return probeSpec{}, fmt.Errorf("%q: want [usdt:]TARGET:PROVIDER:NAME, or uprobe:%s for a function", s, s)
-		}
-		return probeSpec{}, fmt.Errorf("%q: want [usdt:]TARGET:PROVIDER:NAME, uprobe:TARGET:FUNC or uretprobe:TARGET:FUNC", s)
-	}
-	return probeSpec{kind: traceprog.KindUSDT, target: target, provider: provider, name: name}, nil
+	p, err := probespec.Parse(s)
+	return probeSpec{kind: p.Kind, target: p.Target, provider: p.Provider, name: p.Name, fn: p.Func}, err
 }
 
 func parseTrace(args []string) (*traceRequest, error) {
@@ -317,7 +289,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 		}
 	}
 	if which&traceprog.FuncProgram != 0 {
-		if err := checkFuncProbes(); err != nil {
+		if err := probespec.CheckFuncProbes(); err != nil {
 			return err
 		}
 	}

@@ -14,23 +14,8 @@ import (
 
 	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
-	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/uprobe"
 )
-
-// checkFuncProbes refuses function probes on a kernel without BPF
-// cookies: trace_func finds its probe's description in the cookie, and
-// the kernel would refuse to load it.
-func checkFuncProbes() error {
-	ok, err := features.Have(features.Cookie)
-	if err != nil {
-		return fmt.Errorf("probe %s: %w", features.Cookie, err)
-	}
-	if !ok {
-		return fmt.Errorf("uprobe and uretprobe probes need a %s: %w", features.Cookie, ebpf.ErrNotSupported)
-	}
-	return nil
-}
 
 // funcAttacher attaches the function probes of one trace: the files it
 // opened (one per TARGET) and where the probes go.

@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/probekit/probekit/cmd/probekit/internal/probespec"
 	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 )
 
@@ -73,11 +74,15 @@ const (
 )
 
 // Probe is one PROBE, as `probekit trace` reads it.
-type Probe struct {
-	Kind   traceprog.Kind
-	Target string
-	// Provider and Name of a USDT probe; Func of a function probe.
-	Provider, Name, Func string
+type Probe = probespec.Spec
+
+// ParseProbe is the ProbeParser of `probekit export`: probespec.Parse.
+func ParseProbe(s string) (*Probe, error) {
+	p, err := probespec.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
 }
 
 // ProbeParser parses a PROBE of `probekit trace` (the command owns the

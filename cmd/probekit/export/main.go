@@ -1,0 +1,116 @@
+// Command probekit-export is `probekit export`: it serves Prometheus
+// metrics counted in the kernel at the probes a configuration file names.
+// `probekit export ARGS` executes it with ARGS. It is an executable of its
+// own so that the other subcommands of probekit do not link, and
+// initialise at every start, the Prometheus client, protobuf and YAML
+// packages. Build it next to probekit:
+//
+//	go build -o bin/probekit-export ./cmd/probekit/export
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/probekit/probekit/cmd/probekit/internal/exporter"
+	"github.com/probekit/probekit/cmd/probekit/internal/probespec"
+	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+)
+
+const usage = "probekit export --config FILE [--listen ADDR]"
+
+// defaultListen is the exporter's address: loopback, a port next to
+// node_exporter's 9100 family not claimed in Prometheus's port list.
+const defaultListen = "127.0.0.1:9435"
+
+// usageError is a command line that does not parse; it exits with 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func main() {
+	err := run(os.Args[1:])
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case errors.As(err, &ue):
+		fmt.Fprintf(os.Stderr, "probekit export: %v\nusage: %s\n", err, usage)
+		os.Exit(2)
+	default:
+		fmt.Fprintf(os.Stderr, "probekit export: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("export", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	config := fs.String("config", "", "the configuration `FILE`")
+	listen := fs.String("listen", defaultListen, "the `ADDR`ess to serve /metrics on")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{err.Error()}
+	}
+	if fs.NArg() != 0 {
+		return &usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	if *config == "" {
+		return &usageError{"--config FILE is required"}
+	}
+	cfg, err := exporter.LoadConfig(*config, exporter.ParseProbe)
+	if err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("exporting needs root (loading BPF programs and attaching uprobes): %w", os.ErrPermission)
+	}
+	if err := probespec.CheckFuncProbes(); err != nil {
+		for _, m := range cfg.Metrics {
+			if m.Probe.Kind != traceprog.KindUSDT || m.End != nil && m.End.Kind != traceprog.KindUSDT {
+				return err
+			}
+		}
+	}
+	logger := log.New(os.Stderr, "probekit export: ", log.LstdFlags)
+	x := exporter.New(exporter.Options{Log: logger})
+	defer x.Close()
+	x.Apply(cfg)
+	srv, addr, err := x.Serve(*listen)
+	if err != nil {
+		return err
+	}
+	logger.Printf("serving http://%s/metrics", addr)
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	for {
+		select {
+		case err := <-srv:
+			return err
+		case s := <-sigs:
+			if s != syscall.SIGHUP {
+				logger.Printf("%v: detaching", s)
+				return nil
+			}
+			cfg, err := exporter.LoadConfig(*config, exporter.ParseProbe)
+			if err != nil {
+				// The running configuration stays.
+				logger.Printf("reload: %v", err)
+				x.ReloadFailed()
+				continue
+			}
+			x.Apply(cfg)
+			logger.Printf("reloaded %s", *config)
+		}
+	}
+}

@@ -1,0 +1,74 @@
+// Package probespec reads the PROBE syntax of `probekit trace` and
+// `probekit export`: [usdt:]TARGET:PROVIDER:NAME, uprobe:TARGET:FUNC or
+// uretprobe:TARGET:FUNC. It is a package of its own so that the exporter,
+// a separate executable, parses PROBE as `probekit trace` does.
+package probespec
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+	"github.com/probekit/probekit/internal/features"
+	"github.com/probekit/probekit/usdt"
+)
+
+// Spec is one PROBE.
+type Spec struct {
+	// Kind is KindUSDT, KindUprobe or KindUretprobe.
+	Kind   traceprog.Kind
+	Target string
+	// Provider and Name of a USDT probe; Func is a function name or glob.
+	Provider, Name, Func string
+}
+
+// Prefixes of PROBE.
+const (
+	USDTPrefix      = "usdt:"
+	UprobePrefix    = "uprobe:"
+	UretprobePrefix = "uretprobe:"
+)
+
+// Parse reads [usdt:]TARGET:PROVIDER:NAME, uprobe:TARGET:FUNC or
+// uretprobe:TARGET:FUNC. FUNC is what follows the last colon: function
+// names (C, mangled C++, Go, versioned) hold none, a path may.
+func Parse(s string) (Spec, error) {
+	for _, f := range []struct {
+		prefix string
+		kind   traceprog.Kind
+	}{{UprobePrefix, traceprog.KindUprobe}, {UretprobePrefix, traceprog.KindUretprobe}} {
+		rest, ok := strings.CutPrefix(s, f.prefix)
+		if !ok {
+			continue
+		}
+		i := strings.LastIndexByte(rest, ':')
+		if i <= 0 || i == len(rest)-1 {
+			return Spec{}, fmt.Errorf("%q: want %sTARGET:FUNC", s, f.prefix)
+		}
+		return Spec{Kind: f.kind, Target: rest[:i], Func: rest[i+1:]}, nil
+	}
+	target, provider, name, err := usdt.ParseSection(strings.TrimPrefix(s, USDTPrefix))
+	if err != nil {
+		if strings.Count(s, ":") == 1 && !strings.HasPrefix(s, USDTPrefix) {
+			return Spec{}, fmt.Errorf("%q: want [usdt:]TARGET:PROVIDER:NAME, or uprobe:%s for a function", s, s)
+		}
+		return Spec{}, fmt.Errorf("%q: want [usdt:]TARGET:PROVIDER:NAME, uprobe:TARGET:FUNC or uretprobe:TARGET:FUNC", s)
+	}
+	return Spec{Kind: traceprog.KindUSDT, Target: target, Provider: provider, Name: name}, nil
+}
+
+// CheckFuncProbes refuses function probes on a kernel without BPF
+// cookies: the programs find their probe's description in the cookie,
+// and the kernel would refuse to load them.
+func CheckFuncProbes() error {
+	ok, err := features.Have(features.Cookie)
+	if err != nil {
+		return fmt.Errorf("probe %s: %w", features.Cookie, err)
+	}
+	if !ok {
+		return fmt.Errorf("uprobe and uretprobe probes need a %s: %w", features.Cookie, ebpf.ErrNotSupported)
+	}
+	return nil
+}
