@@ -97,7 +97,7 @@ func TestExportConfigErrors(t *testing.T) {
 		{head + "    probe: /bin/x:p:n\n    labels:\n      le: {arg: 1}\n", "c.yaml:6: metrics[0].labels.le: \"le\" is not a label name"},
 		{head + "    probe: /bin/x:p:n\n    labels:\n      a: {arg: 1, string: true}\n      b: {arg: 2, string: true}\n", "c.yaml:7: metrics[0].labels.b: at most one label is a string"},
 		{head + "    probe: /bin/x:p:n\n    labels:\n      a: {argh: 1}\n", "c.yaml:6: metrics[0].labels.a.argh: unknown field"},
-		{head + "    probe: '*:python:function__entry'\n", "c.yaml:4: metrics[0].probe: \"*:python:function__entry\": a TARGET glob"},
+		{head + "    probe: 'uprobe:*:malloc'\n", "c.yaml:4: metrics[0].probe: \"uprobe:*:malloc\": a TARGET \"*\" or glob takes USDT probes"},
 		{"metrics:\n  - name: a\n   type: counter\n", "c.yaml:1: did not find expected '-' indicator"},
 		{"metric: []\n", "c.yaml:1: metric: unknown field (want one of metrics)"},
 		{"", "c.yaml: empty file"},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/probekit/probekit/cmd/probekit/internal/probespec"
 	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+	"github.com/probekit/probekit/follow"
 )
 
 // Config is an exporter configuration file, checked.
@@ -351,8 +352,8 @@ func (p *configParser) probe(n *yaml.Node, field string) (*Probe, string, error)
 	if err != nil {
 		return nil, "", p.errorf(n, field, "%v", err)
 	}
-	if strings.ContainsAny(pr.Target, "*?[") {
-		return nil, "", p.errorf(n, field, "%q: a TARGET glob (every process) is not supported yet: name the binary or library", s)
+	if follow.Selector(pr.Target) && pr.Kind != traceprog.KindUSDT {
+		return nil, "", p.errorf(n, field, "%q: a TARGET \"*\" or glob takes USDT probes; uprobe and uretprobe need a named target", s)
 	}
 	if pr.Kind != traceprog.KindUSDT && strings.ContainsAny(pr.Func, `*?[\`) {
 		return nil, "", p.errorf(n, field, "%q: a metric probes one function: no glob in FUNC", s)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/probekit/probekit/follow"
 	"github.com/probekit/probekit/procmaps"
 )
 
@@ -36,8 +37,11 @@ type Exporter struct {
 
 	mu      sync.RWMutex
 	metrics []*metricState
+	// errMu guards attachErrors; it is taken under mu and in the
+	// notifications of a metric's watch, never the other way round.
+	errMu sync.Mutex
 	// attachErrors counts the failed attaches by metric name, across
-	// reloads.
+	// reloads, those in one process of a "*" or glob target included.
 	attachErrors map[string]uint64
 	reloads      [2]uint64 // successes, failures
 	readErrors   atomic.Uint64
@@ -165,7 +169,7 @@ func (x *Exporter) Apply(cfg *Config) {
 			continue
 		}
 		s.desc = newDesc(s.m)
-		s.prog, s.err = load(s.m)
+		s.prog, s.err = load(s.m, x.watchFailed(s.m))
 		if s.err != nil {
 			x.log.Printf("%s (line %d): %v", s.m.Name, s.m.Line, s.err)
 			failed = append(failed, s.m.Name)
@@ -173,11 +177,24 @@ func (x *Exporter) Apply(cfg *Config) {
 	}
 	x.mu.Lock()
 	x.metrics = next
+	x.errMu.Lock()
 	for _, n := range failed {
 		x.attachErrors[n]++
 	}
+	x.errMu.Unlock()
 	x.reloads[0]++
 	x.mu.Unlock()
+}
+
+// watchFailed is told each failure of m's watch in one process: logged
+// and counted; the other processes are not affected.
+func (x *Exporter) watchFailed(m *Metric) func(follow.Event) {
+	return func(e follow.Event) {
+		x.log.Printf("%s: pid %d: %s: %v", m.Name, e.PID, e.File, e.Err)
+		x.errMu.Lock()
+		x.attachErrors[m.Name]++
+		x.errMu.Unlock()
+	}
 }
 
 // ReloadFailed counts a configuration that could not be applied.
@@ -278,7 +295,7 @@ var (
 	attachErrorsDesc = prometheus.NewDesc("probekit_export_attach_errors_total",
 		"Failed loads or attaches of the metric, across reloads.", []string{"metric"}, nil)
 	lostDesc = prometheus.NewDesc("probekit_export_lost_updates_total",
-		"Hits not counted: a value or label unreadable, the maps full, an end probe without its start on the thread.", []string{"metric", "reason"}, nil)
+		"Hits not counted: a value or label unreadable, the maps full, an end probe without its start on the thread; for a \"*\" or glob target, process events the kernel could not queue (process_event_lost).", []string{"metric", "reason"}, nil)
 	foldedDesc = prometheus.NewDesc("probekit_export_label_folded_total",
 		"Hits counted in the series whose labels are all \"other\", past the metric's max_series.", []string{"metric"}, nil)
 	readErrorsDesc = prometheus.NewDesc("probekit_export_read_errors_total",
@@ -301,7 +318,10 @@ func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 			up = 1
 		}
 		ch <- prometheus.MustNewConstMetric(attachedDesc, prometheus.GaugeValue, up, s.m.Name)
-		ch <- prometheus.MustNewConstMetric(attachErrorsDesc, prometheus.CounterValue, float64(x.attachErrors[s.m.Name]), s.m.Name)
+		x.errMu.Lock()
+		nerr := x.attachErrors[s.m.Name]
+		x.errMu.Unlock()
+		ch <- prometheus.MustNewConstMetric(attachErrorsDesc, prometheus.CounterValue, float64(nerr), s.m.Name)
 		if s.prog == nil {
 			continue
 		}
@@ -325,6 +345,11 @@ func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 		}
 		for i, n := range lost {
 			ch <- prometheus.MustNewConstMetric(lostDesc, prometheus.CounterValue, float64(n), s.m.Name, lostReasons[i])
+		}
+		if w := s.prog.watch; w != nil {
+			// Processes the watch did not see start or load a library:
+			// their files may be attached late or not at all.
+			ch <- prometheus.MustNewConstMetric(lostDesc, prometheus.CounterValue, float64(w.Lost()), s.m.Name, "process_event_lost")
 		}
 		if len(s.m.Labels) > 0 {
 			ch <- prometheus.MustNewConstMetric(foldedDesc, prometheus.CounterValue, float64(folded), s.m.Name)

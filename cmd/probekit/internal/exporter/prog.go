@@ -7,11 +7,13 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/cilium/ebpf"
 
 	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+	"github.com/probekit/probekit/follow"
 	"github.com/probekit/probekit/uprobe"
 	"github.com/probekit/probekit/usdt"
 )
@@ -62,10 +64,21 @@ type seriesValue struct {
 type program struct {
 	coll  *ebpf.Collection
 	links []*attach.Link
+	// watch keeps the probes whose target is "*" or a glob attached to
+	// the files of every process on the host, as they start and exit;
+	// nil when every target is named.
+	watch *follow.Watch
+	// failed is told each failure of the watch in one process.
+	failed func(follow.Event)
+
+	mu sync.Mutex
+	// watched is the sites the watch has attached now, by file.
+	watched map[string]int
 }
 
-// load loads m's program into the kernel.
-func load(m *Metric) (*program, error) {
+// load loads m's program into the kernel; failed is told each failure
+// to attach a "*" or glob target in a process (the others go on).
+func load(m *Metric, failed func(follow.Event)) (*program, error) {
 	spec, err := loadExport()
 	if err != nil {
 		return nil, err
@@ -128,7 +141,7 @@ func load(m *Metric) (*program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the program: %w", err)
 	}
-	p := &program{coll: coll}
+	p := &program{coll: coll, failed: failed, watched: map[string]int{}}
 	if err := p.attach(spec, m); err != nil {
 		p.close()
 		return nil, err
@@ -161,8 +174,17 @@ func (p *program) attach(spec *ebpf.CollectionSpec, m *Metric) error {
 			return err
 		}
 	}
+	var watched []follow.Probe
 	for role, pr := range []*Probe{m.Probe, m.End} {
 		if pr == nil {
+			continue
+		}
+		if follow.Selector(pr.Target) {
+			// The configuration takes only USDT probes there.
+			watched = append(watched, follow.Probe{
+				Target: pr.Target, Provider: pr.Provider, Name: pr.Name,
+				Program: p.coll.Programs[usdtProgram], Cookie: uint64(role),
+			})
 			continue
 		}
 		if pr.Kind == traceprog.KindUSDT {
@@ -179,7 +201,37 @@ func (p *program) attach(spec *ebpf.CollectionSpec, m *Metric) error {
 		}
 		p.links = append(p.links, l)
 	}
+	if len(watched) > 0 {
+		w, err := follow.WatchHost(watched, &follow.Options{Attacher: att, Notify: p.notify})
+		if err != nil {
+			return err
+		}
+		p.watch = w
+	}
 	return nil
+}
+
+// notify keeps watched in line with the watch's attachments and passes
+// the failures on. The watch calls it with its own lock held: it takes
+// only p.mu, and failed only locks that no caller holds while calling
+// into the watch.
+func (p *program) notify(e follow.Event) {
+	switch e.Kind {
+	case follow.Attached:
+		p.mu.Lock()
+		p.watched[e.File] += e.Sites
+		p.mu.Unlock()
+	case follow.Detached:
+		p.mu.Lock()
+		if p.watched[e.File] -= e.Sites; p.watched[e.File] <= 0 {
+			delete(p.watched, e.File)
+		}
+		p.mu.Unlock()
+	case follow.Failed:
+		if p.failed != nil {
+			p.failed(e)
+		}
+	}
 }
 
 // attachFunc attaches prog to the function of pr; readsArgs says the
@@ -211,6 +263,10 @@ func attachFunc(prog *ebpf.Program, pr *Probe, role int, readsArgs bool) (*attac
 // close detaches every probe, then releases the program and maps.
 func (p *program) close() error {
 	var errs []error
+	if p.watch != nil {
+		errs = append(errs, p.watch.Close())
+		p.watch = nil
+	}
 	for _, l := range p.links {
 		errs = append(errs, l.Close())
 	}
@@ -227,6 +283,11 @@ func (p *program) sites() map[string]int {
 			out[s.Path]++
 		}
 	}
+	p.mu.Lock()
+	for f, n := range p.watched {
+		out[f] += n
+	}
+	p.mu.Unlock()
 	return out
 }
 
