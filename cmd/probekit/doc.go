@@ -140,9 +140,13 @@
 // or of the latency from the probe to an end probe on the same thread,
 // and labels read from arguments (at most max_series value combinations;
 // the rest count under "other"). Each metric is its own BPF program that
-// aggregates in per-CPU maps, read at scrape time: no event per hit. The
-// probes are attached by path, in every process that maps the file, those
-// started later included. Configuration errors name the file's line and
+// aggregates in per-CPU maps, read at scrape time: no event per hit. A
+// probe on a named TARGET is attached by path, in every process that maps
+// the file, those started later included; a USDT probe whose TARGET is *
+// or a glob ('*:python:function__entry') follows every process on the host
+// (package follow): new binaries, new copies of a file and containers are
+// attached as they start, and probekit_export_metric_sites lists the
+// files attached now. Configuration errors name the file's line and
 // field and exit 1; a metric that fails to attach is logged and reported
 // by probekit_export_metric_attached and
 // probekit_export_attach_errors_total while the others work. SIGHUP
