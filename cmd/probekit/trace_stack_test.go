@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/probekit/probekit/internal/test/testkit"
 )
@@ -163,11 +164,23 @@ func TestTraceStackNode(t *testing.T) {
 		cmd.Wait()
 		os.Remove(fmt.Sprintf("/tmp/perf-%d.map", cmd.Process.Pid))
 	})
+	// Node writes a function to its perf map when it first runs it; the
+	// trace starts once both are there (a map read before would name
+	// them only on a later refresh, after the few hits asked for).
+	perfMap := fmt.Sprintf("/tmp/perf-%d.map", cmd.Process.Pid)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		data, _ := os.ReadFile(perfMap)
+		if strings.Contains(string(data), "probekitHot") && strings.Contains(string(data), "outer") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s names no probekitHot and outer after 20s", perfMap)
+		}
+	}
 	r := runTraceCmd("--json", "--stack", "-n", "3", "-p", itoa(cmd.Process.Pid), "uprobe:"+node+":"+nodeMemoryUsage)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
 	}
-	perfMap := fmt.Sprintf("/tmp/perf-%d.map", cmd.Process.Pid)
 	for _, h := range decodeStackHits(t, r.out) {
 		fns := h.functions()
 		hot := slices.IndexFunc(fns, func(f string) bool { return strings.Contains(f, "probekitHot") })
