@@ -197,8 +197,8 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// spec17 encodes a spec in libbpf 1.7's little-endian layout
-// (usdt-facts.md §4.2) by hand; usdt's encoder has its own tests.
+// spec17 encodes a spec in libbpf 1.7's little-endian layout (struct
+// __bpf_usdt_spec, 304 bytes) by hand; usdt's encoder has its own tests.
 func spec17(cookie uint64, args ...[5]int64) []byte {
 	b := make([]byte, 304)
 	le := binary.LittleEndian
