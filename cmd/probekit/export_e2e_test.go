@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -126,67 +125,6 @@ scrape_configs:
 	if v, ok, err := promQuery(base, `up{job="probekit"}`); !ok || v != 1 {
 		t.Errorf("up = %v (%v, %v), want 1", v, ok, err)
 	}
-}
-
-// postgresBin is Debian's PostgreSQL 15.
-const postgresBin = "/usr/lib/postgresql/15/bin"
-
-// pgCluster is a throwaway PostgreSQL cluster under a temporary directory,
-// run as the postgres user, reachable only on a private unix socket.
-type pgCluster struct {
-	dir, sock string
-	cred      *syscall.Credential
-}
-
-func startPostgres(t *testing.T) *pgCluster {
-	t.Helper()
-	if _, err := os.Stat(filepath.Join(postgresBin, "postgres")); err != nil {
-		testkit.Unavailable(t, "no PostgreSQL 15 (postgresql-15, make deps): %v", err)
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		testkit.Unavailable(t, "no postgres user: %v", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	// Not t.TempDir: the postgres user must reach it.
-	dir, err := os.MkdirTemp("", "probekit-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c := &pgCluster{dir: dir, sock: filepath.Join(dir, "sock"), cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-	for _, d := range []string{c.sock, filepath.Join(dir, "data")} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(d, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.run(t, "initdb", "-D", filepath.Join(dir, "data"), "-A", "trust", "-U", "postgres", "--no-sync")
-	c.run(t, "pg_ctl", "-D", filepath.Join(dir, "data"), "-w", "-t", "60", "-l", filepath.Join(c.sock, "log"),
-		"-o", "-k "+c.sock+" -c listen_addresses='' -c fsync=off", "start")
-	t.Cleanup(func() {
-		c.run(t, "pg_ctl", "-D", filepath.Join(dir, "data"), "-w", "-m", "immediate", "stop")
-	})
-	return c
-}
-
-// run runs a PostgreSQL program as postgres and returns its output.
-func (c *pgCluster) run(t *testing.T, prog string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(postgresBin, prog), args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
-	cmd.Dir = c.dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %v: %v\n%s", prog, args, err, out)
-	}
-	return string(out)
 }
 
 // TestExportPostgreSQL: queries through psql against a throwaway cluster
