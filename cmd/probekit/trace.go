@@ -21,8 +21,6 @@ import (
 	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/cmd/probekit/internal/probespec"
 	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
-	"github.com/probekit/probekit/follow"
-	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/usdt"
 )
@@ -279,9 +277,6 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	}
 	var which traceprog.Programs
 	for _, p := range req.probes {
-		if err := checkMachine(p.target, proc); err != nil {
-			return err
-		}
 		if p.kind == traceprog.KindUSDT {
 			which |= traceprog.USDTProgram
 		} else {
@@ -515,34 +510,6 @@ func openTraced(pid int) (*procmaps.Process, error) {
 		return nil, fmt.Errorf("pid %d (%s) is a kernel thread: no user space to trace", pid, st.Comm)
 	}
 	return proc, nil
-}
-
-// checkMachine refuses a target built for an architecture this host
-// cannot run (attach.CheckMachine): no process here runs it, so its
-// probes would never fire. With proc, target is opened as that process
-// sees it.
-func checkMachine(target string, proc *procmaps.Process) error {
-	if target == "" || follow.Selector(target) {
-		// Every object proc has mapped (proc runs them), or objects
-		// chosen as they come (trace_follow.go checks each).
-		return nil
-	}
-	var t *procmaps.Target
-	var err error
-	if proc != nil {
-		t, err = proc.OpenTarget(target)
-	} else {
-		t, err = procmaps.OpenTarget(target)
-	}
-	if err != nil {
-		return err
-	}
-	defer t.Close()
-	f, err := safeelf.NewFile(t.File)
-	if err != nil {
-		return fmt.Errorf("%s: %w", target, err)
-	}
-	return attach.CheckMachine(target, f.Machine, f.ByteOrder)
 }
 
 // cookie numbers each attached location; events carry the number.
