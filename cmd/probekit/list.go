@@ -112,6 +112,13 @@ type jsonWriter struct {
 	first bool // no member written yet at this depth
 }
 
+// writeTo ends the document with a newline and writes it to out.
+func (w *jsonWriter) writeTo(out io.Writer) error {
+	w.buf = append(w.buf, '\n')
+	_, err := out.Write(w.buf)
+	return err
+}
+
 func (w *jsonWriter) newline() {
 	w.buf = append(w.buf, '\n')
 	for range w.depth {
@@ -179,9 +186,7 @@ func writeJSON(out io.Writer, f *usdt.File, probes []*usdt.Probe) error {
 		return err
 	}
 	w.close('}')
-	w.buf = append(w.buf, '\n')
-	_, err := out.Write(w.buf)
-	return err
+	return w.writeTo(out)
 }
 
 // writeProbesJSON writes the "probes" member, flushing w to out as it

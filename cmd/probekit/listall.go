@@ -111,28 +111,22 @@ func writeHostJSON(out io.Writer, found []*hostObject) error {
 	w.key("objects")
 	w.open('[')
 	for _, ho := range found {
-		w.elem()
-		w.open('{')
-		w.str("path", ho.obj.Path)
-		w.str("host_path", ho.obj.HostPath)
-		w.uint("dev", ho.obj.Dev)
-		w.uint("inode", ho.obj.Inode)
-		w.key("pids")
-		w.open('[')
-		for _, p := range ho.pids {
-			w.elem()
-			w.buf = strconv.AppendInt(w.buf, int64(p), 10)
-		}
-		w.close(']')
-		w.str("machine", machineName(ho.file.Machine))
-		if err := writeProbesJSON(out, w, ho.probes); err != nil {
+		err := writeObjectJSON(out, w, &ho.processObject, func() {
+			w.uint("dev", ho.obj.Dev)
+			w.uint("inode", ho.obj.Inode)
+			w.key("pids")
+			w.open('[')
+			for _, p := range ho.pids {
+				w.elem()
+				w.buf = strconv.AppendInt(w.buf, int64(p), 10)
+			}
+			w.close(']')
+		})
+		if err != nil {
 			return err
 		}
-		w.close('}')
 	}
 	w.close(']')
 	w.close('}')
-	w.buf = append(w.buf, '\n')
-	_, err := out.Write(w.buf)
-	return err
+	return w.writeTo(out)
 }

@@ -55,9 +55,7 @@ func listFunctions(out io.Writer, pos []string, pid int, asJSON bool) error {
 			return noMatch(bin, glob)
 		}
 		w.close('}')
-		w.buf = append(w.buf, '\n')
-		_, err = out.Write(w.buf)
-		return err
+		return w.writeTo(out)
 	}
 	n, err := writeFunctionsText(out, bin, glob)
 	if err == nil && n == 0 && glob != "" {
@@ -226,9 +224,7 @@ func listProcessFunctions(out io.Writer, pid int, glob string, asJSON bool) erro
 	if asJSON {
 		w.close(']')
 		w.close('}')
-		w.buf = append(w.buf, '\n')
-		_, err := out.Write(w.buf)
-		return err
+		return w.writeTo(out)
 	}
 	return nil
 }

@@ -94,20 +94,30 @@ func writeProcessJSON(out io.Writer, pid int, found []processObject) error {
 	w.int("pid", int64(pid))
 	w.key("objects")
 	w.open('[')
-	for _, po := range found {
-		w.elem()
-		w.open('{')
-		w.str("path", po.obj.Path)
-		w.str("host_path", po.obj.HostPath)
-		w.str("machine", machineName(po.file.Machine))
-		if err := writeProbesJSON(out, w, po.probes); err != nil {
+	for i := range found {
+		if err := writeObjectJSON(out, w, &found[i], nil); err != nil {
 			return err
 		}
-		w.close('}')
 	}
 	w.close(']')
 	w.close('}')
-	w.buf = append(w.buf, '\n')
-	_, err := out.Write(w.buf)
-	return err
+	return w.writeTo(out)
+}
+
+// writeObjectJSON writes one object of list -p or list '*': its path,
+// host_path, what extra adds, machine and probes.
+func writeObjectJSON(out io.Writer, w *jsonWriter, po *processObject, extra func()) error {
+	w.elem()
+	w.open('{')
+	w.str("path", po.obj.Path)
+	w.str("host_path", po.obj.HostPath)
+	if extra != nil {
+		extra()
+	}
+	w.str("machine", machineName(po.file.Machine))
+	if err := writeProbesJSON(out, w, po.probes); err != nil {
+		return err
+	}
+	w.close('}')
+	return nil
 }
