@@ -165,7 +165,7 @@ func Launch(cmd *exec.Cmd, probes []Probe, opts *Options) (*Tree, error) {
 		}
 		pid := cmd.Process.Pid
 		t.root = pid
-		if err := waitStop(pid); err != nil {
+		if err := procmaps.WaitExecStop(pid); err != nil {
 			syscall.Kill(pid, syscall.SIGKILL)
 			return err
 		}
@@ -285,25 +285,6 @@ func children(pid int) []int {
 		}
 	}
 	return out
-}
-
-// waitStop waits for pid's first stop, the SIGTRAP after its execve.
-func waitStop(pid int) error {
-	var ws unix.WaitStatus
-	for {
-		_, err := unix.Wait4(pid, &ws, unix.WALL, nil)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("wait for the stop after exec: %w", err)
-		}
-		break
-	}
-	if !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP {
-		return fmt.Errorf("did not stop after exec (status %#x)", uint32(ws))
-	}
-	return nil
 }
 
 // run is the tracer: one goroutine locked to its thread, since ptrace

@@ -88,6 +88,21 @@ func Launch(cmd *exec.Cmd) (*Launched, error) {
 // stopAtExec waits, on the tracer thread, for the child's stop at its
 // execve, and ties the child's life to the tracer's until it is resumed.
 func stopAtExec(pid int) error {
+	if err := WaitExecStop(pid); err != nil {
+		return err
+	}
+	// Until PTRACE_DETACH clears it, the kernel sends SIGKILL to the
+	// child when the tracer exits, however it exits.
+	if err := unix.PtraceSetOptions(pid, unix.PTRACE_O_EXITKILL); err != nil {
+		return fmt.Errorf("PTRACE_SETOPTIONS(PTRACE_O_EXITKILL): %w", err)
+	}
+	return nil
+}
+
+// WaitExecStop waits for pid, a child started with PTRACE_TRACEME
+// (exec.Cmd's SysProcAttr.Ptrace), to stop with SIGTRAP after its execve,
+// and fails when it ended or stopped otherwise.
+func WaitExecStop(pid int) error {
 	var ws syscall.WaitStatus
 	for {
 		_, err := syscall.Wait4(pid, &ws, syscall.WALL, nil)
@@ -101,11 +116,6 @@ func stopAtExec(pid int) error {
 	}
 	if !ws.Stopped() || ws.StopSignal() != syscall.SIGTRAP {
 		return fmt.Errorf("did not stop after exec (status %#x)", uint32(ws))
-	}
-	// Until PTRACE_DETACH clears it, the kernel sends SIGKILL to the
-	// child when the tracer exits, however it exits.
-	if err := unix.PtraceSetOptions(pid, unix.PTRACE_O_EXITKILL); err != nil {
-		return fmt.Errorf("PTRACE_SETOPTIONS(PTRACE_O_EXITKILL): %w", err)
 	}
 	return nil
 }
