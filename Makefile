@@ -35,7 +35,7 @@ all: build
 build:
 	$(GO) build ./...
 	CGO_ENABLED=0 $(GO) build -o bin/probekit ./cmd/probekit
-	CGO_ENABLED=0 $(GO) build -o bin/probekit-export ./cmd/probekit/export
+	CGO_ENABLED=0 $(GO) build -o bin/probekit-export ./cmd/probekit-export
 
 # Idempotent and quiet: only packages that are missing are installed.
 deps:
@@ -124,7 +124,7 @@ DEMO_SCRIPT := import sys; sys.setprofile(lambda *a: None)\ndef fib(n):\n    ret
 
 demo: deps
 	CGO_ENABLED=0 $(GO) build -o bin/probekit ./cmd/probekit
-	CGO_ENABLED=0 $(GO) build -o bin/probekit-export ./cmd/probekit/export
+	CGO_ENABLED=0 $(GO) build -o bin/probekit-export ./cmd/probekit-export
 	@echo "== USDT probes of $(PYTHON)"
 	./bin/probekit list $(PYTHON)
 	@echo

@@ -153,7 +153,7 @@
 // reloads the file (unchanged metrics keep their counts), SIGTERM
 // detaches. examples/exporter has configurations for PostgreSQL and
 // Python. export runs a second executable, probekit-export
-// (./cmd/probekit/export), found next to probekit or on PATH, so that
+// (./cmd/probekit-export), found next to probekit or on PATH, so that
 // the other subcommands do not load its Prometheus and YAML libraries.
 //
 // cflags writes the BPF-side headers this probekit embeds (usdt.bpf.h,

@@ -12,7 +12,7 @@ import (
 )
 
 // exportBinary is the executable of `probekit export`
-// (./cmd/probekit/export). It is not linked into probekit: the Prometheus
+// (./cmd/probekit-export). It is not linked into probekit: the Prometheus
 // client, protobuf and YAML packages it needs would run their package
 // initialisation at every start of every subcommand.
 const exportBinary = "probekit-export"
@@ -38,7 +38,7 @@ func findExporter() (string, error) {
 	p, err := exec.LookPath(exportBinary)
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("%s not found next to probekit or on PATH: build it with make build", exportBinary)
+			return "", fmt.Errorf("%s not found next to probekit or on PATH: install it with go install github.com/probekit/probekit/cmd/probekit-export@latest (or ./cmd/... in a checkout), or build it with make build", exportBinary)
 		}
 		return "", err
 	}

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probekit/probekit/cmd/probekit/internal/exporter"
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+	"github.com/probekit/probekit/exporter"
 	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/record"
 )
 
 func parseExportConfig(t *testing.T, text string) (*exporter.Config, error) {
@@ -70,10 +70,10 @@ metrics:
 		m[3].Labels[1] != (exporter.Label{Name: "line", Arg: 2}) || m[3].MaxSeries != 50 {
 		t.Errorf("metric 3: labels %+v, max_series %d", m[3].Labels, m[3].MaxSeries)
 	}
-	if m[4].Probe.Kind != traceprog.KindUprobe || m[4].Probe.Func != "malloc" || m[4].Value != 0 {
+	if m[4].Probe.Kind != record.KindUprobe || m[4].Probe.Func != "malloc" || m[4].Value != 0 {
 		t.Errorf("metric 4: %+v value %d", m[4].Probe, m[4].Value)
 	}
-	if m[5].Probe.Kind != traceprog.KindUretprobe || m[5].Value != exporter.RetValue {
+	if m[5].Probe.Kind != record.KindUretprobe || m[5].Value != exporter.RetValue {
 		t.Errorf("metric 5: %+v value %d", m[5].Probe, m[5].Value)
 	}
 }

@@ -9,12 +9,12 @@ import (
 	"testing"
 )
 
-// buildExporter builds probekit-export (./cmd/probekit/export) into a
+// buildExporter builds probekit-export (./cmd/probekit-export) into a
 // directory of the test's and returns the directory.
 func buildExporter(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	out, err := exec.Command("go", "build", "-o", filepath.Join(dir, exportBinary), "./export").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", filepath.Join(dir, exportBinary), "../probekit-export").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build %s: %v\n%s", exportBinary, err, out)
 	}
@@ -65,7 +65,7 @@ func TestExportMissing(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	var out, errOut strings.Builder
 	code := run([]string{"export", "--config", "x.yaml"}, &out, &errOut)
-	const want = "probekit export: probekit-export not found next to probekit or on PATH: build it with make build\n"
+	const want = "probekit export: probekit-export not found next to probekit or on PATH: install it with go install github.com/probekit/probekit/cmd/probekit-export@latest (or ./cmd/... in a checkout), or build it with make build\n"
 	if code != 1 || errOut.String() != want {
 		t.Errorf("exit %d, %q; want exit 1 and %q", code, errOut.String(), want)
 	}
@@ -85,7 +85,7 @@ func TestExportNotLinked(t *testing.T) {
 			"github.com/prometheus/common/",
 			"google.golang.org/protobuf/",
 			"go.yaml.in/yaml/",
-			"github.com/probekit/probekit/cmd/probekit/internal/exporter",
+			"github.com/probekit/probekit/exporter",
 		} {
 			if strings.HasPrefix(pkg+"/", bad) {
 				t.Errorf("probekit links %s", pkg)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/probekit/probekit/cmd/probekit/internal/exporter"
+	"github.com/probekit/probekit/exporter"
 )
 
 // pythonCalls is the script of TestExportFollow: it waits for a line on

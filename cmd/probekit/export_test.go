@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/probekit/probekit/cmd/probekit/internal/exporter"
+	"github.com/probekit/probekit/exporter"
 	"github.com/probekit/probekit/internal/test/testkit"
 )
 

@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/probekit/probekit/attach"
-	"github.com/probekit/probekit/cmd/probekit/internal/probespec"
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/procmaps"
+	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/usdt"
 )
 
@@ -49,7 +49,7 @@ type traceRequest struct {
 	ringSize int
 	// mode is ModeEvents, or ModeCount (--count) or ModeHist (--hist)
 	// of value histVal (0-based; 0 for a return value).
-	mode    traceprog.Mode
+	mode    record.Mode
 	histVal int
 	// interval, when not 0, prints the counts or histograms that often
 	// too (-i).
@@ -65,15 +65,15 @@ type traceRequest struct {
 // probeSpec is one PROBE of the command line.
 type probeSpec struct {
 	// kind is KindUSDT, KindUprobe or KindUretprobe.
-	kind   traceprog.Kind
+	kind   record.Kind
 	target string
 	// provider and name of a USDT probe; fn is a function name or glob.
 	provider, name, fn string
 }
 
-// parseProbe reads a PROBE (probespec.Parse) into the command's form.
+// parseProbe reads a PROBE (probe.Parse) into the command's form.
 func parseProbe(s string) (probeSpec, error) {
-	p, err := probespec.Parse(s)
+	p, err := probe.Parse(s)
 	return probeSpec{kind: p.Kind, target: p.Target, provider: p.Provider, name: p.Name, fn: p.Func}, err
 }
 
@@ -103,11 +103,11 @@ func parseTrace(args []string) (*traceRequest, error) {
 		return nil, err
 	}
 	req.pid = *pid
-	req.ringSize = traceprog.DefaultRingSize
+	req.ringSize = record.DefaultRingSize
 	if *ring != "" {
 		n, err := parseSize(*ring)
 		if err == nil {
-			err = traceprog.CheckRingSize(n, os.Getpagesize())
+			err = record.CheckRingSize(n, os.Getpagesize())
 		}
 		if err != nil {
 			return nil, usagef("--ring-size %q: %v", *ring, err)
@@ -117,13 +117,13 @@ func parseTrace(args []string) (*traceRequest, error) {
 	if *strs != "" {
 		for _, f := range strings.Split(*strs, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 || n > traceprog.MaxArgs {
-				return nil, usagef("--str %q: want argument numbers from 1 to %d", *strs, traceprog.MaxArgs)
+			if err != nil || n < 1 || n > record.MaxArgs {
+				return nil, usagef("--str %q: want argument numbers from 1 to %d", *strs, record.MaxArgs)
 			}
 			req.strMask |= 1 << (n - 1)
 		}
-		if bits.OnesCount32(req.strMask) > traceprog.MaxStrs {
-			return nil, usagef("--str %q: at most %d string arguments", *strs, traceprog.MaxStrs)
+		if bits.OnesCount32(req.strMask) > record.MaxStrs {
+			return nil, usagef("--str %q: at most %d string arguments", *strs, record.MaxStrs)
 		}
 	}
 	histRet := false
@@ -131,17 +131,17 @@ func parseTrace(args []string) (*traceRequest, error) {
 	case *count && *hist != "":
 		return nil, usagef("--count and --hist exclude each other")
 	case *count:
-		req.mode = traceprog.ModeCount
+		req.mode = record.ModeCount
 	case *hist == "ret":
-		req.mode, histRet = traceprog.ModeHist, true
+		req.mode, histRet = record.ModeHist, true
 	case *hist != "":
 		n, err := strconv.Atoi(*hist)
-		if err != nil || n < 1 || n > traceprog.MaxArgs {
-			return nil, usagef("--hist %q: want an argument number from 1 to %d, or ret", *hist, traceprog.MaxArgs)
+		if err != nil || n < 1 || n > record.MaxArgs {
+			return nil, usagef("--hist %q: want an argument number from 1 to %d, or ret", *hist, record.MaxArgs)
 		}
-		req.mode, req.histVal = traceprog.ModeHist, n-1
+		req.mode, req.histVal = record.ModeHist, n-1
 	}
-	if req.mode != traceprog.ModeEvents {
+	if req.mode != record.ModeEvents {
 		switch {
 		case req.count != 0:
 			return nil, usagef("-n counts printed hits: --count and --hist print none")
@@ -176,11 +176,11 @@ func parseTrace(args []string) (*traceRequest, error) {
 			return nil, usagef("probe %v", err)
 		}
 		req.probes = append(req.probes, ps)
-		takesStrs = takesStrs || ps.kind != traceprog.KindUretprobe
+		takesStrs = takesStrs || ps.kind != record.KindUretprobe
 	}
-	if req.mode == traceprog.ModeHist {
+	if req.mode == record.ModeHist {
 		for _, p := range req.probes {
-			if (p.kind == traceprog.KindUretprobe) != histRet {
+			if (p.kind == record.KindUretprobe) != histRet {
 				return nil, usagef("--hist %s: a uretprobe has one value, ret; a USDT probe and a uprobe have arguments (N from 1)", *hist)
 			}
 		}
@@ -216,7 +216,7 @@ type traceSite struct {
 	// printed signed.
 	loc *usdt.Location
 	// kind is the kind of the records this site sends.
-	kind traceprog.Kind
+	kind record.Kind
 	// label names the probe in counts and histograms: provider:name,
 	// uprobe:FUNC or uretprobe:FUNC. Sites of one label add up.
 	label string
@@ -275,20 +275,20 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 			return err
 		}
 	}
-	var which traceprog.Programs
+	var which record.Programs
 	for _, p := range req.probes {
-		if p.kind == traceprog.KindUSDT {
-			which |= traceprog.USDTProgram
+		if p.kind == record.KindUSDT {
+			which |= record.USDTProgram
 		} else {
-			which |= traceprog.FuncProgram
+			which |= record.FuncProgram
 		}
 	}
-	if which&traceprog.FuncProgram != 0 {
-		if err := probespec.CheckFuncProbes(); err != nil {
+	if which&record.FuncProgram != 0 {
+		if err := probe.CheckFuncProbes(); err != nil {
 			return err
 		}
 	}
-	spec, err := traceprog.Spec()
+	spec, err := record.Spec()
 	if err != nil {
 		return err
 	}
@@ -297,32 +297,32 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	if err := usdt.Prepare(spec); err != nil {
 		return err
 	}
-	if err := spec.Variables[traceprog.StrMaskName].Set(req.strMask); err != nil {
+	if err := spec.Variables[record.StrMaskName].Set(req.strMask); err != nil {
 		return err
 	}
 	ringSize := req.ringSize
-	if req.mode != traceprog.ModeEvents {
+	if req.mode != record.ModeEvents {
 		// Nothing is sent per hit.
 		ringSize = os.Getpagesize()
-		if err := traceprog.SetMode(spec, req.mode, req.histVal); err != nil {
+		if err := record.SetMode(spec, req.mode, req.histVal); err != nil {
 			return err
 		}
 	}
-	if err := traceprog.SetRingSize(spec, ringSize, os.Getpagesize()); err != nil {
+	if err := record.SetRingSize(spec, ringSize, os.Getpagesize()); err != nil {
 		return err
 	}
 	if req.stack {
-		if err := spec.Variables[traceprog.StackName].Set(uint32(1)); err != nil {
+		if err := spec.Variables[record.StackName].Set(uint32(1)); err != nil {
 			return err
 		}
 	}
-	objs, err := traceprog.LoadSpec(spec, which)
+	objs, err := record.LoadSpec(spec, which)
 	if err != nil {
 		return err
 	}
 	defer objs.Close()
 	var att *usdt.Attacher
-	if which&traceprog.USDTProgram != 0 {
+	if which&record.USDTProgram != 0 {
 		if att, err = usdt.NewAttacherWithMaps(spec, objs.Specs, objs.IPToSpecID); err != nil {
 			return err
 		}
@@ -364,7 +364,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	defer fa.close()
 	for _, p := range req.probes {
 		var ls []*attach.Link
-		if p.kind == traceprog.KindUSDT {
+		if p.kind == record.KindUSDT {
 			// The target as given: a path, a program on PATH or a
 			// library name, as the process sees it with -p.
 			var l *usdt.Link
@@ -386,12 +386,12 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	}
 	// Attached: the files may go (the kernel holds what it needs).
 	fa.close()
-	if req.mode == traceprog.ModeCount && len(t.sites) > traceprog.MaxCounted {
-		return fmt.Errorf("--count counts at most %d probe sites, these probes have %d", traceprog.MaxCounted, len(t.sites))
+	if req.mode == record.ModeCount && len(t.sites) > record.MaxCounted {
+		return fmt.Errorf("--count counts at most %d probe sites, these probes have %d", record.MaxCounted, len(t.sites))
 	}
 
 	var rd *ringbuf.Reader
-	if req.mode == traceprog.ModeEvents {
+	if req.mode == record.ModeEvents {
 		if rd, err = ringbuf.NewReader(objs.Events); err != nil {
 			return err
 		}
@@ -435,7 +435,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 
 // run prints the hits (rd set) or the counts until stop, the end of the
 // traced process (exited) or -n, then says what the kernel dropped.
-func (t *tracer) run(objs *traceprog.Objects, rd *ringbuf.Reader, stop <-chan os.Signal, exited <-chan error) error {
+func (t *tracer) run(objs *record.Objects, rd *ringbuf.Reader, stop <-chan os.Signal, exited <-chan error) error {
 	var err error
 	if rd != nil {
 		err = t.loop(rd, stop, exited)
@@ -477,7 +477,7 @@ func closeLinks(links []*attach.Link) {
 }
 
 func newTracer(req *traceRequest, stdout io.Writer) *tracer {
-	t := &tracer{req: req, out: output{w: stdout, buf: make([]byte, 0, outputChunk+traceprog.MaxEventSize*8)}, form: &textForm}
+	t := &tracer{req: req, out: output{w: stdout, buf: make([]byte, 0, outputChunk+record.MaxEventSize*8)}, form: &textForm}
 	if req.json {
 		t.form = &jsonForm
 	}
@@ -515,7 +515,7 @@ func openTraced(pid int) (*procmaps.Process, error) {
 // cookie numbers each attached location; events carry the number.
 func (t *tracer) cookie(p *usdt.Probe, i int) uint64 {
 	loc := &p.Locations[i]
-	s := traceSite{loc: loc, kind: traceprog.KindUSDT, label: p.Provider + ":" + p.Name, end: []byte(t.form.argsEnd)}
+	s := traceSite{loc: loc, kind: record.KindUSDT, label: p.Provider + ":" + p.Name, end: []byte(t.form.argsEnd)}
 	if t.req.json {
 		s.head = append(s.head, `{"kind":"usdt","provider":`...)
 		s.head = appendJSON(s.head, p.Provider, false)
@@ -540,8 +540,8 @@ const liveInterval = 100 * time.Millisecond
 const checkEvery = 1024
 
 func (t *tracer) loop(rd *ringbuf.Reader, stop <-chan os.Signal, exited <-chan error) error {
-	rec := ringbuf.Record{RawSample: make([]byte, 0, traceprog.MaxEventSize)}
-	var ev traceprog.Event
+	rec := ringbuf.Record{RawSample: make([]byte, 0, record.MaxEventSize)}
+	var ev record.Event
 	draining := false
 	rd.SetDeadline(time.Now().Add(liveInterval))
 	for {
@@ -594,7 +594,7 @@ func (t *tracer) loop(rd *ringbuf.Reader, stop <-chan os.Signal, exited <-chan e
 
 // handle decodes a record into ev and prints it, a chunk of output at a
 // time.
-func (t *tracer) handle(rec []byte, ev *traceprog.Event) error {
+func (t *tracer) handle(rec []byte, ev *record.Event) error {
 	err := ev.Decode(rec)
 	if err != nil {
 		return err
@@ -610,7 +610,7 @@ func (t *tracer) handle(rec []byte, ev *traceprog.Event) error {
 }
 
 // appendHit appends ev's line to b.
-func (t *tracer) appendHit(b []byte, ev *traceprog.Event) ([]byte, error) {
+func (t *tracer) appendHit(b []byte, ev *record.Event) ([]byte, error) {
 	if t.sitesMu != nil {
 		t.sitesMu.RLock()
 		defer t.sitesMu.RUnlock()
@@ -649,7 +649,7 @@ func (t *tracer) appendHit(b []byte, ev *traceprog.Event) ([]byte, error) {
 // appendArg appends value i: signed or unsigned as its spec says (signed
 // without a spec: a register), a quoted string, or null when the BPF
 // program could not read it.
-func appendArg(b []byte, ev *traceprog.Event, i int, loc *usdt.Location) []byte {
+func appendArg(b []byte, ev *record.Event, i int, loc *usdt.Location) []byte {
 	if ev.Errors&(1<<i) != 0 {
 		return append(b, "null"...)
 	}

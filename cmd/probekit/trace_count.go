@@ -7,13 +7,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+	"github.com/probekit/probekit/record"
 )
 
 // aggregateLoop waits for the end of a --count or --hist trace (a signal,
 // the command's or process's exit), printing what the kernel counted at
 // the end and every req.interval.
-func (t *tracer) aggregateLoop(objs *traceprog.Objects, stop <-chan os.Signal, exited <-chan error) error {
+func (t *tracer) aggregateLoop(objs *record.Objects, stop <-chan os.Signal, exited <-chan error) error {
 	var tick <-chan time.Time
 	if t.req.interval > 0 {
 		tk := time.NewTicker(t.req.interval)
@@ -42,11 +42,11 @@ func (t *tracer) aggregateLoop(objs *traceprog.Objects, stop <-chan os.Signal, e
 type probeTotals struct {
 	label string
 	count uint64
-	hist  traceprog.Histogram
+	hist  record.Histogram
 }
 
 // totals reads the maps and adds the sites up by label.
-func (t *tracer) totals(objs *traceprog.Objects) ([]probeTotals, error) {
+func (t *tracer) totals(objs *record.Objects) ([]probeTotals, error) {
 	var out []probeTotals
 	index := map[string]int{}
 	for _, s := range t.sites {
@@ -55,7 +55,7 @@ func (t *tracer) totals(objs *traceprog.Objects) ([]probeTotals, error) {
 			out = append(out, probeTotals{label: s.label})
 		}
 	}
-	if t.req.mode == traceprog.ModeCount {
+	if t.req.mode == record.ModeCount {
 		counts, err := objs.Counts(len(t.sites))
 		if err != nil {
 			return nil, err
@@ -80,14 +80,14 @@ func (t *tracer) totals(objs *traceprog.Objects) ([]probeTotals, error) {
 
 // printAggregate prints the totals so far (cumulative: -i prints them
 // again, grown).
-func (t *tracer) printAggregate(objs *traceprog.Objects) error {
+func (t *tracer) printAggregate(objs *record.Objects) error {
 	totals, err := t.totals(objs)
 	if err != nil {
 		return err
 	}
 	b := t.out.buf[:0]
 	switch {
-	case t.req.json && t.req.mode == traceprog.ModeCount:
+	case t.req.json && t.req.mode == record.ModeCount:
 		for _, p := range totals {
 			b = append(b, `{"probe":`...)
 			b = appendJSON(b, p.label, false)
@@ -99,7 +99,7 @@ func (t *tracer) printAggregate(objs *traceprog.Objects) error {
 		for _, p := range totals {
 			b = appendHistJSON(b, p.label, &p.hist)
 		}
-	case t.req.mode == traceprog.ModeCount:
+	case t.req.mode == record.ModeCount:
 		b = appendCountTable(b, totals)
 	default:
 		for i, p := range totals {
@@ -132,7 +132,7 @@ func appendCountTable(b []byte, totals []probeTotals) []byte {
 
 // appendHistJSON appends {"probe":P,"buckets":[{"low","high","count"}...]}
 // with the buckets that have hits, lowest first.
-func appendHistJSON(b []byte, label string, h *traceprog.Histogram) []byte {
+func appendHistJSON(b []byte, label string, h *record.Histogram) []byte {
 	b = append(b, `{"probe":`...)
 	b = appendJSON(b, label, false)
 	b = append(b, `,"buckets":[`...)
@@ -145,7 +145,7 @@ func appendHistJSON(b []byte, label string, h *traceprog.Histogram) []byte {
 			b = append(b, ',')
 		}
 		first = false
-		low, high := traceprog.BucketRange(i)
+		low, high := record.BucketRange(i)
 		b = append(b, `{"low":`...)
 		b = strconv.AppendInt(b, low, 10)
 		b = append(b, `,"high":`...)
@@ -166,7 +166,7 @@ const histBarWidth = 52
 //	[4, 8)                12 |@@@@@@@@@@                                          |
 //
 // a bar scaled to the fullest bucket.
-func appendHistText(b []byte, label string, h *traceprog.Histogram) []byte {
+func appendHistText(b []byte, label string, h *record.Histogram) []byte {
 	b = append(append(b, label...), '\n')
 	lo, hi := -1, -1
 	var most uint64
@@ -202,7 +202,7 @@ func bucketLabel(i int) string {
 	case 2:
 		return "[1]"
 	}
-	low, high := traceprog.BucketRange(i)
+	low, high := record.BucketRange(i)
 	return "[" + powerOf2(uint64(low)) + ", " + powerOf2(high) + ")"
 }
 

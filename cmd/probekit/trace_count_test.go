@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/record"
 )
 
 type countLine struct {
@@ -48,12 +48,12 @@ func aggregateJSON[T any](t *testing.T, args ...string) []T {
 }
 
 // histOf returns h's buckets as counts by bucket number.
-func histOf(t *testing.T, h histLine) traceprog.Histogram {
+func histOf(t *testing.T, h histLine) record.Histogram {
 	t.Helper()
-	var out traceprog.Histogram
+	var out record.Histogram
 	for _, b := range h.Buckets {
-		i := traceprog.Bucket(b.Low)
-		if low, high := traceprog.BucketRange(i); low != b.Low || high != b.High || b.Count == 0 {
+		i := record.Bucket(b.Low)
+		if low, high := record.BucketRange(i); low != b.Low || high != b.High || b.Count == 0 {
 			t.Fatalf("%s: bucket %+v", h.Probe, b)
 		}
 		out[i] = b.Count
@@ -81,16 +81,16 @@ func TestTraceHistUSDT(t *testing.T) {
 	fx := testkit.Fixture("usdt_sample")
 	const n = 3000
 	got := aggregateJSON[histLine](t, "--hist", "1", fx+":sample:loop", "--", fx, "--loop", "loop", itoa(n))
-	var want traceprog.Histogram
+	var want record.Histogram
 	for r := range int64(n) {
-		want[traceprog.Bucket(r)]++
+		want[record.Bucket(r)]++
 	}
 	if len(got) != 1 || got[0].Probe != "sample:loop" || histOf(t, got[0]) != want {
 		t.Errorf("histogram %+v, want %v", got, want)
 	}
 	// The third argument is -r: zero once, then negative.
 	got = aggregateJSON[histLine](t, "--hist", "3", fx+":sample:loop", "--", fx, "--loop", "loop", itoa(n))
-	want = traceprog.Histogram{0: n - 1, 1: 1}
+	want = record.Histogram{0: n - 1, 1: 1}
 	if len(got) != 1 || histOf(t, got[0]) != want {
 		t.Errorf("histogram of -r %+v, want %v", got, want)
 	}
@@ -117,21 +117,21 @@ func TestTraceCountFunc(t *testing.T) {
 	}
 
 	hists := aggregateJSON[histLine](t, "--hist", "1", "uprobe:"+fx+":sum6", "--", fx, itoa(n))
-	var wantHist traceprog.Histogram
+	var wantHist record.Histogram
 	for r := range int64(n) {
-		wantHist[traceprog.Bucket(r)]++
+		wantHist[record.Bucket(r)]++
 	}
 	if len(hists) != 1 || hists[0].Probe != "uprobe:sum6" || histOf(t, hists[0]) != wantHist {
 		t.Errorf("histogram of sum6's round %+v, want %v", hists, wantHist)
 	}
 
 	hists = aggregateJSON[histLine](t, "--hist", "ret", "uretprobe:"+fx+":sum6", "--", fx, itoa(n))
-	if len(hists) != 1 || histOf(t, hists[0]) != (traceprog.Histogram{0: n}) {
+	if len(hists) != 1 || histOf(t, hists[0]) != (record.Histogram{0: n}) {
 		t.Errorf("histogram of sum6's negative results %+v", hists)
 	}
 
 	hists = aggregateJSON[histLine](t, "--hist", "1", "uprobe:libc.so.6:malloc", "--", fx, itoa(n))
-	if len(hists) != 1 || histOf(t, hists[0])[traceprog.Bucket(4096)] != n {
+	if len(hists) != 1 || histOf(t, hists[0])[record.Bucket(4096)] != n {
 		t.Errorf("histogram of malloc sizes %+v, want %d in [4096, 8192)", hists, n)
 	}
 }
@@ -144,10 +144,10 @@ func TestAggregateText(t *testing.T) {
 	if string(b) != want {
 		t.Errorf("count table:\n%s\nwant:\n%s", b, want)
 	}
-	var h traceprog.Histogram
-	h[traceprog.Bucket(-5)] = 1
-	h[traceprog.Bucket(5)] = 2
-	h[traceprog.Bucket(4096)] = 4
+	var h record.Histogram
+	h[record.Bucket(-5)] = 1
+	h[record.Bucket(5)] = 2
+	h[record.Bucket(4096)] = 4
 	b = appendHistText(nil, "uprobe:malloc", &h)
 	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 	bar := func(n int) string { return "|" + strings.Repeat("@", n) + strings.Repeat(" ", histBarWidth-n) + "|" }
@@ -163,18 +163,18 @@ func TestAggregateText(t *testing.T) {
 		lines[15] != "[4K, 8K)                4 "+bar(52) || lines[14] != "[2K, 4K)                0 "+bar(0) {
 		t.Errorf("histogram:\n%s", b)
 	}
-	if got := bucketLabel(traceprog.NumBuckets - 1); got != "[4E, 8E)" {
+	if got := bucketLabel(record.NumBuckets - 1); got != "[4E, 8E)" {
 		t.Errorf("last bucket %q", got)
 	}
 }
 
 func TestParseTraceAggregate(t *testing.T) {
 	req, err := parseTrace([]string{"--hist", "ret", "-i", "2", "uretprobe:libc.so.6:malloc"})
-	if err != nil || req.mode != traceprog.ModeHist || req.histVal != 0 || req.interval != 2*time.Second {
+	if err != nil || req.mode != record.ModeHist || req.histVal != 0 || req.interval != 2*time.Second {
 		t.Errorf("--hist ret: %+v, %v", req, err)
 	}
 	req, err = parseTrace([]string{"--hist", "3", "x:p:n"})
-	if err != nil || req.mode != traceprog.ModeHist || req.histVal != 2 {
+	if err != nil || req.mode != record.ModeHist || req.histVal != 2 {
 		t.Errorf("--hist 3: %+v, %v", req, err)
 	}
 	for _, args := range [][]string{

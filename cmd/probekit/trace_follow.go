@@ -13,9 +13,9 @@ import (
 
 	"github.com/cilium/ebpf/ringbuf"
 
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 	"github.com/probekit/probekit/follow"
 	"github.com/probekit/probekit/procmaps"
+	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/uprobe"
 	"github.com/probekit/probekit/usdt"
 )
@@ -23,13 +23,13 @@ import (
 // follow is trace -f: the probes are kept attached in every process of
 // the tree of -p PID or of the launched command (package follow), and
 // each attach and release is printed among the hits.
-func (t *tracer) follow(objs *traceprog.Objects, att *usdt.Attacher, proc *procmaps.Process) (err error) {
+func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps.Process) (err error) {
 	// With --stack, a followed process's tables are read at its first
 	// hit (one that exits before its hits are read has its frames by
 	// address only).
 	selectors := followSelectors(t.req)
 	switch {
-	case selectors && t.req.mode != traceprog.ModeEvents:
+	case selectors && t.req.mode != record.ModeEvents:
 		return usagef("--count and --hist take named targets, not \"*\" or a glob")
 	case selectors && len(t.req.cmd) > 0 && !t.req.follow:
 		return usagef("a target \"*\" or a glob with -- CMD needs -f")
@@ -43,7 +43,7 @@ func (t *tracer) follow(objs *traceprog.Objects, att *usdt.Attacher, proc *procm
 		dyn = &dynamicSites{t: t, idx: map[string]uint64{}}
 	}
 	for _, p := range t.req.probes {
-		if p.kind != traceprog.KindUSDT {
+		if p.kind != record.KindUSDT {
 			if dyn != nil {
 				return usagef("targets \"*\" and globs take USDT probes; uprobe and uretprobe need a named target")
 			}
@@ -68,17 +68,17 @@ func (t *tracer) follow(objs *traceprog.Objects, att *usdt.Attacher, proc *procm
 		}
 		probes = append(probes, fp)
 	}
-	if t.req.mode == traceprog.ModeCount && len(t.sites) > traceprog.MaxCounted {
-		return fmt.Errorf("--count counts at most %d probe sites, these probes have %d", traceprog.MaxCounted, len(t.sites))
+	if t.req.mode == record.ModeCount && len(t.sites) > record.MaxCounted {
+		return fmt.Errorf("--count counts at most %d probe sites, these probes have %d", record.MaxCounted, len(t.sites))
 	}
 	// Notifications come from the tree's goroutine, hits from the loop:
 	// both write through one lock.
-	w := &lockedWriter{w: t.out.w, holdDetach: t.req.mode == traceprog.ModeEvents}
+	w := &lockedWriter{w: t.out.w, holdDetach: t.req.mode == record.ModeEvents}
 	t.out.w = w
 	opts := &follow.Options{Attacher: att, Notify: func(e follow.Event) { t.printFollow(w, e) }}
 
 	var rd *ringbuf.Reader
-	if t.req.mode == traceprog.ModeEvents {
+	if t.req.mode == record.ModeEvents {
 		if rd, err = ringbuf.NewReader(objs.Events); err != nil {
 			return err
 		}
@@ -180,7 +180,7 @@ func (d *dynamicSites) cookie(p *usdt.Probe, i int) uint64 {
 
 // followFuncSites makes the sites of the functions p names in its target
 // as the tracer sees it, and the probe that gives each its cookie.
-func (t *tracer) followFuncSites(p probeSpec, objs *traceprog.Objects) (follow.Probe, error) {
+func (t *tracer) followFuncSites(p probeSpec, objs *record.Objects) (follow.Probe, error) {
 	b, err := uprobe.Open(p.target)
 	if err != nil {
 		return follow.Probe{}, err
@@ -196,14 +196,14 @@ func (t *tracer) followFuncSites(p probeSpec, objs *traceprog.Objects) (follow.P
 	byAddr := make(map[uint64]uint64, len(fns))
 	var first uint64
 	for i, fn := range fns {
-		regs, strMask := traceprog.RegsC, t.req.strMask
+		regs, strMask := record.RegsC, t.req.strMask
 		switch {
-		case p.kind == traceprog.KindUretprobe:
-			regs, strMask = traceprog.RegsRet, 0
+		case p.kind == record.KindUretprobe:
+			regs, strMask = record.RegsRet, 0
 		case b.IsGo() && isGoName(fn.Name):
-			regs = traceprog.RegsGo
+			regs = record.RegsGo
 		}
-		cookie, err := traceprog.FuncCookie(uint32(len(t.sites)), regs, p.kind, strMask)
+		cookie, err := record.FuncCookie(uint32(len(t.sites)), regs, p.kind, strMask)
 		if err != nil {
 			return follow.Probe{}, err
 		}
@@ -214,7 +214,7 @@ func (t *tracer) followFuncSites(p probeSpec, objs *traceprog.Objects) (follow.P
 		}
 	}
 	return follow.Probe{
-		Target: p.target, Function: p.fn, Return: p.kind == traceprog.KindUretprobe, Program: objs.FuncProgram,
+		Target: p.target, Function: p.fn, Return: p.kind == record.KindUretprobe, Program: objs.FuncProgram,
 		FunctionCookie: func(fn uprobe.Function) uint64 {
 			if c, ok := byAddr[fn.Address]; ok {
 				return c

@@ -13,7 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/probekit/probekit/attach"
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/uprobe"
 )
 
@@ -122,22 +122,22 @@ func skippable(err error) bool {
 
 // attachOne attaches trace_func to fn's entry, or to its returns.
 func (fa *funcAttacher) attachOne(b *uprobe.Binary, p probeSpec, fn uprobe.Function) (*attach.Link, error) {
-	regs, strMask := traceprog.RegsC, fa.t.req.strMask
+	regs, strMask := record.RegsC, fa.t.req.strMask
 	switch {
-	case p.kind == traceprog.KindUretprobe:
-		regs, strMask = traceprog.RegsRet, 0
+	case p.kind == record.KindUretprobe:
+		regs, strMask = record.RegsRet, 0
 	case b.IsGo() && isGoName(fn.Name):
-		regs = traceprog.RegsGo
+		regs = record.RegsGo
 	}
 	index := len(fa.t.sites)
-	cookie, err := traceprog.FuncCookie(uint32(index), regs, p.kind, strMask)
+	cookie, err := record.FuncCookie(uint32(index), regs, p.kind, strMask)
 	if err != nil {
 		return nil, err
 	}
 	name := funcName(fn)
 	opts := &uprobe.Options{PID: fa.pid, Cookie: cookie}
 	var l *attach.Link
-	if p.kind == traceprog.KindUretprobe {
+	if p.kind == record.KindUretprobe {
 		// A uretprobe on native code; on Go, where a uretprobe crashes
 		// the program, a probe on each return instruction.
 		l, err = b.Return(fn.String(), fa.prog, opts)
@@ -229,10 +229,10 @@ func funcName(fn uprobe.Function) string {
 
 // funcSite adds the site of a function probe; its index is the probe's
 // cookie index.
-func (t *tracer) funcSite(kind traceprog.Kind, name string, addr uint64) {
+func (t *tracer) funcSite(kind record.Kind, name string, addr uint64) {
 	s := traceSite{kind: kind}
 	label, end := "uprobe", t.form.argsEnd
-	if kind == traceprog.KindUretprobe {
+	if kind == record.KindUretprobe {
 		label, end = "uretprobe", t.form.retEnd
 	}
 	s.end = []byte(end)
@@ -245,14 +245,14 @@ func (t *tracer) funcSite(kind traceprog.Kind, name string, addr uint64) {
 		s.head = append(s.head, `,"pid":`...)
 		s.mid = append(s.mid, `,"address":`...)
 		s.mid = strconv.AppendUint(s.mid, addr, 10)
-		if kind == traceprog.KindUretprobe {
+		if kind == record.KindUretprobe {
 			s.mid = append(s.mid, `,"ret":`...)
 		} else {
 			s.mid = append(s.mid, `,"args":[`...)
 		}
 	} else {
 		s.mid = fmt.Appendf(nil, " %s:%s @%#x ", label, name, addr)
-		if kind == traceprog.KindUretprobe {
+		if kind == record.KindUretprobe {
 			s.mid = append(s.mid, "= "...)
 		} else {
 			s.mid = append(s.mid, '[')

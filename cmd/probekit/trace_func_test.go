@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/uprobe"
 )
 
@@ -367,14 +367,14 @@ func TestParseProbe(t *testing.T) {
 		in   string
 		want probeSpec
 	}{
-		{"uprobe:libc.so.6:malloc", probeSpec{kind: traceprog.KindUprobe, target: "libc.so.6", fn: "malloc"}},
-		{"uretprobe:/a:b/prog:main.(*Server).Handle", probeSpec{kind: traceprog.KindUretprobe, target: "/a:b/prog", fn: "main.(*Server).Handle"}},
-		{"uprobe:node:uv_fs_*", probeSpec{kind: traceprog.KindUprobe, target: "node", fn: "uv_fs_*"}},
-		{"uprobe:libc.so.6:malloc@@GLIBC_2.2.5", probeSpec{kind: traceprog.KindUprobe, target: "libc.so.6", fn: "malloc@@GLIBC_2.2.5"}},
-		{"usdt:python3.11:python:function__entry", probeSpec{kind: traceprog.KindUSDT, target: "python3.11", provider: "python", name: "function__entry"}},
-		{"python3.11:python:function__*", probeSpec{kind: traceprog.KindUSDT, target: "python3.11", provider: "python", name: "function__*"}},
+		{"uprobe:libc.so.6:malloc", probeSpec{kind: record.KindUprobe, target: "libc.so.6", fn: "malloc"}},
+		{"uretprobe:/a:b/prog:main.(*Server).Handle", probeSpec{kind: record.KindUretprobe, target: "/a:b/prog", fn: "main.(*Server).Handle"}},
+		{"uprobe:node:uv_fs_*", probeSpec{kind: record.KindUprobe, target: "node", fn: "uv_fs_*"}},
+		{"uprobe:libc.so.6:malloc@@GLIBC_2.2.5", probeSpec{kind: record.KindUprobe, target: "libc.so.6", fn: "malloc@@GLIBC_2.2.5"}},
+		{"usdt:python3.11:python:function__entry", probeSpec{kind: record.KindUSDT, target: "python3.11", provider: "python", name: "function__entry"}},
+		{"python3.11:python:function__*", probeSpec{kind: record.KindUSDT, target: "python3.11", provider: "python", name: "function__*"}},
 		// A file named uprobe: its USDT probes need the usdt: prefix.
-		{"usdt:uprobe:p:n", probeSpec{kind: traceprog.KindUSDT, target: "uprobe", provider: "p", name: "n"}},
+		{"usdt:uprobe:p:n", probeSpec{kind: record.KindUSDT, target: "uprobe", provider: "p", name: "n"}},
 	} {
 		got, err := parseProbe(c.in)
 		if err != nil || got != c.want {

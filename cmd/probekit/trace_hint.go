@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/probekit/probekit/attach"
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+	"github.com/probekit/probekit/record"
 )
 
 // runtimeGuide is the page that says what each runtime's probes need.
@@ -69,12 +69,12 @@ func gateOf(path, probe string) *runtimeGate {
 // the guide. It says nothing when the trace could not tell: hits counted
 // in the kernel (--count, --hist) or a trace cut short by -n.
 func (t *tracer) hintSilent(w io.Writer, links []*attach.Link) {
-	if t.req.mode != traceprog.ModeEvents || t.req.count > 0 && t.hits >= t.req.count {
+	if t.req.mode != record.ModeEvents || t.req.count > 0 && t.hits >= t.req.count {
 		return
 	}
 	hits := map[string]int{}
 	for _, s := range t.sites {
-		if s.kind == traceprog.KindUSDT {
+		if s.kind == record.KindUSDT {
 			hits[s.label] += s.hits
 		}
 	}

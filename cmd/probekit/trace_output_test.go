@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/usdt"
 )
 
@@ -34,18 +34,18 @@ func outputCase(tb testing.TB, asJSON bool, w io.Writer) (*tracer, [][]byte) {
 		}
 		t.cookie(p, 0)
 	}
-	t.funcSite(traceprog.KindUprobe, "count_char", 0x1250)
-	t.funcSite(traceprog.KindUretprobe, "sum6", 0x1230)
-	sizes := [traceprog.MaxArgs]int64{-5, 250, -1234, 60000, -123456, 4000000000, -1234567890123, -616}
+	t.funcSite(record.KindUprobe, "count_char", 0x1250)
+	t.funcSite(record.KindUretprobe, "sum6", 0x1230)
+	sizes := [record.MaxArgs]int64{-5, 250, -1234, 60000, -123456, 4000000000, -1234567890123, -616}
 	var recs [][]byte
-	for _, e := range []traceprog.Event{
-		{Cookie: 0, PID: 4242, TID: 4243, ArgCnt: 4, NArgs: 4, Args: [traceprog.MaxArgs]int64{999999, 1000000, -999999, 999999}},
+	for _, e := range []record.Event{
+		{Cookie: 0, PID: 4242, TID: 4243, ArgCnt: 4, NArgs: 4, Args: [record.MaxArgs]int64{999999, 1000000, -999999, 999999}},
 		{Cookie: 1, PID: 4242, TID: 4242, ArgCnt: 8, NArgs: 8, Args: sizes, Errors: 1 << 2},
 		{Cookie: 2, PID: 1, TID: 1, ArgCnt: 8, NArgs: 8, Args: sizes, StrArgs: 0b11,
-			Strs: [traceprog.MaxStrs][]byte{[]byte("<string>"), []byte("quote\" tab\t \xff")}},
-		{Kind: traceprog.KindUprobe, Cookie: 3, PID: 7, TID: 8, ArgCnt: 6, NArgs: 6, Args: [traceprog.MaxArgs]int64{0, -2, 3, -4, 5, 1 << 62},
-			StrArgs: 1, Strs: [traceprog.MaxStrs][]byte{[]byte("probekit-func-args")}},
-		{Kind: traceprog.KindUretprobe, Cookie: 4, PID: 7, TID: 8, ArgCnt: 1, NArgs: 1, Args: [traceprog.MaxArgs]int64{-1000039702}},
+			Strs: [record.MaxStrs][]byte{[]byte("<string>"), []byte("quote\" tab\t \xff")}},
+		{Kind: record.KindUprobe, Cookie: 3, PID: 7, TID: 8, ArgCnt: 6, NArgs: 6, Args: [record.MaxArgs]int64{0, -2, 3, -4, 5, 1 << 62},
+			StrArgs: 1, Strs: [record.MaxStrs][]byte{[]byte("probekit-func-args")}},
+		{Kind: record.KindUretprobe, Cookie: 4, PID: 7, TID: 8, ArgCnt: 1, NArgs: 1, Args: [record.MaxArgs]int64{-1000039702}},
 	} {
 		rec, err := e.AppendBinary(nil)
 		if err != nil {
@@ -62,7 +62,7 @@ func outputCase(tb testing.TB, asJSON bool, w io.Writer) (*tracer, [][]byte) {
 func TestTraceOutputLines(t *testing.T) {
 	var out bytes.Buffer
 	tr, recs := outputCase(t, false, &out)
-	var ev traceprog.Event
+	var ev record.Event
 	for _, r := range recs {
 		if err := tr.handle(r, &ev); err != nil {
 			t.Fatal(err)
@@ -121,7 +121,7 @@ func TestTraceOutputLines(t *testing.T) {
 func TestTraceOutputNoAlloc(t *testing.T) {
 	for _, asJSON := range []bool{false, true} {
 		tr, recs := outputCase(t, asJSON, io.Discard)
-		var ev traceprog.Event
+		var ev record.Event
 		i := 0
 		n := testing.AllocsPerRun(10000, func() {
 			if err := tr.handle(recs[i%len(recs)], &ev); err != nil {
@@ -155,7 +155,7 @@ func BenchmarkTraceOutput(b *testing.B) {
 			for _, i := range c.recs {
 				recs = append(recs, all[i])
 			}
-			var ev traceprog.Event
+			var ev record.Event
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
@@ -173,12 +173,12 @@ func BenchmarkTraceOutput(b *testing.B) {
 // error, not a line.
 func TestTraceOutputKindMismatch(t *testing.T) {
 	tr, _ := outputCase(t, false, io.Discard)
-	e := traceprog.Event{Kind: traceprog.KindUretprobe, Cookie: 3, NArgs: 1}
+	e := record.Event{Kind: record.KindUretprobe, Cookie: 3, NArgs: 1}
 	rec, err := e.AppendBinary(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ev traceprog.Event
+	var ev record.Event
 	if err := tr.handle(rec, &ev); err == nil || !strings.Contains(err.Error(), "kind") {
 		t.Errorf("uretprobe record for an uprobe site: %v", err)
 	}

@@ -3,8 +3,8 @@ package main
 import (
 	"strconv"
 
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 	"github.com/probekit/probekit/procmaps"
+	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/symbolize"
 )
 
@@ -27,7 +27,7 @@ func newStackNamer() *stackNamer {
 	return &stackNamer{
 		sym:    symbolize.New(nil),
 		procs:  map[uint32]*symbolize.Process{},
-		frames: make([]symbolize.Frame, traceprog.MaxFrames),
+		frames: make([]symbolize.Frame, record.MaxFrames),
 	}
 }
 
@@ -49,7 +49,7 @@ func (n *stackNamer) watch(p *procmaps.Process) {
 // the offset of it. Names come from the tables read while the process
 // ran (SymbolizeRecorded), so a process that exited since its hit is still
 // named; one never seen alive gives frames with their address only.
-func (n *stackNamer) symbolize(ev *traceprog.Event) []symbolize.Frame {
+func (n *stackNamer) symbolize(ev *record.Event) []symbolize.Frame {
 	st := ev.Stack()
 	n.addrs = append(n.addrs[:0], st.LookupAddresses()...)
 	frames := n.frames[:len(st)]

@@ -20,9 +20,9 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 	"github.com/probekit/probekit/internal/test/bpftest"
 	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/usdt"
 )
 
@@ -753,7 +753,7 @@ func TestTraceRingSizeFlag(t *testing.T) {
 		req, err := parseTrace([]string{"--ring-size", c.arg, "f:p:n"})
 		switch {
 		case c.want == 0 && c.arg == "":
-			if err != nil || req.ringSize != traceprog.DefaultRingSize {
+			if err != nil || req.ringSize != record.DefaultRingSize {
 				t.Errorf("no --ring-size: %v, %+v", err, req)
 			}
 		case c.want == 0:

@@ -12,9 +12,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/probekit/probekit/cmd/probekit/internal/probespec"
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 	"github.com/probekit/probekit/follow"
+	"github.com/probekit/probekit/probe"
+	"github.com/probekit/probekit/record"
 )
 
 // Config is an exporter configuration file, checked.
@@ -75,11 +75,11 @@ const (
 )
 
 // Probe is one PROBE, as `probekit trace` reads it.
-type Probe = probespec.Spec
+type Probe = probe.Spec
 
-// ParseProbe is the ProbeParser of `probekit export`: probespec.Parse.
+// ParseProbe is the ProbeParser of `probekit export`: probe.Parse.
 func ParseProbe(s string) (*Probe, error) {
-	p, err := probespec.Parse(s)
+	p, err := probe.Parse(s)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ const (
 	// maxArgs is the most arguments a USDT probe has; a function probe
 	// reads its first maxFuncArgs argument registers (the C calling
 	// convention's on x86-64).
-	maxArgs     = traceprog.MaxArgs
+	maxArgs     = record.MaxArgs
 	maxFuncArgs = 6
 )
 
@@ -352,21 +352,21 @@ func (p *configParser) probe(n *yaml.Node, field string) (*Probe, string, error)
 	if err != nil {
 		return nil, "", p.errorf(n, field, "%v", err)
 	}
-	if follow.Selector(pr.Target) && pr.Kind != traceprog.KindUSDT {
+	if follow.Selector(pr.Target) && pr.Kind != record.KindUSDT {
 		return nil, "", p.errorf(n, field, "%q: a TARGET \"*\" or glob takes USDT probes; uprobe and uretprobe need a named target", s)
 	}
-	if pr.Kind != traceprog.KindUSDT && strings.ContainsAny(pr.Func, `*?[\`) {
+	if pr.Kind != record.KindUSDT && strings.ContainsAny(pr.Func, `*?[\`) {
 		return nil, "", p.errorf(n, field, "%q: a metric probes one function: no glob in FUNC", s)
 	}
 	return pr, s, nil
 }
 
 // argLimit is how many arguments the probe of kind k gives a metric.
-func argLimit(k traceprog.Kind) int {
+func argLimit(k record.Kind) int {
 	switch k {
-	case traceprog.KindUSDT:
+	case record.KindUSDT:
 		return maxArgs
-	case traceprog.KindUprobe:
+	case record.KindUprobe:
 		return maxFuncArgs
 	}
 	return 0
@@ -379,7 +379,7 @@ func (p *configParser) argument(n *yaml.Node, field string, pr *Probe) (int, err
 		return 0, err
 	}
 	limit := argLimit(pr.Kind)
-	if pr.Kind == traceprog.KindUretprobe {
+	if pr.Kind == record.KindUretprobe {
 		return 0, p.errorf(n, field, "%q: a uretprobe has only its return value (ret)", s)
 	}
 	a, err := strconv.Atoi(s)
@@ -401,13 +401,13 @@ func (p *configParser) value(m *Metric, n, mn *yaml.Node, field string) error {
 		return p.errorf(n, field, "a latency histogram (end:) measures time: no value")
 	}
 	if n.Value == "ret" && n.Kind == yaml.ScalarNode {
-		if m.Probe.Kind != traceprog.KindUretprobe {
+		if m.Probe.Kind != record.KindUretprobe {
 			return p.errorf(n, field, "ret: only a uretprobe has a return value")
 		}
 		m.Value = RetValue
 		return nil
 	}
-	if m.Probe.Kind == traceprog.KindUretprobe {
+	if m.Probe.Kind == record.KindUretprobe {
 		return p.errorf(n, field, "%q: a uretprobe has only its return value (ret)", n.Value)
 	}
 	a, err := p.argument(n, field, m.Probe)

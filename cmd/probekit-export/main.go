@@ -5,7 +5,7 @@
 // initialise at every start, the Prometheus client, protobuf and YAML
 // packages. Build it next to probekit:
 //
-//	go build -o bin/probekit-export ./cmd/probekit/export
+//	go build -o bin/probekit-export ./cmd/probekit-export
 package main
 
 import (
@@ -18,9 +18,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/probekit/probekit/cmd/probekit/internal/exporter"
-	"github.com/probekit/probekit/cmd/probekit/internal/probespec"
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+	"github.com/probekit/probekit/exporter"
+	"github.com/probekit/probekit/probe"
+	"github.com/probekit/probekit/record"
 )
 
 const usage = "probekit export --config FILE [--listen ADDR]"
@@ -73,9 +73,9 @@ func run(args []string) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("exporting needs root (loading BPF programs and attaching uprobes): %w", os.ErrPermission)
 	}
-	if err := probespec.CheckFuncProbes(); err != nil {
+	if err := probe.CheckFuncProbes(); err != nil {
 		for _, m := range cfg.Metrics {
-			if m.Probe.Kind != traceprog.KindUSDT || m.End != nil && m.End.Kind != traceprog.KindUSDT {
+			if m.Probe.Kind != record.KindUSDT || m.End != nil && m.End.Kind != record.KindUSDT {
 				return err
 			}
 		}

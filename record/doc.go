@@ -1,4 +1,4 @@
-// Package traceprog holds the generic BPF programs behind `probekit
+// Package record holds the generic BPF programs behind `probekit
 // trace`, which report every hit as a record: the probe's index, the
 // process and thread, a kind, values (with a bit per value that could not
 // be read), some of them also read as strings.
@@ -30,10 +30,10 @@
 //
 // Typical use with the usdt attacher and package uprobe:
 //
-//	spec, _ := traceprog.Spec()
+//	spec, _ := record.Spec()
 //	_ = usdt.Prepare(spec) // = uprobe.Prepare: attach type for this kernel, cookie flag
-//	_ = traceprog.SetRingSize(spec, traceprog.DefaultRingSize, os.Getpagesize())
-//	objs, _ := traceprog.LoadSpec(spec, traceprog.USDTProgram|traceprog.FuncProgram)
+//	_ = record.SetRingSize(spec, record.DefaultRingSize, os.Getpagesize())
+//	objs, _ := record.LoadSpec(spec, record.USDTProgram|record.FuncProgram)
 //	defer objs.Close()
 //	// attach objs.Program with an Attacher built on objs.Specs and
 //	// objs.IPToSpecID; attach objs.FuncProgram with uprobe's Entry or
@@ -43,4 +43,4 @@
 //	// the ring is unread) and Event.Decode.
 //
 // The object is built for x86-64 and arm64 (gen.go).
-package traceprog
+package record

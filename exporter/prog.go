@@ -12,8 +12,8 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/probekit/probekit/attach"
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 	"github.com/probekit/probekit/follow"
+	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/uprobe"
 	"github.com/probekit/probekit/usdt"
 )
@@ -123,7 +123,7 @@ func load(m *Metric, failed func(follow.Event)) (*program, error) {
 		if p == nil {
 			continue
 		}
-		if p.Kind == traceprog.KindUSDT {
+		if p.Kind == record.KindUSDT {
 			usesUSDT = true
 		} else {
 			usesFunc = true
@@ -187,7 +187,7 @@ func (p *program) attach(spec *ebpf.CollectionSpec, m *Metric) error {
 			})
 			continue
 		}
-		if pr.Kind == traceprog.KindUSDT {
+		if pr.Kind == record.KindUSDT {
 			l, err := att.Attach(p.coll.Programs[usdtProgram], pr.Target, pr.Provider, pr.Name, &usdt.Options{Cookie: uint64(role)})
 			if err != nil {
 				return err
@@ -243,7 +243,7 @@ func attachFunc(prog *ebpf.Program, pr *Probe, role int, readsArgs bool) (*attac
 	}
 	// Attached, the kernel holds what it needs of the file.
 	defer b.Close()
-	if pr.Kind == traceprog.KindUprobe && readsArgs && b.IsGo() {
+	if pr.Kind == record.KindUprobe && readsArgs && b.IsGo() {
 		return nil, fmt.Errorf("%s is a Go program: export reads the C calling convention's argument registers, not Go's", pr.Target)
 	}
 	fn, err := b.Function(pr.Func)
@@ -251,7 +251,7 @@ func attachFunc(prog *ebpf.Program, pr *Probe, role int, readsArgs bool) (*attac
 		return nil, err
 	}
 	opts := &uprobe.Options{Cookie: uint64(role) | regsC<<8}
-	if pr.Kind == traceprog.KindUretprobe {
+	if pr.Kind == record.KindUretprobe {
 		opts.Cookie = uint64(role) | regsRet<<8
 		// A uretprobe on native code; on Go, a probe on each return
 		// instruction.

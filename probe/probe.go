@@ -1,8 +1,8 @@
-// Package probespec reads the PROBE syntax of `probekit trace` and
+// Package probe reads the PROBE syntax of `probekit trace` and
 // `probekit export`: [usdt:]TARGET:PROVIDER:NAME, uprobe:TARGET:FUNC or
 // uretprobe:TARGET:FUNC. It is a package of its own so that the exporter,
 // a separate executable, parses PROBE as `probekit trace` does.
-package probespec
+package probe
 
 import (
 	"fmt"
@@ -10,15 +10,15 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
 	"github.com/probekit/probekit/internal/features"
+	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/usdt"
 )
 
 // Spec is one PROBE.
 type Spec struct {
 	// Kind is KindUSDT, KindUprobe or KindUretprobe.
-	Kind   traceprog.Kind
+	Kind   record.Kind
 	Target string
 	// Provider and Name of a USDT probe; Func is a function name or glob.
 	Provider, Name, Func string
@@ -37,8 +37,8 @@ const (
 func Parse(s string) (Spec, error) {
 	for _, f := range []struct {
 		prefix string
-		kind   traceprog.Kind
-	}{{UprobePrefix, traceprog.KindUprobe}, {UretprobePrefix, traceprog.KindUretprobe}} {
+		kind   record.Kind
+	}{{UprobePrefix, record.KindUprobe}, {UretprobePrefix, record.KindUretprobe}} {
 		rest, ok := strings.CutPrefix(s, f.prefix)
 		if !ok {
 			continue
@@ -56,7 +56,7 @@ func Parse(s string) (Spec, error) {
 		}
 		return Spec{}, fmt.Errorf("%q: want [usdt:]TARGET:PROVIDER:NAME, uprobe:TARGET:FUNC or uretprobe:TARGET:FUNC", s)
 	}
-	return Spec{Kind: traceprog.KindUSDT, Target: target, Provider: provider, Name: name}, nil
+	return Spec{Kind: record.KindUSDT, Target: target, Provider: provider, Name: name}, nil
 }
 
 // CheckFuncProbes refuses function probes on a kernel without BPF

@@ -1,4 +1,4 @@
-package traceprog
+package record
 
 import (
 	"bytes"
@@ -95,7 +95,7 @@ type Histogram [NumBuckets]uint64
 // MaxCounted), summed over the CPUs.
 func (o *Objects) Counts(n int) ([]uint64, error) {
 	if n > MaxCounted {
-		return nil, fmt.Errorf("traceprog: %d probes counted, at most %d", n, MaxCounted)
+		return nil, fmt.Errorf("record: %d probes counted, at most %d", n, MaxCounted)
 	}
 	out := make([]uint64, n)
 	var per []uint64
@@ -124,7 +124,7 @@ func (o *Objects) Histograms(n int) ([]Histogram, error) {
 	it := o.HistMap.Iterate()
 	for it.Next(&k, &per) {
 		if int(k.Probe) >= n || k.Bucket >= NumBuckets {
-			return nil, fmt.Errorf("traceprog: histogram entry of probe %d bucket %d, want below %d and %d", k.Probe, k.Bucket, n, NumBuckets)
+			return nil, fmt.Errorf("record: histogram entry of probe %d bucket %d, want below %d and %d", k.Probe, k.Bucket, n, NumBuckets)
 		}
 		for _, c := range per {
 			out[k.Probe][k.Bucket] += c
@@ -140,7 +140,7 @@ func (o *Objects) Histograms(n int) ([]Histogram, error) {
 // value histVal (ModeHist) instead of sending records.
 func SetMode(spec *ebpf.CollectionSpec, mode Mode, histVal int) error {
 	if mode > ModeHist || histVal < 0 || histVal >= MaxArgs {
-		return fmt.Errorf("traceprog: mode %d, histogram value %d", mode, histVal)
+		return fmt.Errorf("record: mode %d, histogram value %d", mode, histVal)
 	}
 	if err := spec.Variables[ModeName].Set(uint32(mode)); err != nil {
 		return fmt.Errorf("set %s: %w", ModeName, err)
@@ -223,7 +223,7 @@ const (
 // too (48-59: bit n for value n). It is never 0.
 func FuncCookie(index uint32, regs Regs, kind Kind, strMask uint32) (uint64, error) {
 	if kind != KindUprobe && kind != KindUretprobe || regs > RegsRet || strMask>>MaxArgs != 0 {
-		return 0, fmt.Errorf("traceprog: function probe of kind %d, registers %d, strings %#b", kind, regs, strMask)
+		return 0, fmt.Errorf("record: function probe of kind %d, registers %d, strings %#b", kind, regs, strMask)
 	}
 	return uint64(index) | uint64(regs)<<32 | uint64(kind)<<40 | uint64(strMask)<<48, nil
 }
@@ -280,7 +280,7 @@ func (e *Event) Str(n int) ([]byte, bool) {
 
 // ErrBadEvent is returned by Decode for a record that does not hold what
 // its header says.
-var ErrBadEvent = errors.New("traceprog: malformed event record")
+var ErrBadEvent = errors.New("record: malformed event record")
 
 func badEvent(format string, args ...any) error {
 	return fmt.Errorf("%w: %s (object and package out of sync?)", ErrBadEvent, fmt.Sprintf(format, args...))
@@ -348,7 +348,7 @@ func (e *Event) Decode(rec []byte) error {
 func (e *Event) AppendBinary(b []byte) ([]byte, error) {
 	if e.NArgs < 0 || e.NArgs > MaxArgs || e.StrArgs>>e.NArgs != 0 || bits.OnesCount32(e.StrArgs) > MaxStrs ||
 		e.NFrames < 0 || e.NFrames > MaxFrames {
-		return b, fmt.Errorf("traceprog: %d values with strings %#b, %d frames", e.NArgs, e.StrArgs, e.NFrames)
+		return b, fmt.Errorf("record: %d values with strings %#b, %d frames", e.NArgs, e.StrArgs, e.NFrames)
 	}
 	ne := binary.NativeEndian
 	nstrs := bits.OnesCount32(e.StrArgs)
@@ -367,7 +367,7 @@ func (e *Event) AppendBinary(b []byte) ([]byte, error) {
 	}
 	for _, s := range e.Strs[:nstrs] {
 		if len(s) >= StrLen || bytes.IndexByte(s, 0) >= 0 {
-			return b, fmt.Errorf("traceprog: string %q: at most %d bytes, no NUL", s, StrLen-1)
+			return b, fmt.Errorf("record: string %q: at most %d bytes, no NUL", s, StrLen-1)
 		}
 		b = append(append(b, s...), 0)
 	}
@@ -511,7 +511,7 @@ func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
 		o = Objects{Program: l.Program, FuncProgram: l.FuncProgram, Specs: l.Specs, IPToSpecID: l.IPToSpecID}
 		o.setMaps(l.loadTarget)
 	default:
-		return nil, fmt.Errorf("traceprog: no programs selected (%#b)", which)
+		return nil, fmt.Errorf("record: no programs selected (%#b)", which)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load the trace program: %w", err)

@@ -1,10 +1,10 @@
-package probespec
+package probe
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/probekit/probekit/cmd/probekit/internal/traceprog"
+	"github.com/probekit/probekit/record"
 )
 
 // FuzzParse: no panic, and what parses has the fields of its kind.
@@ -29,11 +29,11 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		switch p.Kind {
-		case traceprog.KindUSDT:
+		case record.KindUSDT:
 			if p.Target == "" || p.Provider == "" || p.Name == "" || p.Func != "" {
 				t.Fatalf("%q: %+v", s, p)
 			}
-		case traceprog.KindUprobe, traceprog.KindUretprobe:
+		case record.KindUprobe, record.KindUretprobe:
 			if p.Target == "" || p.Func == "" || strings.Contains(p.Func, ":") || p.Provider != "" || p.Name != "" {
 				t.Fatalf("%q: %+v", s, p)
 			}

@@ -1,4 +1,4 @@
-package traceprog
+package record
 
 import (
 	"bytes"
