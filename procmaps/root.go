@@ -97,14 +97,15 @@ func (r *root) relative(path string) string {
 // open resolves path inside the root and opens it read-only.
 func (r *root) open(path string) (*os.File, error) {
 	rel := r.relative(path)
-	return openRegular(r.fd, rel, inRoot, r.prefix+"/"+rel)
+	return openRegular(r.fd, rel, 0, inRoot, r.prefix+"/"+rel)
 }
 
 // openRegular opens a regular file with openat2, without blocking on a
-// FIFO planted where a file was expected.
-func openRegular(dirfd int, path string, resolve uint64, name string) (*os.File, error) {
+// FIFO planted where a file was expected; flags adds open flags
+// (O_NOFOLLOW).
+func openRegular(dirfd int, path string, flags, resolve uint64, name string) (*os.File, error) {
 	how := unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK,
+		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK | flags,
 		Resolve: resolve,
 	}
 	var fd int
@@ -220,7 +221,7 @@ func (r *root) openObject(p *Process, o *Object) (*os.File, string, error) {
 			return f, r.prefix + o.Path, nil
 		}
 		if !r.same {
-			if f, err := openRegular(unix.AT_FDCWD, o.Path, unix.RESOLVE_NO_MAGICLINKS, o.Path); try(f, err) {
+			if f, err := openRegular(unix.AT_FDCWD, o.Path, 0, unix.RESOLVE_NO_MAGICLINKS, o.Path); try(f, err) {
 				return f, o.Path, nil
 			}
 		}
@@ -230,7 +231,7 @@ func (r *root) openObject(p *Process, o *Object) (*os.File, string, error) {
 		// The kernel names map_files entries "%lx-%lx" (fs/proc/base.c),
 		// without the zero padding of maps.
 		path := p.path("map_files/" + strconv.FormatUint(m.Start, 16) + "-" + strconv.FormatUint(m.End, 16))
-		f, err := openRegular(unix.AT_FDCWD, path, 0, path)
+		f, err := openRegular(unix.AT_FDCWD, path, 0, 0, path)
 		if errors.Is(err, os.ErrPermission) {
 			err = fmt.Errorf("%w (map_files needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE)", err)
 		}

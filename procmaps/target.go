@@ -83,7 +83,7 @@ func newTarget(f *os.File, name, path string, p *Process) (*Target, error) {
 // FIFO, socket, device or directory fails at once with ErrNotRegular.
 // The returned file is in blocking mode.
 func OpenFile(path string) (*os.File, error) {
-	return openRegular(unix.AT_FDCWD, path, 0, path)
+	return openRegular(unix.AT_FDCWD, path, 0, 0, path)
 }
 
 // Resolve turns a target name into a host path: name itself when it
