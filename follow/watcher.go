@@ -206,6 +206,7 @@ func newWatch(pid int, probes []Probe, opts *Options) (*Watch, error) {
 			w.scan(p)
 		}
 	}
+	w.o.reportMissing()
 	go w.loop()
 	return w, nil
 }

@@ -58,23 +58,8 @@ type traceRequest struct {
 	stack bool
 	// follow traces the descendants of -p or of the command too (-f).
 	follow bool
-	probes []probeSpec
+	probes []probe.Spec
 	cmd    []string
-}
-
-// probeSpec is one PROBE of the command line.
-type probeSpec struct {
-	// kind is KindUSDT, KindUprobe or KindUretprobe.
-	kind   record.Kind
-	target string
-	// provider and name of a USDT probe; fn is a function name or glob.
-	provider, name, fn string
-}
-
-// parseProbe reads a PROBE (probe.Parse) into the command's form.
-func parseProbe(s string) (probeSpec, error) {
-	p, err := probe.Parse(s)
-	return probeSpec{kind: p.Kind, target: p.Target, provider: p.Provider, name: p.Name, fn: p.Func}, err
 }
 
 func parseTrace(args []string) (*traceRequest, error) {
@@ -171,16 +156,16 @@ func parseTrace(args []string) (*traceRequest, error) {
 	}
 	takesStrs := false
 	for _, p := range pos {
-		ps, err := parseProbe(p)
+		ps, err := probe.Parse(p)
 		if err != nil {
 			return nil, usagef("probe %v", err)
 		}
 		req.probes = append(req.probes, ps)
-		takesStrs = takesStrs || ps.kind != record.KindUretprobe
+		takesStrs = takesStrs || ps.Kind != record.KindUretprobe
 	}
 	if req.mode == record.ModeHist {
 		for _, p := range req.probes {
-			if (p.kind == record.KindUretprobe) != histRet {
+			if (p.Kind == record.KindUretprobe) != histRet {
 				return nil, usagef("--hist %s: a uretprobe has one value, ret; a USDT probe and a uprobe have arguments (N from 1)", *hist)
 			}
 		}
@@ -277,7 +262,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	}
 	var which record.Programs
 	for _, p := range req.probes {
-		if p.kind == record.KindUSDT {
+		if p.Kind == record.KindUSDT {
 			which |= record.USDTProgram
 		} else {
 			which |= record.FuncProgram
@@ -357,31 +342,23 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 
 	var links []*attach.Link
 	defer func() { closeLinks(links) }()
-	fa := &funcAttacher{t: t, prog: objs.FuncProgram}
-	if opts.Process != nil {
-		fa.pid = opts.Process.PID
-	}
+	fa := &funcAttacher{t: t, prog: objs.FuncProgram, proc: opts.Process}
 	defer fa.close()
 	for _, p := range req.probes {
-		var ls []*attach.Link
-		if p.kind == record.KindUSDT {
+		var l *attach.Link
+		if p.Kind == record.KindUSDT {
 			// The target as given: a path, a program on PATH or a
 			// library name, as the process sees it with -p.
-			var l *usdt.Link
-			if l, err = att.Attach(objs.Program, p.target, p.provider, p.name, opts); l != nil {
-				ls = []*attach.Link{l}
-			}
+			l, err = att.Attach(objs.Program, p.Target, p.Provider, p.Name, opts)
 		} else {
-			ls, err = fa.attach(p)
+			l, err = fa.attach(p)
 		}
-		links = append(links, ls...)
 		if err != nil {
 			return err
 		}
-		for _, l := range ls {
-			for _, w := range l.Warnings() {
-				fmt.Fprintln(os.Stderr, "probekit trace: warning:", w)
-			}
+		links = append(links, l)
+		for _, w := range l.Warnings() {
+			fmt.Fprintln(os.Stderr, "probekit trace: warning:", w)
 		}
 	}
 	// Attached: the files may go (the kernel holds what it needs).

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/probekit/probekit/internal/test/testkit"
-	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/uprobe"
 )
 
@@ -357,33 +356,5 @@ func TestTraceFuncErrors(t *testing.T) {
 	r := runTraceWithin(t, 10*time.Second, "-p", itoa(p.PID()), "uprobe:usdt_sample:nosuch")
 	if r.code != 1 || !strings.Contains(r.errOut, "usdt_sample") || !strings.Contains(r.errOut, `"nosuch"`) || strings.Contains(r.errOut, "/proc/self/fd") {
 		t.Errorf("-p: exit %d, %q", r.code, r.errOut)
-	}
-}
-
-// The PROBE grammar: a prefix picks the kind; FUNC follows the last colon
-// (function names hold none, paths may); no prefix is USDT.
-func TestParseProbe(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want probeSpec
-	}{
-		{"uprobe:libc.so.6:malloc", probeSpec{kind: record.KindUprobe, target: "libc.so.6", fn: "malloc"}},
-		{"uretprobe:/a:b/prog:main.(*Server).Handle", probeSpec{kind: record.KindUretprobe, target: "/a:b/prog", fn: "main.(*Server).Handle"}},
-		{"uprobe:node:uv_fs_*", probeSpec{kind: record.KindUprobe, target: "node", fn: "uv_fs_*"}},
-		{"uprobe:libc.so.6:malloc@@GLIBC_2.2.5", probeSpec{kind: record.KindUprobe, target: "libc.so.6", fn: "malloc@@GLIBC_2.2.5"}},
-		{"usdt:python3.11:python:function__entry", probeSpec{kind: record.KindUSDT, target: "python3.11", provider: "python", name: "function__entry"}},
-		{"python3.11:python:function__*", probeSpec{kind: record.KindUSDT, target: "python3.11", provider: "python", name: "function__*"}},
-		// A file named uprobe: its USDT probes need the usdt: prefix.
-		{"usdt:uprobe:p:n", probeSpec{kind: record.KindUSDT, target: "uprobe", provider: "p", name: "n"}},
-	} {
-		got, err := parseProbe(c.in)
-		if err != nil || got != c.want {
-			t.Errorf("parseProbe(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
-		}
-	}
-	for _, bad := range []string{"uprobe:", "uprobe:f", "uprobe::f", "uretprobe:t:", "usdt:t:p", "t:f", "nocolons", "usdt:"} {
-		if got, err := parseProbe(bad); err == nil {
-			t.Errorf("parseProbe(%q) = %+v, want an error", bad, got)
-		}
 	}
 }
