@@ -77,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func printUsage(w io.Writer) {
-	fmt.Fprintln(w, "probekit lists and traces the USDT probes of programs.")
+	fmt.Fprintln(w, "probekit lists, traces and counts USDT probes and function probes (uprobes) of programs, names their addresses, and exports Prometheus metrics counted in the kernel.")
 	fmt.Fprintln(w, "\nusage:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
