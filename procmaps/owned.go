@@ -37,6 +37,16 @@ var ErrNotOwned = errors.New("not owned by the process's user or root")
 // These are the rules perf applies to /tmp/perf-PID.map (tools/perf
 // util/symbol.c: the owner must be the user or root), tightened for a
 // reader running as root. A refused file fails with ErrNotOwned.
+//
+// The objects maps names are opened with OpenObject, not OpenOwned: the
+// identity check (device and inode) proves the file is the one mapped,
+// and mmap(2) of a file needs a descriptor open for reading (EACCES
+// otherwise), so what is printed from it is what the process could read
+// itself. Ownership would refuse ordinary cases (a process of one user
+// mapping a library another user installed). The one exception is what
+// execve maps, the executable and its interpreter, which need only
+// execute permission: of an execute-only file (mode 0711), parts the
+// kernel does not map (.symtab) are read all the same.
 func (p *Process) OpenOwned(path string) (*os.File, error) {
 	r, err := p.checkedRoot()
 	if err != nil {
