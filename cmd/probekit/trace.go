@@ -306,6 +306,9 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	if err := usdt.Prepare(spec); err != nil {
 		return err
 	}
+	if err := sizeTraceMaps(spec); err != nil {
+		return err
+	}
 	if err := spec.Variables[record.StrMaskName].Set(req.strMask); err != nil {
 		return err
 	}
