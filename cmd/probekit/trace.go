@@ -75,7 +75,7 @@ func parseTrace(args []string) (*traceRequest, error) {
 	req := &traceRequest{cmd: cmd}
 	fs.BoolVar(&req.json, "json", false, "one JSON object per hit")
 	pid := pidFlag(fs, "trace only this process")
-	fs.IntVar(&req.count, "n", 0, "exit after COUNT hits")
+	fs.IntVar(&req.count, "n", 0, "exit after COUNT hits (at least 1; without -n, no limit)")
 	strs := fs.String("str", "", "comma-separated argument numbers (from 1) to print as strings")
 	ring := fs.String("ring-size", "", "the ring buffer's size: a power of two with K, M or G (default 16M)")
 	count := fs.Bool("count", false, "count the hits of each probe in the kernel; print the counts at exit")
@@ -144,8 +144,10 @@ func parseTrace(args []string) (*traceRequest, error) {
 	switch {
 	case len(pos) == 0:
 		return nil, usagef("want at least one PROBE: [usdt:]TARGET:PROVIDER:NAME, uprobe:TARGET:FUNC or uretprobe:TARGET:FUNC")
-	case req.count < 0:
-		return nil, usagef("-n %d: want a count", req.count)
+	case req.count < 0 || req.count == 0 && nSet(fs):
+		// 0 is the default, no limit; written out it is refused rather
+		// than read as "no limit" or "exit at once".
+		return nil, usagef("-n %d: want a count of at least 1 (without -n, no limit)", req.count)
 	case req.pid != 0 && len(cmd) > 0:
 		return nil, usagef("-p and -- CMD exclude each other")
 	case req.follow && req.pid == 0 && len(cmd) == 0:
@@ -174,6 +176,13 @@ func parseTrace(args []string) (*traceRequest, error) {
 		return nil, usagef("--str %q: numbers arguments, and a uretprobe has none: it prints a return value", *strs)
 	}
 	return req, nil
+}
+
+// nSet reports whether -n was given.
+func nSet(fs *flag.FlagSet) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "n" })
+	return set
 }
 
 func runTrace(args []string, stdout io.Writer) error {
@@ -280,6 +289,9 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	// The same call as uprobe.Prepare: both programs get this kernel's
 	// attach type.
 	if err := usdt.Prepare(spec); err != nil {
+		return err
+	}
+	if err := sizeTraceMaps(spec); err != nil {
 		return err
 	}
 	if err := spec.Variables[record.StrMaskName].Set(req.strMask); err != nil {
@@ -695,9 +707,12 @@ func parseSize(s string) (int, error) {
 			num = num[:n-1]
 		}
 	}
-	v, err := strconv.ParseUint(num, 10, 32)
-	if err != nil || v == 0 || bits.Len64(v)+shift > 31 {
+	v, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || v == 0 {
 		return 0, errors.New("want a size such as 16M, 256K or 1G")
+	}
+	if bits.Len64(v)+shift > 31 {
+		return 0, fmt.Errorf("too large: at most %dM", record.MaxRingSize>>20)
 	}
 	return int(v) << shift, nil
 }
