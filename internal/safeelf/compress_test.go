@@ -3,9 +3,9 @@ package safeelf
 import (
 	"bytes"
 	"debug/elf"
-	"hash/crc32"
 	"encoding/hex"
 	"errors"
+	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
