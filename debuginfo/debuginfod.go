@@ -168,6 +168,13 @@ func (fd *finder) download(server, hexID, dir, path string) (err error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrDebuginfod, url, fmt.Sprintf(format, args...))
 	}
+	var ctx context.Context
+	timedOut := func(err error) error {
+		if ctx.Err() != nil {
+			return fail("timed out after %v (Options.Timeout): %v", timeout, err)
+		}
+		return fail("%v", err)
+	}
 	client := &http.Client{
 		Timeout: timeout,
 		// No connection outlives the request: nothing is left open
@@ -181,7 +188,8 @@ func (fd *finder) download(server, hexID, dir, path string) (err error) {
 		},
 	}
 	defer client.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	var cancel context.CancelFunc
+	ctx, cancel = context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -192,7 +200,7 @@ func (fd *finder) download(server, hexID, dir, path string) (err error) {
 	req.Header.Set("X-DEBUGINFOD-MAXSIZE", strconv.FormatInt(maxSize, 10))
 	resp, err := client.Do(req)
 	if err != nil {
-		return fail("%v", err)
+		return timedOut(err)
 	}
 	defer resp.Body.Close()
 	switch {
@@ -219,7 +227,7 @@ func (fd *finder) download(server, hexID, dir, path string) (err error) {
 	n, err := io.Copy(tmp, io.LimitReader(resp.Body, maxSize+1))
 	switch {
 	case err != nil:
-		return fail("after %d bytes: %v", n, err)
+		return timedOut(fmt.Errorf("after %d bytes: %w", n, err))
 	case n > maxSize:
 		return fail("more than the %d bytes allowed (Options.MaxSize)", maxSize)
 	}
