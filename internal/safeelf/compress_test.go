@@ -208,7 +208,7 @@ func TestBuildIDAndDebugLink(t *testing.T) {
 		if err != nil || len(id) != 20 {
 			t.Fatalf("%s: build ID %x, %v", name, id, err)
 		}
-		if !strings.Contains(string(out), "Build ID: "+hexString(id)) {
+		if !strings.Contains(string(out), "Build ID: "+hex.EncodeToString(id)) {
 			t.Errorf("%s: build ID %x not in readelf's output:\n%s", name, id, out)
 		}
 		dbg, _ := openFixture(t, path+".debug")
@@ -243,6 +243,5 @@ func crcOf(t *testing.T, path string) uint32 {
 	return crc32IEEE(b)
 }
 
-func hexString(b []byte) string { return hex.EncodeToString(b) }
 
 func crc32IEEE(b []byte) uint32 { return crc32.ChecksumIEEE(b) }
