@@ -243,5 +243,4 @@ func crcOf(t *testing.T, path string) uint32 {
 	return crc32IEEE(b)
 }
 
-
 func crc32IEEE(b []byte) uint32 { return crc32.ChecksumIEEE(b) }
