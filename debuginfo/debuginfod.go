@@ -116,10 +116,19 @@ func (fd *finder) debuginfod() *File {
 	if notFound == len(urls) {
 		// Cache the miss: an empty file, as the elfutils client
 		// creates (O_CREAT|O_EXCL, mode 0666 less the umask).
+		// An expired miss is renewed in place, never removed: a
+		// download that another client renames there meanwhile must
+		// survive.
 		if os.MkdirAll(dir, 0o700) == nil {
-			os.Remove(path)
-			if f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666); err == nil {
+			f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
+			switch {
+			case err == nil:
 				f.Close()
+			case errors.Is(err, os.ErrExist):
+				if st, err := os.Stat(path); err == nil && st.Size() == 0 {
+					now := time.Now()
+					os.Chtimes(path, now, now)
+				}
 			}
 		}
 	}
