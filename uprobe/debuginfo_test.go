@@ -2,6 +2,7 @@ package uprobe
 
 import (
 	"debug/elf"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,4 +111,32 @@ func mustELF(t *testing.T, path string) *elf.File {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+// TestStaticFunctionOfStrippedFixture: a stripped fixture offers its
+// static function through the debug file its debuglink names, at that
+// file's address; without the debug file, the error says what is
+// missing.
+func TestStaticFunctionOfStrippedFixture(t *testing.T) {
+	obj := filepath.Join(testkit.Root(), "testdata", "debuginfo", "bin", "dbg_v5")
+	b, err := Open(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	fn, err := b.Function("scale_static")
+	if want := debugSymbol(t, obj+".debug", "scale_static"); err != nil || fn.Address != want {
+		t.Fatalf("scale_static = %+v, %v; the debug file says %#x", fn, err, want)
+	}
+
+	alone := filepath.Join(t.TempDir(), "dbg_v5")
+	testkit.CopyFile(t, obj, alone)
+	c, err := Open(alone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Function("scale_static"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "no debug file") {
+		t.Fatalf("without the debug file: %v", err)
+	}
 }
