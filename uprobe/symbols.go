@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/probekit/probekit/debuginfo"
 	"github.com/probekit/probekit/internal/safeelf"
 )
 
@@ -201,6 +202,8 @@ func (b *Binary) missing(name, base string) error {
 	switch {
 	case b.IsGo() && !strings.Contains(name, "."):
 		hint = " (Go functions are package-qualified, e.g. main." + name + ")"
+	case b.funcs.Symtab == nil && b.funcs.Go == nil:
+		hint = " (the file is stripped and no debug file of it was found: a static function needs one, e.g. from a -dbg or -dbgsym package)"
 	case b.funcs.Len() == 0:
 		hint = " (the file has no function symbols: stripped?)"
 	}
@@ -227,4 +230,16 @@ func (b *Binary) symbolType(name string) (typ elf.SymType, ok bool) {
 		})
 	}
 	return typ, ok
+}
+
+// functions reads the function table of f, joined with the static
+// functions of its debug file when f is stripped (debuginfo.Functions):
+// a libc with Debian's libc6-dbg offers _int_malloc. Only local debug
+// files are searched (inside the process's root first, for OpenProcess):
+// opening a binary never waits for the network.
+func (b *Binary) functions(f *safeelf.File) (*safeelf.Funcs, error) {
+	if b.target == nil {
+		return f.Functions()
+	}
+	return debuginfo.Functions(f, b.target.File, b.target.Path, &debuginfo.Options{Process: b.proc, Offline: true})
 }

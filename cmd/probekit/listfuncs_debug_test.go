@@ -1,0 +1,62 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/probekit/probekit/internal/test/testkit"
+)
+
+// TestListFunctionsDebugFile: a stripped program lists, through the debug
+// file its .gnu_debuglink names, every function nm shows in that debug
+// file, static ones included; the stripped libc lists _int_malloc
+// through libc6-dbg at the address nm gives it there.
+func TestListFunctionsDebugFile(t *testing.T) {
+	path := filepath.Join(testkit.Root(), "testdata", "debuginfo", "bin", "dbg_v5")
+	code, out, stderr := runCmd("list", "--functions", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	got := listed(t, out)
+	want := nmText(t, path+".debug", "Tt")
+	if len(want) == 0 || !want[findKey(want, "scale_static")] {
+		t.Fatalf("nm finds no scale_static in the debug file: %v", want)
+	}
+	for k := range want {
+		if !got[k] {
+			t.Errorf("nm lists %s in the debug file, probekit does not list it for the stripped program", k)
+		}
+	}
+
+	out2, err := exec.Command("readelf", "-n", "/lib/x86_64-linux-gnu/libc.so.6").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, id, _ := strings.Cut(string(out2), "Build ID: ")
+	id = strings.TrimSpace(strings.SplitN(id, "\n", 2)[0])
+	dbg := filepath.Join("/usr/lib/debug/.build-id", id[:2], id[2:]+".debug")
+	if _, err := os.Stat(dbg); err != nil {
+		testkit.Unavailable(t, "libc6-dbg not installed (make deps): %v", err)
+	}
+	code, out, stderr = runCmd("list", "--functions", "libc.so.6", "_int_malloc")
+	if code != 0 {
+		t.Fatalf("libc: exit %d: %s", code, stderr)
+	}
+	key := findKey(nmText(t, dbg, "t"), "_int_malloc")
+	if got := listed(t, out); len(got) != 1 || !got[key] {
+		t.Fatalf("libc _int_malloc listed as %v, nm in the debug file says %q", got, key)
+	}
+}
+
+// findKey returns the "address name" key of name in set, "" for none.
+func findKey(set map[string]bool, name string) string {
+	for k := range set {
+		if strings.HasSuffix(k, " "+name) {
+			return k
+		}
+	}
+	return ""
+}

@@ -1,0 +1,142 @@
+package uprobe
+
+import (
+	"debug/elf"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/probekit/probekit/internal/test/testkit"
+)
+
+const (
+	libcPath = "/lib/x86_64-linux-gnu/libc.so.6"
+	regRSI   = 104 // struct pt_regs, x86-64
+)
+
+// libcDebugFile is the path libc6-dbg installs libc's debug file at, by
+// the build ID readelf prints; the test is unavailable without it.
+func libcDebugFile(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("readelf", "-n", libcPath).Output()
+	if err != nil {
+		t.Fatalf("readelf -n %s: %v", libcPath, err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if _, id, ok := strings.Cut(line, "Build ID: "); ok {
+			id = strings.TrimSpace(id)
+			path := filepath.Join("/usr/lib/debug/.build-id", id[:2], id[2:]+".debug")
+			if _, err := os.Stat(path); err != nil {
+				testkit.Unavailable(t, "libc6-dbg not installed (make deps): %v", err)
+			}
+			return path
+		}
+	}
+	t.Fatalf("%s: no build ID", libcPath)
+	return ""
+}
+
+// debugSymbol is a function's value in a debug file, read by debug/elf.
+func debugSymbol(t *testing.T, path, name string) uint64 {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range syms {
+		if s.Name == name && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+			return s.Value
+		}
+	}
+	t.Fatalf("%s: no function %s", path, name)
+	return 0
+}
+
+// TestStaticFunctionOfStrippedLibc: the stripped libc names _int_malloc
+// (a static function, in no table of the file itself) through its
+// libc6-dbg debug file, at the debug file's address, and an entry probe
+// attached by that name sees exactly the mallocs of the fixture's
+// process, with the size the fixture asked for.
+func TestStaticFunctionOfStrippedLibc(t *testing.T) {
+	dbg := libcDebugFile(t)
+	b, err := Open(libcPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	fn, err := b.Function("_int_malloc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := debugSymbol(t, dbg, "_int_malloc"); fn.Address != want || fn.Source != SymbolTable || fn.Global {
+		t.Fatalf("_int_malloc = %+v, the debug file says %#x (local)", fn, want)
+	}
+	if off := testkit.FileOffset(t, mustELF(t, libcPath), fn.Address); fn.Offset != off {
+		t.Fatalf("_int_malloc offset %#x, the segments give %#x", fn.Offset, off)
+	}
+
+	testkit.RequireKernel(t)
+	for _, mode := range modes(t) {
+		t.Run(string(mode), func(t *testing.T) {
+			useMode(t, mode)
+			fx := startFixture(t, mallocUser)
+			other := startFixture(t, mallocUser) // same sizes, must not be seen
+			prog, m := recorder(t, regRSI, regRSI)
+			l, err := b.Entry("_int_malloc", prog, &Options{PID: fx.PID(), Cookie: 9})
+			mustAttach(t, l, err)
+			const size, n = 12345, 5 // above the tcache's sizes: each malloc reaches _int_malloc
+			other.Do("malloc 12345 5")
+			fx.Do("malloc 12345 5")
+			got := hits(t, m, 9)
+			if c := got[[2]uint64{size, size}]; c != n {
+				t.Fatalf("_int_malloc(av, %d) seen %d times, want %d; all hits %v", size, c, n, got)
+			}
+		})
+	}
+}
+
+func mustELF(t *testing.T, path string) *elf.File {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// TestStaticFunctionOfStrippedFixture: a stripped fixture offers its
+// static function through the debug file its debuglink names, at that
+// file's address; without the debug file, the error says what is
+// missing.
+func TestStaticFunctionOfStrippedFixture(t *testing.T) {
+	obj := filepath.Join(testkit.Root(), "testdata", "debuginfo", "bin", "dbg_v5")
+	b, err := Open(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	fn, err := b.Function("scale_static")
+	if want := debugSymbol(t, obj+".debug", "scale_static"); err != nil || fn.Address != want {
+		t.Fatalf("scale_static = %+v, %v; the debug file says %#x", fn, err, want)
+	}
+
+	alone := filepath.Join(t.TempDir(), "dbg_v5")
+	testkit.CopyFile(t, obj, alone)
+	c, err := Open(alone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Function("scale_static"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "no debug file") {
+		t.Fatalf("without the debug file: %v", err)
+	}
+}
