@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,16 +29,7 @@ func TestListFunctionsDebugFile(t *testing.T) {
 		}
 	}
 
-	out2, err := exec.Command("readelf", "-n", "/lib/x86_64-linux-gnu/libc.so.6").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, id, _ := strings.Cut(string(out2), "Build ID: ")
-	id = strings.TrimSpace(strings.SplitN(id, "\n", 2)[0])
-	dbg := filepath.Join("/usr/lib/debug/.build-id", id[:2], id[2:]+".debug")
-	if _, err := os.Stat(dbg); err != nil {
-		testkit.Unavailable(t, "libc6-dbg not installed (make deps): %v", err)
-	}
+	dbg := testkit.LibcDebugFile(t)
 	code, out, stderr = runCmd("list", "--functions", "libc.so.6", "_int_malloc")
 	if code != 0 {
 		t.Fatalf("libc: exit %d: %s", code, stderr)
