@@ -281,3 +281,32 @@ func TestLibc(t *testing.T) {
 	}
 	t.Logf("libc: %d functions, %d with its debug file", own.Len(), funcs.Len())
 }
+
+// TestCompressedDebugFile: a debug file with zlib, zstd or .zdebug
+// sections is found by build ID and its DWARF reads decompressed, the
+// same bytes as the uncompressed file's.
+func TestCompressedDebugFile(t *testing.T) {
+	obj := fixture("dbg_v5")
+	plain, _, err := find(t, fixture("dbg_v5.debug"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := plain.ReadSection(".debug_info", 1<<20)
+	if err != nil || len(want) == 0 {
+		t.Fatalf("plain .debug_info: %d bytes, %v", len(want), err)
+	}
+	for _, variant := range []string{"zlib", "zstd", "gnu"} {
+		dir, path := buildIDDir(t, obj, fixture("dbg_v5."+variant+".debug"))
+		d, warns, err := find(t, obj, &Options{DebugDirs: []string{dir}, Offline: true})
+		if err != nil || d.Path != path || len(warns) != 0 {
+			t.Fatalf("%s: %v %v %v", variant, d, err, warns)
+		}
+		got, err := d.ReadSection(".debug_info", 1<<20)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: .debug_info %d bytes (%v), want %d", variant, len(got), err, len(want))
+		}
+		if _, err := d.ReadSection(".debug_info", uint64(len(want)-1)); err == nil {
+			t.Fatalf("%s: the size ceiling was not enforced", variant)
+		}
+	}
+}
