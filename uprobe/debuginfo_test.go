@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/probekit/probekit/debuginfo"
 	"github.com/probekit/probekit/internal/test/testkit"
 )
 
@@ -81,8 +82,17 @@ func TestStaticFunctionOfStrippedFixture(t *testing.T) {
 		t.Fatalf("scale_static = %+v, %v; the debug file says %#x", fn, err, want)
 	}
 
-	alone := filepath.Join(t.TempDir(), "dbg_v5")
+	if path, warns := b.DebugFile(); path != obj+".debug" || len(warns) != 0 {
+		t.Fatalf("DebugFile = %q, %v", path, warns)
+	}
+
+	// Another build's debug file under the linked name: refused (its
+	// build ID differs),
+	// said in the warnings, and the static function stays unknown.
+	dir := t.TempDir()
+	alone := filepath.Join(dir, "dbg_v5")
 	testkit.CopyFile(t, obj, alone)
+	testkit.CopyFile(t, obj[:len(obj)-1]+"4.debug", filepath.Join(dir, "dbg_v5.debug"))
 	c, err := Open(alone)
 	if err != nil {
 		t.Fatal(err)
@@ -90,5 +100,8 @@ func TestStaticFunctionOfStrippedFixture(t *testing.T) {
 	defer c.Close()
 	if _, err := c.Function("scale_static"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "no debug file") {
 		t.Fatalf("without the debug file: %v", err)
+	}
+	if path, warns := c.DebugFile(); path != "" || len(warns) != 1 || !errors.Is(warns[0], debuginfo.ErrMismatch) {
+		t.Fatalf("DebugFile = %q, %v; want none and a mismatch", path, warns)
 	}
 }
