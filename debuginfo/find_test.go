@@ -18,7 +18,7 @@ func fixture(name string) string {
 	return filepath.Join(testkit.Root(), "testdata", "debuginfo", "bin", name)
 }
 
-func open(t *testing.T, path string) *os.File {
+func open(t testing.TB, path string) *os.File {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
