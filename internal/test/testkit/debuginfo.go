@@ -17,15 +17,8 @@ const Libc = "/lib/x86_64-linux-gnu/libc.so.6"
 // with debug/elf.
 func FunctionValue(tb testing.TB, path, name string) uint64 {
 	tb.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	f, syms := openSymbols(tb, path, false)
 	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		tb.Fatalf("%s: %v", path, err)
-	}
 	for _, s := range syms {
 		if s.Name == name && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
 			return s.Value
