@@ -124,6 +124,16 @@ func TestDebuginfodServer(t *testing.T) {
 	if err != nil || d.Source != SourceDebuginfod || d.Path != want || len(warns) != 0 {
 		t.Fatalf("with the server gone: %v (%v), warnings %v", d, err, warns)
 	}
+	// elfutils' own client finds the download in the same cache, the
+	// server still gone: the layout is shared.
+	// debuginfod-find ships in Debian's debuginfod package, as the
+	// server does.
+	cmd := exec.Command("debuginfod-find", "debuginfo", id)
+	cmd.Env = append(os.Environ(), "DEBUGINFOD_CACHE_PATH="+cache, "DEBUGINFOD_URLS="+url)
+	out, err := cmd.Output()
+	if err != nil || strings.TrimSpace(string(out)) != want {
+		t.Fatalf("debuginfod-find: %q, %v; want %s", out, err, want)
+	}
 }
 
 // hostile serves handler on 127.0.0.1 until the test ends.
