@@ -18,7 +18,7 @@ import (
 func TestContainerDebugFile(t *testing.T) {
 	fx, root := testkit.StartContainer(t)
 	const lib = "/app/libusdt_lib.so"
-	id := readelfBuildID(t, filepath.Join(root, lib))
+	id := testkit.BuildID(t, filepath.Join(root, lib))
 	debugPath := filepath.Join("/usr/lib/debug/.build-id", id[:2], id[2:]+".debug")
 	testkit.CopyFile(t, "", filepath.Join(root, debugPath))
 	if out, err := exec.Command("objcopy", "--only-keep-debug", filepath.Join(root, lib), filepath.Join(root, debugPath)).CombinedOutput(); err != nil {

@@ -79,7 +79,7 @@ func startDebuginfod(t *testing.T, ready string, files ...string) (url string, s
 // as a miss (an empty file).
 func TestDebuginfodServer(t *testing.T) {
 	obj := fixture("dbg_id")
-	id := readelfBuildID(t, obj)
+	id := testkit.BuildID(t, obj)
 	url, stop := startDebuginfod(t, id, fixture("dbg_id.debug"))
 	cache := t.TempDir()
 	opts := func() *Options {
@@ -104,14 +104,14 @@ func TestDebuginfodServer(t *testing.T) {
 	if st, err := os.Stat(want); err != nil || st.Mode().Perm() != 0o400 {
 		t.Fatalf("cache file mode %v (%v), want 0400", st.Mode(), err)
 	}
-	if addr, ok := lookup(funcsOf(t, obj, opts()), "scale_static"); !ok || addr != stdSymbol(t, fixture("dbg_id.debug"), "scale_static") {
+	if addr, ok := lookup(funcsOf(t, obj, opts()), "scale_static"); !ok || addr != testkit.FunctionValue(t, fixture("dbg_id.debug"), "scale_static") {
 		t.Fatalf("scale_static through debuginfod: %#x %v", addr, ok)
 	}
 
 	// A program the server does not know: its miss is cached.
 	dir := t.TempDir()
 	other := copyTo(t, fixture("dbg_v4"), dir, "dbg_v4") // its debuglink's file is not there
-	otherID := readelfBuildID(t, other)
+	otherID := testkit.BuildID(t, other)
 	if _, _, err := find(t, other, opts()); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown build ID: %v", err)
 	}
@@ -123,6 +123,16 @@ func TestDebuginfodServer(t *testing.T) {
 	d, warns, err = find(t, obj, opts())
 	if err != nil || d.Source != SourceDebuginfod || d.Path != want || len(warns) != 0 {
 		t.Fatalf("with the server gone: %v (%v), warnings %v", d, err, warns)
+	}
+	// elfutils' own client finds the download in the same cache, the
+	// server still gone: the layout is shared.
+	// debuginfod-find ships in Debian's debuginfod package, as the
+	// server does.
+	cmd := exec.Command("debuginfod-find", "debuginfo", id)
+	cmd.Env = append(os.Environ(), "DEBUGINFOD_CACHE_PATH="+cache, "DEBUGINFOD_URLS="+url)
+	out, err := cmd.Output()
+	if err != nil || strings.TrimSpace(string(out)) != want {
+		t.Fatalf("debuginfod-find: %q, %v; want %s", out, err, want)
 	}
 }
 
@@ -140,7 +150,7 @@ func hostile(t *testing.T, handler http.HandlerFunc) string {
 // cache and the caller goes on without debug information.
 func TestDebuginfodHostile(t *testing.T) {
 	obj := fixture("dbg_id")
-	id := readelfBuildID(t, obj)
+	id := testkit.BuildID(t, obj)
 	other, err := os.ReadFile(fixture("dbg_v4.debug"))
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +229,7 @@ func TestDebuginfodHostile(t *testing.T) {
 // is.
 func TestDebuginfodMissCache(t *testing.T) {
 	obj := fixture("dbg_id")
-	id := readelfBuildID(t, obj)
+	id := testkit.BuildID(t, obj)
 	var asked atomic.Int32
 	url := hostile(t, func(w http.ResponseWriter, r *http.Request) {
 		asked.Add(1)

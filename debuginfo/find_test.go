@@ -2,11 +2,9 @@ package debuginfo
 
 import (
 	"bytes"
-	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,7 +18,7 @@ func fixture(name string) string {
 	return filepath.Join(testkit.Root(), "testdata", "debuginfo", "bin", name)
 }
 
-func open(t *testing.T, path string) *os.File {
+func open(t testing.TB, path string) *os.File {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -54,27 +52,6 @@ func find(t *testing.T, path string, opts *Options) (*File, []error, error) {
 		t.Cleanup(func() { d.Close() })
 	}
 	return d, warns, err
-}
-
-// stdSymbol is the value of a symbol in a debug file, read by debug/elf.
-func stdSymbol(t *testing.T, path, name string) uint64 {
-	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range syms {
-		if s.Name == name && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
-			return s.Value
-		}
-	}
-	t.Fatalf("%s: no function %s", path, name)
-	return 0
 }
 
 // funcsOf reads the function table of obj joined with its debug file.
@@ -142,7 +119,7 @@ func TestDebugLink(t *testing.T) {
 					t.Fatal("scale_static found without the debug file: the fixture is not stripped")
 				}
 				addr, ok := lookup(funcsOf(t, obj, opts), "scale_static")
-				if wantAddr := stdSymbol(t, fixture(name+".debug"), "scale_static"); !ok || addr != wantAddr {
+				if wantAddr := testkit.FunctionValue(t, fixture(name+".debug"), "scale_static"); !ok || addr != wantAddr {
 					t.Fatalf("scale_static at %#x (%v), debug file says %#x", addr, ok, wantAddr)
 				}
 			})
@@ -219,25 +196,9 @@ func TestDebugLinkNotBaseName(t *testing.T) {
 // the build ID of obj: DIR/.build-id/NN/REST.debug.
 func buildIDDir(t *testing.T, obj, src string) (dir, path string) {
 	t.Helper()
-	id := readelfBuildID(t, obj)
+	id := testkit.BuildID(t, obj)
 	dir = t.TempDir()
 	return dir, copyTo(t, src, filepath.Join(dir, ".build-id", id[:2]), id[2:]+".debug")
-}
-
-// readelfBuildID is obj's build ID as readelf -n prints it.
-func readelfBuildID(t *testing.T, obj string) string {
-	t.Helper()
-	out, err := exec.Command("readelf", "-n", obj).Output()
-	if err != nil {
-		t.Fatalf("readelf -n %s: %v", obj, err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if _, id, ok := strings.Cut(line, "Build ID: "); ok {
-			return strings.TrimSpace(id)
-		}
-	}
-	t.Fatalf("%s: no build ID", obj)
-	return ""
 }
 
 // TestBuildID: a stripped program without a debuglink finds its debug
@@ -249,11 +210,11 @@ func TestBuildID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Source != SourceBuildID || d.Path != want || len(warns) != 0 || hex.EncodeToString(d.BuildID) != readelfBuildID(t, obj) {
+	if d.Source != SourceBuildID || d.Path != want || len(warns) != 0 || hex.EncodeToString(d.BuildID) != testkit.BuildID(t, obj) {
 		t.Fatalf("found %s at %s, build ID %x, warnings %v", d.Source, d.Path, d.BuildID, warns)
 	}
 	addr, ok := lookup(funcsOf(t, obj, &Options{DebugDirs: []string{dir}, Offline: true}), "scale_static")
-	if want := stdSymbol(t, fixture("dbg_id.debug"), "scale_static"); !ok || addr != want {
+	if want := testkit.FunctionValue(t, fixture("dbg_id.debug"), "scale_static"); !ok || addr != want {
 		t.Fatalf("scale_static at %#x (%v), want %#x", addr, ok, want)
 	}
 
@@ -294,12 +255,8 @@ func TestSelf(t *testing.T) {
 // functions: _int_malloc joins the table at the address of the debug
 // file's symbol.
 func TestLibc(t *testing.T) {
-	const libc = "/lib/x86_64-linux-gnu/libc.so.6"
-	id := readelfBuildID(t, libc)
-	want := filepath.Join(DefaultDebugDir, ".build-id", id[:2], id[2:]+".debug")
-	if _, err := os.Stat(want); err != nil {
-		testkit.Unavailable(t, "libc6-dbg is not installed (make deps): %v", err)
-	}
+	const libc = testkit.Libc
+	want := testkit.LibcDebugFile(t)
 	d, warns, err := find(t, libc, &Options{Offline: true})
 	if err != nil || d.Source != SourceBuildID || d.Path != want || len(warns) != 0 {
 		t.Fatalf("libc: %v %v %v", d, err, warns)
@@ -310,7 +267,7 @@ func TestLibc(t *testing.T) {
 	}
 	funcs := funcsOf(t, libc, &Options{Offline: true})
 	addr, ok := lookup(funcs, "_int_malloc")
-	if wantAddr := stdSymbol(t, want, "_int_malloc"); !ok || addr != wantAddr {
+	if wantAddr := testkit.FunctionValue(t, want, "_int_malloc"); !ok || addr != wantAddr {
 		t.Fatalf("_int_malloc at %#x (%v), debug file says %#x", addr, ok, wantAddr)
 	}
 	if !funcs.SymtabFromDebug || funcs.Len() <= own.Len() {
@@ -323,4 +280,33 @@ func TestLibc(t *testing.T) {
 		t.Fatalf("malloc listed %d times", n)
 	}
 	t.Logf("libc: %d functions, %d with its debug file", own.Len(), funcs.Len())
+}
+
+// TestCompressedDebugFile: a debug file with zlib, zstd or .zdebug
+// sections is found by build ID and its DWARF reads decompressed, the
+// same bytes as the uncompressed file's.
+func TestCompressedDebugFile(t *testing.T) {
+	obj := fixture("dbg_v5")
+	plain, _, err := find(t, fixture("dbg_v5.debug"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := plain.ReadSection(".debug_info", 1<<20)
+	if err != nil || len(want) == 0 {
+		t.Fatalf("plain .debug_info: %d bytes, %v", len(want), err)
+	}
+	for _, variant := range []string{"zlib", "zstd", "gnu"} {
+		dir, path := buildIDDir(t, obj, fixture("dbg_v5."+variant+".debug"))
+		d, warns, err := find(t, obj, &Options{DebugDirs: []string{dir}, Offline: true})
+		if err != nil || d.Path != path || len(warns) != 0 {
+			t.Fatalf("%s: %v %v %v", variant, d, err, warns)
+		}
+		got, err := d.ReadSection(".debug_info", 1<<20)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: .debug_info %d bytes (%v), want %d", variant, len(got), err, len(want))
+		}
+		if _, err := d.ReadSection(".debug_info", uint64(len(want)-1)); err == nil {
+			t.Fatalf("%s: the size ceiling was not enforced", variant)
+		}
+	}
 }

@@ -20,27 +20,42 @@ import (
 // packages (uprobe, symbolize); users get the same functions through
 // uprobe.Binary.
 func Functions(ef *safeelf.File, obj *os.File, path string, opts *Options) (*safeelf.Funcs, error) {
+	funcs, _, err := FunctionsFrom(ef, obj, path, opts)
+	return funcs, err
+}
+
+// FunctionsFrom is Functions, also returning the path of the debug file
+// whose .symtab joined the table ("" for none).
+func FunctionsFrom(ef *safeelf.File, obj *os.File, path string, opts *Options) (*safeelf.Funcs, string, error) {
 	if ef.SectionByType(elf.SHT_SYMTAB) != nil {
-		return ef.Functions()
+		funcs, err := ef.Functions()
+		return funcs, "", err
 	}
 	warn := func(error) {}
 	if opts != nil && opts.Warn != nil {
 		warn = opts.Warn
 	}
+	own := func() (*safeelf.Funcs, string, error) {
+		funcs, err := ef.Functions()
+		return funcs, "", err
+	}
 	d, err := Find(obj, path, opts)
 	if err != nil {
-		return ef.Functions()
+		return own()
 	}
 	defer d.Close()
 	if d.Source == SourceSelf {
-		return ef.Functions()
+		return own()
 	}
 	funcs, err := functionsWith(ef, d)
 	if err != nil {
 		warn(fmt.Errorf("debuginfo: %s: symbols of debug file %s: %w", path, d.Path, err))
-		return ef.Functions()
+		return own()
 	}
-	return funcs, nil
+	if !funcs.SymtabFromDebug {
+		return funcs, "", nil
+	}
+	return funcs, d.Path, nil
 }
 
 func functionsWith(ef *safeelf.File, d *File) (funcs *safeelf.Funcs, err error) {

@@ -39,6 +39,7 @@ type Binary struct {
 	goVersion string
 	segments  safeelf.Segments
 	funcs     *safeelf.Funcs
+	debug     debugInfo // where funcs' static functions came from
 
 	closeOnce sync.Once
 	closeErr  error

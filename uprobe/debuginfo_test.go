@@ -3,62 +3,15 @@ package uprobe
 import (
 	"debug/elf"
 	"errors"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/probekit/probekit/debuginfo"
 	"github.com/probekit/probekit/internal/test/testkit"
 )
 
-const (
-	libcPath = "/lib/x86_64-linux-gnu/libc.so.6"
-	regRSI   = 104 // struct pt_regs, x86-64
-)
-
-// libcDebugFile is the path libc6-dbg installs libc's debug file at, by
-// the build ID readelf prints; the test is unavailable without it.
-func libcDebugFile(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("readelf", "-n", libcPath).Output()
-	if err != nil {
-		t.Fatalf("readelf -n %s: %v", libcPath, err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if _, id, ok := strings.Cut(line, "Build ID: "); ok {
-			id = strings.TrimSpace(id)
-			path := filepath.Join("/usr/lib/debug/.build-id", id[:2], id[2:]+".debug")
-			if _, err := os.Stat(path); err != nil {
-				testkit.Unavailable(t, "libc6-dbg not installed (make deps): %v", err)
-			}
-			return path
-		}
-	}
-	t.Fatalf("%s: no build ID", libcPath)
-	return ""
-}
-
-// debugSymbol is a function's value in a debug file, read by debug/elf.
-func debugSymbol(t *testing.T, path, name string) uint64 {
-	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range syms {
-		if s.Name == name && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
-			return s.Value
-		}
-	}
-	t.Fatalf("%s: no function %s", path, name)
-	return 0
-}
+const regRSI = 104 // struct pt_regs, x86-64
 
 // TestStaticFunctionOfStrippedLibc: the stripped libc names _int_malloc
 // (a static function, in no table of the file itself) through its
@@ -66,8 +19,8 @@ func debugSymbol(t *testing.T, path, name string) uint64 {
 // attached by that name sees exactly the mallocs of the fixture's
 // process, with the size the fixture asked for.
 func TestStaticFunctionOfStrippedLibc(t *testing.T) {
-	dbg := libcDebugFile(t)
-	b, err := Open(libcPath)
+	dbg := testkit.LibcDebugFile(t)
+	b, err := Open(testkit.Libc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,10 +29,10 @@ func TestStaticFunctionOfStrippedLibc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := debugSymbol(t, dbg, "_int_malloc"); fn.Address != want || fn.Source != SymbolTable || fn.Global {
+	if want := testkit.FunctionValue(t, dbg, "_int_malloc"); fn.Address != want || fn.Source != SymbolTable || fn.Global {
 		t.Fatalf("_int_malloc = %+v, the debug file says %#x (local)", fn, want)
 	}
-	if off := testkit.FileOffset(t, mustELF(t, libcPath), fn.Address); fn.Offset != off {
+	if off := testkit.FileOffset(t, mustELF(t, testkit.Libc), fn.Address); fn.Offset != off {
 		t.Fatalf("_int_malloc offset %#x, the segments give %#x", fn.Offset, off)
 	}
 
@@ -125,12 +78,21 @@ func TestStaticFunctionOfStrippedFixture(t *testing.T) {
 	}
 	defer b.Close()
 	fn, err := b.Function("scale_static")
-	if want := debugSymbol(t, obj+".debug", "scale_static"); err != nil || fn.Address != want {
+	if want := testkit.FunctionValue(t, obj+".debug", "scale_static"); err != nil || fn.Address != want {
 		t.Fatalf("scale_static = %+v, %v; the debug file says %#x", fn, err, want)
 	}
 
-	alone := filepath.Join(t.TempDir(), "dbg_v5")
+	if path, warns := b.DebugFile(); path != obj+".debug" || len(warns) != 0 {
+		t.Fatalf("DebugFile = %q, %v", path, warns)
+	}
+
+	// Another build's debug file under the linked name: refused (its
+	// build ID differs),
+	// said in the warnings, and the static function stays unknown.
+	dir := t.TempDir()
+	alone := filepath.Join(dir, "dbg_v5")
 	testkit.CopyFile(t, obj, alone)
+	testkit.CopyFile(t, obj[:len(obj)-1]+"4.debug", filepath.Join(dir, "dbg_v5.debug"))
 	c, err := Open(alone)
 	if err != nil {
 		t.Fatal(err)
@@ -138,5 +100,8 @@ func TestStaticFunctionOfStrippedFixture(t *testing.T) {
 	defer c.Close()
 	if _, err := c.Function("scale_static"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "no debug file") {
 		t.Fatalf("without the debug file: %v", err)
+	}
+	if path, warns := c.DebugFile(); path != "" || len(warns) != 1 || !errors.Is(warns[0], debuginfo.ErrMismatch) {
+		t.Fatalf("DebugFile = %q, %v; want none and a mismatch", path, warns)
 	}
 }

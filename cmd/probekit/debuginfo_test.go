@@ -1,9 +1,8 @@
 package main
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,16 +30,7 @@ func TestListFunctionsDebugFile(t *testing.T) {
 		}
 	}
 
-	out2, err := exec.Command("readelf", "-n", "/lib/x86_64-linux-gnu/libc.so.6").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, id, _ := strings.Cut(string(out2), "Build ID: ")
-	id = strings.TrimSpace(strings.SplitN(id, "\n", 2)[0])
-	dbg := filepath.Join("/usr/lib/debug/.build-id", id[:2], id[2:]+".debug")
-	if _, err := os.Stat(dbg); err != nil {
-		testkit.Unavailable(t, "libc6-dbg not installed (make deps): %v", err)
-	}
+	dbg := testkit.LibcDebugFile(t)
 	code, out, stderr = runCmd("list", "--functions", "libc.so.6", "_int_malloc")
 	if code != 0 {
 		t.Fatalf("libc: exit %d: %s", code, stderr)
@@ -59,4 +49,28 @@ func findKey(set map[string]bool, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestTraceStaticLibcFunction: probekit trace attaches libc's static
+// _int_malloc by name (known only from libc6-dbg's debug file) and sees
+// the sizes the fixture mallocs, in order, as its second argument.
+func TestTraceStaticLibcFunction(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	testkit.LibcDebugFile(t)
+	fx := testkit.Fixture("func_args")
+	hits, _ := traceFuncJSON(t, "uprobe:libc.so.6:_int_malloc", "--", fx, "3")
+	var sizes []string
+	for _, h := range hits {
+		if h.Function != "_int_malloc" || h.Kind != "uprobe" || len(h.Args) < 2 {
+			t.Fatalf("hit %+v", h)
+		}
+		// Sizes above the tcache's reach _int_malloc as they are.
+		if size := string(h.Args[1]); len(size) == 4 && size >= "4242" && size <= "4244" {
+			sizes = append(sizes, size)
+		}
+	}
+	if !slices.Equal(sizes, []string{"4242", "4243", "4244"}) {
+		t.Fatalf("_int_malloc sizes %v, want 4242, 4243, 4244 in order (%d hits)", sizes, len(hits))
+	}
 }
