@@ -1,10 +1,10 @@
 package exporter
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/probekit/probekit/follow"
 	"github.com/probekit/probekit/probe"
+	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
 )
 
@@ -48,7 +49,9 @@ type Metric struct {
 	// Labels are read from arguments at each hit, in the order written.
 	Labels []Label
 	// MaxSeries is the most label value combinations kept; further ones
-	// add to one series whose label values are all "other".
+	// add to one series whose label values are all "other" and which has
+	// one more label, OverflowLabel="true" (so that a real value "other"
+	// stays a series of its own).
 	MaxSeries int
 	// Line is where the metric starts in the file.
 	Line int
@@ -156,7 +159,10 @@ func (e *ConfigError) Error() string {
 
 // LoadConfig reads and checks the configuration file at path.
 func LoadConfig(path string, parse ProbeParser) (*Config, error) {
-	f, err := os.Open(path)
+	// Regular files only, opened without blocking: a FIFO given as the
+	// configuration would otherwise hang the start, or a reload and with
+	// it the signal loop.
+	f, err := procmaps.OpenFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -201,19 +207,63 @@ func ParseConfig(path string, data []byte, parse ProbeParser) (*Config, error) {
 	if len(list.Content) > MaxMetrics {
 		return nil, p.errorf(list, "metrics", "%d metrics, at most %d", len(list.Content), MaxMetrics)
 	}
-	names := map[string]int{}
 	for i, n := range list.Content {
 		m, err := p.metric(n, fmt.Sprintf("metrics[%d]", i))
 		if err != nil {
 			return nil, err
 		}
-		if line, ok := names[m.Name]; ok {
-			return nil, p.errorf(n, fmt.Sprintf("metrics[%d].name", i), "%q is defined twice (first on line %d)", m.Name, line)
-		}
-		names[m.Name] = m.Line
 		cfg.Metrics = append(cfg.Metrics, m)
 	}
+	if err := cfg.checkNames(); err != nil {
+		return nil, err
+	}
 	return cfg, nil
+}
+
+// reservedPrefixes are the names of the metrics an Exporter serves
+// itself: its health metrics and, in its own registry, the Go runtime's
+// and the process's collectors. A configured metric of such a name would
+// be dropped at the scrape.
+var reservedPrefixes = []string{"probekit_export_", "go_", "process_", "promhttp_"}
+
+// exposedNames are the sample names metric m writes in the text
+// exposition format: a histogram NAME writes NAME_bucket, NAME_sum and
+// NAME_count.
+func exposedNames(m *Metric) []string {
+	if m.Type == Histogram {
+		return []string{m.Name, m.Name + "_bucket", m.Name + "_sum", m.Name + "_count"}
+	}
+	return []string{m.Name}
+}
+
+// checkNames refuses a metric whose name is reserved, or whose samples
+// have the name of another metric's samples: the registry would drop
+// both at the scrape while the page is still served.
+func (c *Config) checkNames() error {
+	taken := map[string]*Metric{}
+	for i, m := range c.Metrics {
+		field := fmt.Sprintf("metrics[%d].name", i)
+		for _, r := range reservedPrefixes {
+			if strings.HasPrefix(m.Name, r) {
+				return &ConfigError{Path: c.Path, Line: m.Line, Field: field,
+					Msg: fmt.Sprintf("%q: names starting with %s are the exporter's own (%s)", m.Name, r, strings.Join(reservedPrefixes, ", "))}
+			}
+		}
+		for _, n := range exposedNames(m) {
+			if o := taken[n]; o != nil {
+				what := fmt.Sprintf("%q is defined twice", m.Name)
+				if o.Name != m.Name || n != m.Name {
+					what = fmt.Sprintf("%q writes samples named %s, as %q does", m.Name, n, o.Name)
+				}
+				return &ConfigError{Path: c.Path, Line: m.Line, Field: field,
+					Msg: fmt.Sprintf("%s (first on line %d)", what, o.Line)}
+			}
+		}
+		for _, n := range exposedNames(m) {
+			taken[n] = m
+		}
+	}
+	return nil
 }
 
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
@@ -439,6 +489,9 @@ func (p *configParser) buckets(m *Metric, n *yaml.Node, field string) error {
 		if e.Kind != yaml.ScalarNode || err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 			return p.errorf(e, fmt.Sprintf("%s[%d]", field, i), "%q: want a finite number", e.Value)
 		}
+		if m.Latency() && v <= 0 {
+			return p.errorf(e, fmt.Sprintf("%s[%d]", field, i), "%v: a latency bound is a positive number of seconds", v)
+		}
 		if i > 0 && v <= m.Buckets[i-1] {
 			return p.errorf(e, fmt.Sprintf("%s[%d]", field, i), "%v: want bounds in increasing order", v)
 		}
@@ -463,7 +516,7 @@ func (p *configParser) labels(m *Metric, n *yaml.Node, field string) error {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		lf := join(field, k.Value)
-		if !labelName.MatchString(k.Value) || k.Value == "le" || strings.HasPrefix(k.Value, "__") {
+		if !labelName.MatchString(k.Value) || k.Value == "le" || k.Value == OverflowLabel || strings.HasPrefix(k.Value, "__") {
 			return p.errorf(k, lf, "%q is not a label name this metric can have", k.Value)
 		}
 		for _, l := range m.Labels {
@@ -497,4 +550,141 @@ func (p *configParser) labels(m *Metric, n *yaml.Node, field string) error {
 		m.Labels = append(m.Labels, l)
 	}
 	return nil
+}
+
+// Check makes a configuration built in Go (not read from a file) ready
+// for Apply and refuses what a file would be refused for. It fills the
+// defaults a file leaves out: MaxSeries 0 is DefaultMaxSeries, a
+// histogram without Buckets has the default ones, and Value is NoValue
+// where it is not read (a counter, a latency histogram). ProbeText, when
+// empty, is the probe as written by probe.Spec's syntax.
+func (c *Config) Check() error {
+	if len(c.Metrics) == 0 || len(c.Metrics) > MaxMetrics {
+		return &ConfigError{Path: c.Path, Field: "metrics", Msg: fmt.Sprintf("%d metrics: want 1 to %d", len(c.Metrics), MaxMetrics)}
+	}
+	for i, m := range c.Metrics {
+		if err := m.check(); err != nil {
+			return &ConfigError{Path: c.Path, Line: m.Line, Field: fmt.Sprintf("metrics[%d]", i), Msg: err.Error()}
+		}
+	}
+	return c.checkNames()
+}
+
+// check is Config.Check for one metric.
+func (m *Metric) check() error {
+	switch {
+	case !metricName.MatchString(m.Name):
+		return fmt.Errorf("name %q is not a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)", m.Name)
+	case m.Type != Counter && m.Type != Histogram:
+		return fmt.Errorf("type %q: want counter or histogram", m.Type)
+	case m.Probe == nil:
+		return errors.New("no probe")
+	case m.End != nil && m.Type != Histogram:
+		return errors.New("end: only a histogram measures latency")
+	case m.MaxSeries < 0 || m.MaxSeries > MaxMaxSeries:
+		return fmt.Errorf("max_series %d: want 1 to %d", m.MaxSeries, MaxMaxSeries)
+	case len(m.Labels) > MaxLabels:
+		return fmt.Errorf("%d labels, at most %d", len(m.Labels), MaxLabels)
+	}
+	for _, p := range []*Probe{m.Probe, m.End} {
+		if p == nil {
+			continue
+		}
+		if err := checkProbe(p); err != nil {
+			return err
+		}
+	}
+	if m.ProbeText == "" {
+		m.ProbeText = probeText(m.Probe)
+	}
+	if m.End != nil && m.EndText == "" {
+		m.EndText = probeText(m.End)
+	}
+	if m.MaxSeries == 0 {
+		m.MaxSeries = DefaultMaxSeries
+	}
+	switch {
+	case m.Type == Counter || m.Latency():
+		m.Value = NoValue
+	case m.Value == RetValue && m.Probe.Kind != record.KindUretprobe:
+		return errors.New("value ret: only a uretprobe has a return value")
+	case m.Value != RetValue && m.Probe.Kind == record.KindUretprobe:
+		return errors.New("value: a uretprobe has only its return value (RetValue)")
+	case m.Value != RetValue && (m.Value < 0 || m.Value >= argLimit(m.Probe.Kind)):
+		return fmt.Errorf("value %d: want an argument number from 0 to %d", m.Value, argLimit(m.Probe.Kind)-1)
+	}
+	if m.Type == Histogram && m.Buckets == nil {
+		m.Buckets = defaultValueBuckets
+		if m.Latency() {
+			m.Buckets = defaultLatencyBuckets
+		}
+	}
+	if m.Type != Histogram && m.Buckets != nil {
+		return errors.New("buckets: only a histogram has buckets")
+	}
+	if len(m.Buckets) > MaxBuckets {
+		return fmt.Errorf("%d buckets, at most %d", len(m.Buckets), MaxBuckets)
+	}
+	for i, b := range m.Buckets {
+		switch {
+		case math.IsNaN(b) || math.IsInf(b, 0):
+			return fmt.Errorf("buckets[%d]: %v: want a finite number", i, b)
+		case m.Latency() && b <= 0:
+			return fmt.Errorf("buckets[%d]: %v: a latency bound is a positive number of seconds", i, b)
+		case i > 0 && b <= m.Buckets[i-1]:
+			return fmt.Errorf("buckets[%d]: %v: want bounds in increasing order", i, b)
+		}
+	}
+	strs := 0
+	for i, l := range m.Labels {
+		if !labelName.MatchString(l.Name) || l.Name == "le" || l.Name == OverflowLabel || strings.HasPrefix(l.Name, "__") {
+			return fmt.Errorf("labels[%d]: %q is not a label name this metric can have", i, l.Name)
+		}
+		for _, o := range m.Labels[:i] {
+			if o.Name == l.Name {
+				return fmt.Errorf("labels[%d]: %q given twice", i, l.Name)
+			}
+		}
+		if l.Arg < 0 || l.Arg >= argLimit(m.Probe.Kind) {
+			return fmt.Errorf("labels[%d]: argument %d: want 0 to %d", i, l.Arg, argLimit(m.Probe.Kind)-1)
+		}
+		if l.String {
+			if strs++; strs > 1 {
+				return fmt.Errorf("labels[%d]: at most one label is a string", i)
+			}
+		}
+	}
+	return nil
+}
+
+// checkProbe refuses a probe.Spec built in Go that lacks what its kind
+// needs.
+func checkProbe(p *Probe) error {
+	switch p.Kind {
+	case record.KindUSDT:
+		if p.Target == "" || p.Provider == "" || p.Name == "" {
+			return fmt.Errorf("probe %+v: a USDT probe needs Target, Provider and Name", *p)
+		}
+	case record.KindUprobe, record.KindUretprobe:
+		if p.Target == "" || p.Func == "" {
+			return fmt.Errorf("probe %+v: a function probe needs Target and Func", *p)
+		}
+		if strings.ContainsAny(p.Func, `*?[\`) {
+			return fmt.Errorf("probe %+v: a metric probes one function: no glob in Func", *p)
+		}
+	default:
+		return fmt.Errorf("probe %+v: unknown kind", *p)
+	}
+	return nil
+}
+
+// probeText writes p in the PROBE syntax.
+func probeText(p *Probe) string {
+	switch p.Kind {
+	case record.KindUprobe:
+		return probe.UprobePrefix + p.Target + ":" + p.Func
+	case record.KindUretprobe:
+		return probe.UretprobePrefix + p.Target + ":" + p.Func
+	}
+	return p.Target + ":" + p.Provider + ":" + p.Name
 }

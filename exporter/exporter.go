@@ -88,6 +88,9 @@ type metricState struct {
 	prog *program // nil when the load or the attach failed
 	err  error
 	desc *prometheus.Desc
+	// overflowDesc is desc with OverflowLabel, for the series past
+	// max_series.
+	overflowDesc *prometheus.Desc
 }
 
 // New returns an Exporter serving no metric yet (see Apply). The
@@ -168,7 +171,7 @@ func (x *Exporter) Apply(cfg *Config) {
 		if keep[s] {
 			continue
 		}
-		s.desc = newDesc(s.m)
+		s.desc, s.overflowDesc = newDesc(s.m)
 		s.prog, s.err = load(s.m, x.watchFailed(s.m))
 		if s.err != nil {
 			x.log.Printf("%s (line %d): %v", s.m.Name, s.m.Line, s.err)
@@ -272,7 +275,9 @@ func (x *Exporter) Serve(addr string) (<-chan error, net.Addr, error) {
 	return done, ln.Addr(), nil
 }
 
-func newDesc(m *Metric) *prometheus.Desc {
+// newDesc returns the descriptions of m's series and of its overflow
+// series.
+func newDesc(m *Metric) (desc, overflow *prometheus.Desc) {
 	help := m.Help
 	if help == "" {
 		help = m.ProbeText
@@ -281,7 +286,8 @@ func newDesc(m *Metric) *prometheus.Desc {
 	for i, l := range m.Labels {
 		names[i] = l.Name
 	}
-	return prometheus.NewDesc(m.Name, help, names, nil)
+	return prometheus.NewDesc(m.Name, help, names, nil),
+		prometheus.NewDesc(m.Name, help, append(names, OverflowLabel), nil)
 }
 
 // Health metrics.
@@ -297,7 +303,7 @@ var (
 	lostDesc = prometheus.NewDesc("probekit_export_lost_updates_total",
 		"Hits not counted: a value or label unreadable, the maps full, an end probe without its start on the thread; for a \"*\" or glob target, process events the kernel could not queue (process_event_lost).", []string{"metric", "reason"}, nil)
 	foldedDesc = prometheus.NewDesc("probekit_export_label_folded_total",
-		"Hits counted in the series whose labels are all \"other\", past the metric's max_series.", []string{"metric"}, nil)
+		"Hits counted in the metric's series overflow=\"true\", past its max_series.", []string{"metric"}, nil)
 	readErrorsDesc = prometheus.NewDesc("probekit_export_read_errors_total",
 		"Failed reads of a metric's BPF maps at a scrape.", nil, nil)
 	reloadsDesc = prometheus.NewDesc("probekit_export_config_loads_total",
@@ -337,7 +343,7 @@ func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(processesDesc, prometheus.GaugeValue, float64(n), s.m.Name, f)
 			}
 		}
-		series, folded, lost, err := s.prog.read(s.m)
+		series, over, lost, err := s.prog.read(s.m)
 		if err != nil {
 			x.readErrors.Add(1)
 			ch <- prometheus.NewInvalidMetric(s.desc, err)
@@ -352,10 +358,15 @@ func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(lostDesc, prometheus.CounterValue, float64(w.Lost()), s.m.Name, "process_event_lost")
 		}
 		if len(s.m.Labels) > 0 {
-			ch <- prometheus.MustNewConstMetric(foldedDesc, prometheus.CounterValue, float64(folded), s.m.Name)
+			folded := 0.0
+			if over != nil {
+				folded = float64(over.value.Count)
+				ch <- constMetric(s.m, s.overflowDesc, over, "true")
+			}
+			ch <- prometheus.MustNewConstMetric(foldedDesc, prometheus.CounterValue, folded, s.m.Name)
 		}
 		for _, se := range series {
-			ch <- constMetric(s, se)
+			ch <- constMetric(s.m, s.desc, se)
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(readErrorsDesc, prometheus.CounterValue, float64(x.readErrors.Load()))
@@ -363,21 +374,23 @@ func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(reloadsDesc, prometheus.CounterValue, float64(x.reloads[1]), "failure")
 }
 
-// constMetric is one series of s as Prometheus reads it.
-func constMetric(s *metricState, se *series) prometheus.Metric {
+// constMetric is one series of m, described by desc, as Prometheus reads
+// it; extra are label values after the series' own.
+func constMetric(m *Metric, desc *prometheus.Desc, se *series, extra ...string) prometheus.Metric {
 	v := &se.value
-	if s.m.Type == Counter {
-		return prometheus.MustNewConstMetric(s.desc, prometheus.CounterValue, float64(v.Count), se.labels...)
+	labels := append(slices.Clip(se.labels), extra...)
+	if m.Type == Counter {
+		return prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v.Count), labels...)
 	}
 	scale := 1.0
-	if s.m.Latency() {
+	if m.Latency() {
 		scale = 1e-9
 	}
-	buckets := make(map[float64]uint64, len(s.m.Buckets))
+	buckets := make(map[float64]uint64, len(m.Buckets))
 	var cum uint64
-	for i, b := range s.m.Buckets {
+	for i, b := range m.Buckets {
 		cum += v.Buckets[i]
 		buckets[b] = cum
 	}
-	return prometheus.MustNewConstHistogram(s.desc, v.Count, float64(v.Sum)*scale, buckets, se.labels...)
+	return prometheus.MustNewConstHistogram(desc, v.Count, float64(v.Sum)*scale, buckets, labels...)
 }

@@ -304,8 +304,9 @@ type series struct {
 const maxSeriesRead = 2 * MaxMaxSeries
 
 // read returns m's series, those with the same label values merged, the
-// folded hits (of other) and the hits lost by reason.
-func (p *program) read(m *Metric) (map[string]*series, uint64, [len(lostReasons)]uint64, error) {
+// overflow series (the hits past max_series; nil when there were none)
+// and the hits lost by reason.
+func (p *program) read(m *Metric) (map[string]*series, *series, [len(lostReasons)]uint64, error) {
 	var lost [len(lostReasons)]uint64
 	out := map[string]*series{}
 	var k seriesKey
@@ -318,22 +319,27 @@ func (p *program) read(m *Metric) (map[string]*series, uint64, [len(lostReasons)
 		addSeries(out, labelValues(m, &k), per)
 	}
 	if err := it.Err(); err != nil {
-		return nil, 0, lost, fmt.Errorf("read the series: %w", err)
+		return nil, nil, lost, fmt.Errorf("read the series: %w", err)
 	}
 	if err := p.coll.Maps["other"].Lookup(uint32(0), &per); err != nil {
-		return nil, 0, lost, fmt.Errorf("read the series other: %w", err)
+		return nil, nil, lost, fmt.Errorf("read the series other: %w", err)
 	}
-	folded := addSeries(out, otherValues(m), per)
+	overflow := map[string]*series{}
+	addSeries(overflow, otherValues(m), per)
 	var n []uint64
 	for i := range lost {
 		if err := p.coll.Maps["errors"].Lookup(uint32(i), &n); err != nil {
-			return nil, 0, lost, fmt.Errorf("read the errors: %w", err)
+			return nil, nil, lost, fmt.Errorf("read the errors: %w", err)
 		}
 		for _, c := range n {
 			lost[i] += c
 		}
 	}
-	return out, folded, lost, nil
+	var over *series
+	for _, s := range overflow {
+		over = s
+	}
+	return out, over, lost, nil
 }
 
 // addSeries adds the per-CPU values per to the series of labels and
@@ -383,8 +389,13 @@ func labelValues(m *Metric, k *seriesKey) []string {
 }
 
 // otherLabel is the value of every label of the series that holds the
-// hits past a metric's max_series.
+// hits past a metric's max_series; that series also has OverflowLabel.
 const otherLabel = "other"
+
+// OverflowLabel is the label, "true", of the one series of a metric that
+// holds the hits past its max_series: an argument read as a label value
+// may be "other" too, and its series stays apart.
+const OverflowLabel = "overflow"
 
 func otherValues(m *Metric) []string {
 	vals := make([]string, len(m.Labels))

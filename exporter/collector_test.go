@@ -1,0 +1,171 @@
+package exporter_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/probekit/probekit/exporter"
+	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/probe"
+	"github.com/probekit/probekit/record"
+)
+
+// privateFixture copies a fixture into the test's temporary directory, so
+// that probes attached by path count this test's hits only.
+func privateFixture(t testing.TB, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(testkit.Fixture(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestCollectorInOwnRegistry: an agent builds the exporter from a Go
+// struct, registers it in its own registry, fires a probe and reads the
+// exact values at a Gather.
+func TestCollectorInOwnRegistry(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := privateFixture(t, "usdt_sample")
+	p := testkit.Start(t, fixture)
+	loop := &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "loop"}
+	cfg := &exporter.Config{Metrics: []*exporter.Metric{
+		{Name: "agent_loops_total", Help: "Loops.", Type: exporter.Counter, Probe: loop},
+		{Name: "agent_loop_r1", Help: "r + 1.", Type: exporter.Histogram, Probe: loop, Value: 1, Buckets: []float64{5, 10}},
+		{Name: "agent_loop_by_round_total", Help: "By round.", Type: exporter.Counter, Probe: loop, MaxSeries: 2,
+			Labels: []exporter.Label{{Name: "round", Arg: 0}}},
+	}}
+	if err := cfg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	x := exporter.New(exporter.Options{NoRuntimeMetrics: true})
+	defer x.Close()
+	x.Apply(cfg)
+	if got := x.Attached(); len(got) != 3 {
+		t.Fatalf("attached %v, want 3 metrics", got)
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(x); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Loop("loop", 20); err != nil {
+		t.Fatal(err)
+	}
+	// Round r passes r, r + 1, -r, r: r + 1 runs 1..20.
+	want := map[string]float64{
+		`agent_loops_total`:                                        20,
+		`agent_loop_r1_bucket{le="5"}`:                             5,
+		`agent_loop_r1_bucket{le="10"}`:                            10,
+		`agent_loop_r1_bucket{le="+Inf"}`:                          20,
+		`agent_loop_r1_sum`:                                        210,
+		`agent_loop_r1_count`:                                      20,
+		`agent_loop_by_round_total{round="0"}`:                     1,
+		`agent_loop_by_round_total{round="1"}`:                     1,
+		`agent_loop_by_round_total{overflow="true",round="other"}`: 18,
+	}
+	got := gather(t, reg, "agent_")
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("gathered %d samples, want %d: %v", len(got), len(want), got)
+	}
+}
+
+// gather returns the samples of reg whose names start with prefix, keyed
+// as the text format writes them (labels sorted by name).
+func gather(t *testing.T, reg prometheus.Gatherer, prefix string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	key := func(name string, labels []*dto.LabelPair, extra ...string) string {
+		var l []string
+		for _, p := range labels {
+			l = append(l, fmt.Sprintf("%s=%q", p.GetName(), p.GetValue()))
+		}
+		l = append(l, extra...)
+		slices.Sort(l)
+		if len(l) == 0 {
+			return name
+		}
+		return name + "{" + strings.Join(l, ",") + "}"
+	}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.Counter != nil:
+				out[key(name, m.GetLabel())] = m.GetCounter().GetValue()
+			case m.Histogram != nil:
+				h := m.GetHistogram()
+				for _, b := range h.GetBucket() {
+					out[key(name+"_bucket", m.GetLabel(), fmt.Sprintf("le=%q", strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)))] = float64(b.GetCumulativeCount())
+				}
+				out[key(name+"_bucket", m.GetLabel(), `le="+Inf"`)] = float64(h.GetSampleCount())
+				out[key(name+"_sum", m.GetLabel())] = h.GetSampleSum()
+				out[key(name+"_count", m.GetLabel())] = float64(h.GetSampleCount())
+			}
+		}
+	}
+	return out
+}
+
+// TestCheckStruct: a configuration built in Go is refused for what a file
+// would be, and gets a file's defaults.
+func TestCheckStruct(t *testing.T) {
+	loop := &probe.Spec{Kind: record.KindUSDT, Target: "/bin/x", Provider: "p", Name: "n"}
+	ret := &probe.Spec{Kind: record.KindUretprobe, Target: "/bin/x", Func: "f"}
+	for _, c := range []struct {
+		m    exporter.Metric
+		want string
+	}{
+		{exporter.Metric{Name: "9a", Type: exporter.Counter, Probe: loop}, "not a Prometheus metric name"},
+		{exporter.Metric{Name: "a", Type: "gauge", Probe: loop}, "want counter or histogram"},
+		{exporter.Metric{Name: "a", Type: exporter.Counter}, "no probe"},
+		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, Value: 12}, "value 12: want an argument number from 0 to 11"},
+		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: ret, Value: 0}, "a uretprobe has only its return value"},
+		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, End: loop, Buckets: []float64{0}}, "a latency bound is a positive"},
+		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, Buckets: []float64{2, 1}}, "increasing order"},
+		{exporter.Metric{Name: "a", Type: exporter.Counter, Probe: loop, Labels: []exporter.Label{{Name: "overflow"}}}, "not a label name"},
+		{exporter.Metric{Name: "go_a", Type: exporter.Counter, Probe: loop}, "names starting with go_"},
+		{exporter.Metric{Name: "a", Type: exporter.Counter, Probe: &probe.Spec{Kind: record.KindUprobe, Target: "/bin/x", Func: "f*"}}, "no glob in Func"},
+	} {
+		m := c.m
+		err := (&exporter.Config{Metrics: []*exporter.Metric{&m}}).Check()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.m, err, c.want)
+		}
+	}
+	m := &exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, End: loop}
+	c := &exporter.Config{Metrics: []*exporter.Metric{m, {Name: "a_count", Type: exporter.Counter, Probe: loop}}}
+	if err := c.Check(); err == nil || !strings.Contains(err.Error(), `"a_count" writes samples named a_count, as "a" does`) {
+		t.Errorf("a_count beside histogram a: %v", err)
+	}
+	c.Metrics = c.Metrics[:1]
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if m.Value != exporter.NoValue || m.MaxSeries != exporter.DefaultMaxSeries || len(m.Buckets) == 0 || m.ProbeText != "/bin/x:p:n" {
+		t.Errorf("defaults: %+v", m)
+	}
+}
