@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -167,5 +168,182 @@ func TestCheckStruct(t *testing.T) {
 	}
 	if m.Value != exporter.NoValue || m.MaxSeries != exporter.DefaultMaxSeries || len(m.Buckets) == 0 || m.ProbeText != "/bin/x:p:n" {
 		t.Errorf("defaults: %+v", m)
+	}
+}
+
+// start applies cfg (checked) to an Exporter registered in a registry of
+// the test's own.
+func start(t *testing.T, cfg *exporter.Config) (*exporter.Exporter, *prometheus.Registry) {
+	t.Helper()
+	if err := cfg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	x := exporter.New(exporter.Options{NoRuntimeMetrics: true})
+	t.Cleanup(func() { x.Close() })
+	x.Apply(cfg)
+	if got := x.Attached(); len(got) != len(cfg.Metrics) {
+		t.Fatalf("attached %v, want %d metrics", got, len(cfg.Metrics))
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(x); err != nil {
+		t.Fatal(err)
+	}
+	return x, reg
+}
+
+// TestSeriesEviction: series idle for series_idle leave the map at a
+// scrape, are counted, and their places go to new label values instead of
+// the overflow series.
+func TestSeriesEviction(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := privateFixture(t, "usdt_sample")
+	p := testkit.Start(t, fixture)
+	loop := &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "loop"}
+	const idle = 500 * time.Millisecond
+	_, reg := start(t, &exporter.Config{Metrics: []*exporter.Metric{
+		{Name: "ev_total", Type: exporter.Counter, Probe: loop, MaxSeries: 2, SeriesIdle: idle,
+			Labels: []exporter.Label{{Name: "neg", Arg: 2}}},
+		{Name: "kept_total", Type: exporter.Counter, Probe: loop, MaxSeries: 2, SeriesIdle: -1,
+			Labels: []exporter.Label{{Name: "neg", Arg: 2}}},
+	}})
+	// Rounds 0 and 1 pass -0 and -1 as argument 3.
+	if err := p.Loop("loop", 2); err != nil {
+		t.Fatal(err)
+	}
+	first := time.Now()
+	got := gather(t, reg, "")
+	for _, k := range []string{`ev_total{neg="0"}`, `ev_total{neg="-1"}`, `kept_total{neg="0"}`} {
+		if got[k] != 1 {
+			t.Errorf("%s = %v, want 1", k, got[k])
+		}
+	}
+	// Past series_idle without a hit, the next scrape evicts both.
+	time.Sleep(time.Until(first.Add(idle + 100*time.Millisecond)))
+	got = gather(t, reg, "")
+	if n := got[`probekit_export_series_evicted_total{metric="ev_total"}`]; n != 2 {
+		t.Errorf("evicted %v series, want 2", n)
+	}
+	if _, ok := got[`ev_total{neg="0"}`]; ok {
+		t.Error(`ev_total{neg="0"} served after its eviction`)
+	}
+	if got[`kept_total{neg="-1"}`] != 1 || got[`probekit_export_series_evicted_total{metric="kept_total"}`] != 0 {
+		t.Errorf("series_idle never: %v", got)
+	}
+	// Three rounds: 0, -1 and -2. The evicted metric has room for two of
+	// them; the other folds. The kept one is still full of 0 and -1.
+	if err := p.Loop("loop", 3); err != nil {
+		t.Fatal(err)
+	}
+	got = gather(t, reg, "")
+	want := map[string]float64{
+		`ev_total{neg="0"}`:                       1,
+		`ev_total{neg="-1"}`:                      1,
+		`ev_total{overflow="true",neg="other"}`:   1,
+		`kept_total{neg="0"}`:                     2,
+		`kept_total{neg="-1"}`:                    2,
+		`kept_total{overflow="true",neg="other"}`: 1,
+	}
+	for k, v := range want {
+		k = sortedKey(k)
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+}
+
+// sortedKey sorts the labels of a sample key as gather writes them.
+func sortedKey(k string) string {
+	name, labels, ok := strings.Cut(k, "{")
+	if !ok {
+		return k
+	}
+	l := strings.Split(strings.TrimSuffix(labels, "}"), ",")
+	slices.Sort(l)
+	return name + "{" + strings.Join(l, ",") + "}"
+}
+
+// TestPIDCommLabels: the pid and comm labels are the hitting process's.
+func TestPIDCommLabels(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := privateFixture(t, "usdt_sample")
+	p := testkit.Start(t, fixture)
+	loop := &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "loop"}
+	_, reg := start(t, &exporter.Config{Metrics: []*exporter.Metric{
+		{Name: "by_proc_total", Type: exporter.Counter, Probe: loop,
+			Labels: []exporter.Label{{Name: "pid", Source: exporter.LabelPID}, {Name: "comm", Source: exporter.LabelComm}, {Name: "r", Arg: 0}}},
+	}})
+	if err := p.Loop("loop", 2); err != nil {
+		t.Fatal(err)
+	}
+	got := gather(t, reg, "by_proc_total")
+	for r := range 2 {
+		k := fmt.Sprintf(`by_proc_total{comm="usdt_sample",pid="%d",r="%d"}`, p.PID(), r)
+		if got[k] != 1 {
+			t.Errorf("%s = %v, want 1 (got %v)", k, got[k], got)
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("%d series, want 2: %v", len(got), got)
+	}
+}
+
+// TestLatencyRecursion: starts and ends pair per thread as a stack, so
+// each level of a recursion is measured from its own start: nest(3)'s
+// levels last 20, 40, 60 and 80 ms, one in each bucket. Recursion past
+// MaxDepth is counted, and the levels within it still measured.
+func TestLatencyRecursion(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := privateFixture(t, "recurse")
+	p := testkit.Start(t, fixture)
+	enter := &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "recurse", Name: "enter"}
+	leave := &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "recurse", Name: "leave"}
+	_, reg := start(t, &exporter.Config{Metrics: []*exporter.Metric{
+		{Name: "level_seconds", Type: exporter.Histogram, Probe: enter, End: leave,
+			Buckets: []float64{0.010, 0.030, 0.050, 0.070, 0.090}},
+	}})
+	const rounds = 3
+	if err := p.Loop("nest", rounds); err != nil {
+		t.Fatal(err)
+	}
+	got := gather(t, reg, "")
+	want := map[string]float64{
+		`level_seconds_bucket{le="0.01"}`: 0,
+		`level_seconds_bucket{le="0.03"}`: rounds,
+		`level_seconds_bucket{le="0.05"}`: 2 * rounds,
+		`level_seconds_bucket{le="0.07"}`: 3 * rounds,
+		`level_seconds_bucket{le="0.09"}`: 4 * rounds,
+		`level_seconds_count`:             4 * rounds,
+		`probekit_export_lost_updates_total{metric="level_seconds",reason="end_without_start"}`: 0,
+		`probekit_export_lost_updates_total{metric="level_seconds",reason="depth_overflow"}`:    0,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	// The levels' own times add up to 200 ms a round.
+	if s := got["level_seconds_sum"]; s < rounds*0.2 || s > rounds*0.2+0.1 {
+		t.Errorf("level_seconds_sum = %v, want %v to %v", s, rounds*0.2, rounds*0.2+0.1)
+	}
+	// deep(69): 70 levels, MaxDepth of them measured, the rest counted.
+	if err := p.Loop("deep", 1); err != nil {
+		t.Fatal(err)
+	}
+	got = gather(t, reg, "")
+	if n := got["level_seconds_count"]; n != 4*rounds+exporter.MaxDepth {
+		t.Errorf("level_seconds_count = %v, want %d", n, 4*rounds+exporter.MaxDepth)
+	}
+	if n := got[`probekit_export_lost_updates_total{metric="level_seconds",reason="depth_overflow"}`]; n != 70-exporter.MaxDepth {
+		t.Errorf("depth_overflow = %v, want %d", n, 70-exporter.MaxDepth)
+	}
+	if n := got[`probekit_export_lost_updates_total{metric="level_seconds",reason="end_without_start"}`]; n != 0 {
+		t.Errorf("end_without_start = %v, want 0", n)
+	}
+	// Every start was ended: a new round still pairs.
+	if err := p.Loop("nest", 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := gather(t, reg, "")[`level_seconds_bucket{le="0.03"}`]; n != rounds+1+exporter.MaxDepth {
+		t.Errorf(`level_seconds_bucket{le="0.03"} = %v, want %d`, n, rounds+1+exporter.MaxDepth)
 	}
 }

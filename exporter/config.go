@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -53,6 +54,14 @@ type Metric struct {
 	// one more label, OverflowLabel="true" (so that a real value "other"
 	// stays a series of its own).
 	MaxSeries int
+	// SeriesIdle is how long a series keeps its place while it counts
+	// nothing: at a scrape past that, it is removed from the BPF map
+	// (probekit_export_series_evicted_total), so that new label values
+	// take its place instead of folding into the overflow series. Zero
+	// is DefaultSeriesIdle; a negative duration keeps every series for
+	// good. A series evicted that comes back starts from zero, which
+	// Prometheus reads as a counter reset.
+	SeriesIdle time.Duration
 	// Line is where the metric starts in the file.
 	Line int
 }
@@ -60,16 +69,32 @@ type Metric struct {
 // Latency reports whether m is a latency histogram.
 func (m *Metric) Latency() bool { return m.End != nil }
 
-// Label is a label whose value is an argument of the probe (of the
-// start probe of a latency histogram).
+// Label is a label whose value is read at each hit of the probe (of the
+// start probe of a latency histogram): an argument, or the process.
 type Label struct {
 	Name string
+	// Source is where the value comes from; LabelArg (the zero value)
+	// is the argument Arg.
+	Source LabelSource
 	// Arg is the argument, numbered from 0.
 	Arg int
 	// String reads the argument as a pointer to a NUL-terminated string
 	// (at most LabelStrLen-1 bytes kept), instead of an integer.
 	String bool
 }
+
+// LabelSource is where a label's value comes from.
+type LabelSource uint8
+
+const (
+	// LabelArg is an argument of the probe.
+	LabelArg LabelSource = iota
+	// LabelPID is the process id (the thread group id) of the hit.
+	LabelPID
+	// LabelComm is the command name of the hit's thread (its comm, at
+	// most 15 bytes): a metric's one string label.
+	LabelComm
+)
 
 // Value of Metric.Value.
 const (
@@ -109,6 +134,10 @@ const (
 	// hash map).
 	DefaultMaxSeries = 100
 	MaxMaxSeries     = 10000
+	// DefaultSeriesIdle is a series' idle time before eviction by
+	// default: longer than any usual scrape interval, so that a series
+	// that counts between two scrapes is never evicted.
+	DefaultSeriesIdle = 10 * time.Minute
 	// MaxConfigSize bounds the file read.
 	MaxConfigSize = 4 << 20
 	// maxArgs is the most arguments a USDT probe has; a function probe
@@ -331,14 +360,14 @@ var (
 	labelName  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 )
 
-var metricFields = []string{"name", "help", "type", "probe", "value", "buckets", "end", "labels", "max_series"}
+var metricFields = []string{"name", "help", "type", "probe", "value", "buckets", "end", "labels", "max_series", "series_idle"}
 
 func (p *configParser) metric(n *yaml.Node, field string) (*Metric, error) {
 	f, err := p.mapping(n, field, metricFields)
 	if err != nil {
 		return nil, err
 	}
-	m := &Metric{Line: n.Line, Value: NoValue, MaxSeries: DefaultMaxSeries}
+	m := &Metric{Line: n.Line, Value: NoValue, MaxSeries: DefaultMaxSeries, SeriesIdle: DefaultSeriesIdle}
 	for _, k := range []string{"name", "type", "probe"} {
 		if f[k] == nil {
 			return nil, p.errorf(n, join(field, k), "missing")
@@ -388,6 +417,17 @@ func (p *configParser) metric(n *yaml.Node, field string) (*Metric, error) {
 		}
 		if m.MaxSeries, err = strconv.Atoi(s); err != nil || m.MaxSeries < 1 || m.MaxSeries > MaxMaxSeries {
 			return nil, p.errorf(v, join(field, "max_series"), "%q: want a number from 1 to %d", s, MaxMaxSeries)
+		}
+	}
+	if v := f["series_idle"]; v != nil {
+		s, err := p.str(v, join(field, "series_idle"))
+		if err != nil {
+			return nil, err
+		}
+		if s == "never" {
+			m.SeriesIdle = -1
+		} else if m.SeriesIdle, err = time.ParseDuration(s); err != nil || m.SeriesIdle <= 0 {
+			return nil, p.errorf(v, join(field, "series_idle"), "%q: want a positive duration (90s, 10m) or never", s)
 		}
 	}
 	return m, nil
@@ -500,14 +540,14 @@ func (p *configParser) buckets(m *Metric, n *yaml.Node, field string) error {
 	return nil
 }
 
-var labelFields = []string{"arg", "string"}
+var labelFields = []string{"arg", "string", "source"}
 
 func (p *configParser) labels(m *Metric, n *yaml.Node, field string) error {
 	if n == nil {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		return p.errorf(n, field, "want a mapping of label names to {arg: N, string: BOOL}")
+		return p.errorf(n, field, "want a mapping of label names to {arg: N, string: BOOL} or {source: pid|comm}")
 	}
 	if len(n.Content)/2 > MaxLabels {
 		return p.errorf(n, field, "%d labels, at most %d", len(n.Content)/2, MaxLabels)
@@ -528,12 +568,28 @@ func (p *configParser) labels(m *Metric, n *yaml.Node, field string) error {
 		if err != nil {
 			return err
 		}
-		if f["arg"] == nil {
+		l := Label{Name: k.Value}
+		if src := f["source"]; src != nil {
+			switch src.Value {
+			case "pid":
+				l.Source = LabelPID
+			case "comm":
+				l.Source = LabelComm
+			case "arg":
+			default:
+				return p.errorf(src, join(lf, "source"), "%q: want pid, comm or arg", src.Value)
+			}
+			if l.Source != LabelArg && (f["arg"] != nil || f["string"] != nil) {
+				return p.errorf(src, join(lf, "source"), "source %s reads no argument: no arg or string", src.Value)
+			}
+		}
+		if l.Source == LabelArg && f["arg"] == nil {
 			return p.errorf(v, join(lf, "arg"), "missing")
 		}
-		l := Label{Name: k.Value}
-		if l.Arg, err = p.argument(f["arg"], join(lf, "arg"), m.Probe); err != nil {
-			return err
+		if l.Source == LabelArg {
+			if l.Arg, err = p.argument(f["arg"], join(lf, "arg"), m.Probe); err != nil {
+				return err
+			}
 		}
 		if s := f["string"]; s != nil {
 			var b bool
@@ -542,9 +598,9 @@ func (p *configParser) labels(m *Metric, n *yaml.Node, field string) error {
 			}
 			l.String = b
 		}
-		if l.String {
+		if l.String || l.Source == LabelComm {
 			if strs++; strs > 1 {
-				return p.errorf(k, lf, "at most one label is a string")
+				return p.errorf(k, lf, "at most one label is a string (comm is one)")
 			}
 		}
 		m.Labels = append(m.Labels, l)
@@ -603,6 +659,9 @@ func (m *Metric) check() error {
 	if m.MaxSeries == 0 {
 		m.MaxSeries = DefaultMaxSeries
 	}
+	if m.SeriesIdle == 0 {
+		m.SeriesIdle = DefaultSeriesIdle
+	}
 	switch {
 	case m.Type == Counter || m.Latency():
 		m.Value = NoValue
@@ -645,10 +704,15 @@ func (m *Metric) check() error {
 				return fmt.Errorf("labels[%d]: %q given twice", i, l.Name)
 			}
 		}
-		if l.Arg < 0 || l.Arg >= argLimit(m.Probe.Kind) {
+		switch {
+		case l.Source > LabelComm:
+			return fmt.Errorf("labels[%d]: unknown source %d", i, l.Source)
+		case l.Source != LabelArg && l.String:
+			return fmt.Errorf("labels[%d]: source pid or comm reads no argument: String is false", i)
+		case l.Source == LabelArg && (l.Arg < 0 || l.Arg >= argLimit(m.Probe.Kind)):
 			return fmt.Errorf("labels[%d]: argument %d: want 0 to %d", i, l.Arg, argLimit(m.Probe.Kind)-1)
 		}
-		if l.String {
+		if l.String || l.Source == LabelComm {
 			if strs++; strs > 1 {
 				return fmt.Errorf("labels[%d]: at most one label is a string", i)
 			}

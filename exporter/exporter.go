@@ -304,6 +304,8 @@ var (
 		"Hits not counted: a value or label unreadable, the maps full, an end probe without its start on the thread; for a \"*\" or glob target, process events the kernel could not queue (process_event_lost).", []string{"metric", "reason"}, nil)
 	foldedDesc = prometheus.NewDesc("probekit_export_label_folded_total",
 		"Hits counted in the metric's series overflow=\"true\", past its max_series.", []string{"metric"}, nil)
+	evictedDesc = prometheus.NewDesc("probekit_export_series_evicted_total",
+		"Series removed after counting nothing for the metric's series_idle, making room for new label values.", []string{"metric"}, nil)
 	readErrorsDesc = prometheus.NewDesc("probekit_export_read_errors_total",
 		"Failed reads of a metric's BPF maps at a scrape.", nil, nil)
 	reloadsDesc = prometheus.NewDesc("probekit_export_config_loads_total",
@@ -343,7 +345,7 @@ func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(processesDesc, prometheus.GaugeValue, float64(n), s.m.Name, f)
 			}
 		}
-		series, over, lost, err := s.prog.read(s.m)
+		series, over, lost, err := s.prog.read(s.m, time.Now())
 		if err != nil {
 			x.readErrors.Add(1)
 			ch <- prometheus.NewInvalidMetric(s.desc, err)
@@ -364,6 +366,7 @@ func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 				ch <- constMetric(s.m, s.overflowDesc, over, "true")
 			}
 			ch <- prometheus.MustNewConstMetric(foldedDesc, prometheus.CounterValue, folded, s.m.Name)
+			ch <- prometheus.MustNewConstMetric(evictedDesc, prometheus.CounterValue, float64(s.prog.evictions()), s.m.Name)
 		}
 		for _, se := range series {
 			ch <- constMetric(s.m, s.desc, se)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -46,7 +47,20 @@ const (
 )
 
 // Reasons a hit is not counted (enum lost), by index.
-var lostReasons = [...]string{"value_unreadable", "map_full", "end_without_start"}
+var lostReasons = [...]string{"value_unreadable", "map_full", "end_without_start", "depth_overflow"}
+
+// MaxDepth is how many starts of a latency histogram one thread keeps
+// open (MAX_DEPTH): recursion deeper than that is counted in
+// probekit_export_lost_updates_total{reason="depth_overflow"}, and those
+// calls are not measured.
+const MaxDepth = 64
+
+// pk_label_args values of the label sources other than an argument
+// (LABEL_PID, LABEL_COMM).
+const (
+	labelArgPID  = 0x10000
+	labelArgComm = 0x10001
+)
 
 // seriesKey is struct series_key; seriesValue struct series.
 type seriesKey struct {
@@ -74,6 +88,19 @@ type program struct {
 	mu sync.Mutex
 	// watched is the sites the watch has attached now, by file.
 	watched map[string]int
+
+	// readMu serialises reads (concurrent scrapes): they update seen.
+	readMu sync.Mutex
+	// seen is each series' count at the last read and when it last
+	// changed, for the eviction of idle series.
+	seen map[seriesKey]seenSeries
+	// evicted counts the series evicted.
+	evicted uint64
+}
+
+type seenSeries struct {
+	count   uint64
+	changed time.Time
 }
 
 // load loads m's program into the kernel; failed is told each failure
@@ -104,8 +131,15 @@ func load(m *Metric, failed func(follow.Event)) (*program, error) {
 	var args [MaxLabels]uint32
 	var strs uint32
 	for i, l := range m.Labels {
-		args[i] = uint32(l.Arg)
-		if l.String {
+		switch l.Source {
+		case LabelPID:
+			args[i] = labelArgPID
+		case LabelComm:
+			args[i] = labelArgComm
+		default:
+			args[i] = uint32(l.Arg)
+		}
+		if l.String || l.Source == LabelComm {
 			strs |= 1 << i
 		}
 	}
@@ -141,7 +175,7 @@ func load(m *Metric, failed func(follow.Event)) (*program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the program: %w", err)
 	}
-	p := &program{coll: coll, failed: failed, watched: map[string]int{}}
+	p := &program{coll: coll, failed: failed, watched: map[string]int{}, seen: map[seriesKey]seenSeries{}}
 	if err := p.attach(spec, m); err != nil {
 		p.close()
 		return nil, err
@@ -195,7 +229,7 @@ func (p *program) attach(spec *ebpf.CollectionSpec, m *Metric) error {
 			p.links = append(p.links, l)
 			continue
 		}
-		l, err := attachFunc(p.coll.Programs[funcProgram], pr, role, role == roleStart && (m.Value >= 0 || len(m.Labels) > 0))
+		l, err := attachFunc(p.coll.Programs[funcProgram], pr, role, role == roleStart && readsArgs(m))
 		if err != nil {
 			return err
 		}
@@ -232,6 +266,19 @@ func (p *program) notify(e follow.Event) {
 			p.failed(e)
 		}
 	}
+}
+
+// readsArgs reports whether m reads arguments of its start probe.
+func readsArgs(m *Metric) bool {
+	if m.Value >= 0 {
+		return true
+	}
+	for _, l := range m.Labels {
+		if l.Source == LabelArg {
+			return true
+		}
+	}
+	return false
 }
 
 // attachFunc attaches prog to the function of pr; readsArgs says the
@@ -306,20 +353,57 @@ const maxSeriesRead = 2 * MaxMaxSeries
 // read returns m's series, those with the same label values merged, the
 // overflow series (the hits past max_series; nil when there were none)
 // and the hits lost by reason.
-func (p *program) read(m *Metric) (map[string]*series, *series, [len(lostReasons)]uint64, error) {
+//
+// A series of a labelled metric whose count has not changed for
+// m.SeriesIdle is evicted: deleted from the map, not returned, counted
+// in p.evicted. now is the time of the read.
+func (p *program) read(m *Metric, now time.Time) (map[string]*series, *series, [len(lostReasons)]uint64, error) {
+	p.readMu.Lock()
+	defer p.readMu.Unlock()
 	var lost [len(lostReasons)]uint64
 	out := map[string]*series{}
 	var k seriesKey
 	var per []seriesValue
+	var idle []seriesKey
+	evicts := len(m.Labels) > 0 && m.SeriesIdle > 0
+	present := make(map[seriesKey]bool, len(p.seen))
 	it := p.coll.Maps["series"].Iterate()
 	for n := 0; it.Next(&k, &per); n++ {
 		if n >= maxSeriesRead {
 			break
 		}
+		if evicts {
+			var count uint64
+			for i := range per {
+				count += per[i].Count
+			}
+			s, ok := p.seen[k]
+			if !ok || s.count != count {
+				s = seenSeries{count: count, changed: now}
+				p.seen[k] = s
+			}
+			present[k] = true
+			if now.Sub(s.changed) >= m.SeriesIdle {
+				idle = append(idle, k)
+				continue
+			}
+		}
 		addSeries(out, labelValues(m, &k), per)
 	}
 	if err := it.Err(); err != nil {
 		return nil, nil, lost, fmt.Errorf("read the series: %w", err)
+	}
+	// Deleted after the walk: a delete during it may restart it.
+	for _, k := range idle {
+		if err := p.coll.Maps["series"].Delete(&k); err == nil {
+			p.evicted++
+		}
+		delete(p.seen, k)
+	}
+	for k := range p.seen {
+		if !present[k] {
+			delete(p.seen, k)
+		}
 	}
 	if err := p.coll.Maps["other"].Lookup(uint32(0), &per); err != nil {
 		return nil, nil, lost, fmt.Errorf("read the series other: %w", err)
@@ -375,7 +459,7 @@ func addSeries(out map[string]*series, labels []string, per []seriesValue) uint6
 func labelValues(m *Metric, k *seriesKey) []string {
 	vals := make([]string, len(m.Labels))
 	for i, l := range m.Labels {
-		if l.String {
+		if l.String || l.Source == LabelComm {
 			s := k.Str[:]
 			if n := bytes.IndexByte(s, 0); n >= 0 {
 				s = s[:n]
@@ -403,4 +487,11 @@ func otherValues(m *Metric) []string {
 		vals[i] = otherLabel
 	}
 	return vals
+}
+
+// evictions returns the number of series evicted.
+func (p *program) evictions() uint64 {
+	p.readMu.Lock()
+	defer p.readMu.Unlock()
+	return p.evicted
 }

@@ -110,6 +110,10 @@ func TestExportConfigErrors(t *testing.T) {
 		// Latency bounds are positive (item 15); a value's may be negative.
 		{"metrics:\n  - name: l\n    type: histogram\n    probe: /bin/x:p:n\n    end: /bin/x:p:m\n    buckets: [0, 1]\n", "c.yaml:6: metrics[0].buckets[0]: 0: a latency bound is a positive number of seconds"},
 		{"metrics:\n  - name: l\n    type: histogram\n    probe: /bin/x:p:n\n    end: /bin/x:p:m\n    buckets: [-1]\n", "c.yaml:6: metrics[0].buckets[0]: -1: a latency bound is a positive"},
+		{head + "    probe: /bin/x:p:n\n    series_idle: 0s\n", "c.yaml:5: metrics[0].series_idle: \"0s\": want a positive duration"},
+		{head + "    probe: /bin/x:p:n\n    labels:\n      p: {source: pid, arg: 1}\n", "c.yaml:6: metrics[0].labels.p.source: source pid reads no argument"},
+		{head + "    probe: /bin/x:p:n\n    labels:\n      p: {source: tid}\n", "c.yaml:6: metrics[0].labels.p.source: \"tid\": want pid, comm or arg"},
+		{head + "    probe: /bin/x:p:n\n    labels:\n      c: {source: comm}\n      s: {arg: 1, string: true}\n", "c.yaml:7: metrics[0].labels.s: at most one label is a string"},
 		{head + "    probe: /bin/x:p:n\n    labels:\n      overflow: {arg: 1}\n", "c.yaml:6: metrics[0].labels.overflow: \"overflow\" is not a label name"},
 		{"metrics:\n  - name: a\n   type: counter\n", "c.yaml:1: did not find expected '-' indicator"},
 		{"metric: []\n", "c.yaml:1: metric: unknown field (want one of metrics)"},
