@@ -14,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/probekit/probekit/follow"
 	"github.com/probekit/probekit/procmaps"
@@ -47,6 +46,9 @@ type Exporter struct {
 	readErrors   atomic.Uint64
 
 	srv *http.Server
+
+	pagesOnce sync.Once
+	pages     *pageServer
 
 	procs processCounts
 }
@@ -240,9 +242,12 @@ func (x *Exporter) Close() error {
 	return errors.Join(errs...)
 }
 
-// Handler serves the metrics in the exposition format.
+// Handler serves the metrics in the text exposition format (gzipped when
+// the client takes it), at most MaxRequestsInFlight at once. Requests
+// that arrive while a gather runs share its page.
 func (x *Exporter) Handler() http.Handler {
-	return promhttp.HandlerFor(x.reg, promhttp.HandlerOpts{ErrorLog: x.log, ErrorHandling: promhttp.ContinueOnError})
+	x.pagesOnce.Do(func() { x.pages = newPageServer(x.reg, x.log) })
+	return x.pages
 }
 
 // Serve listens on addr and serves /metrics there. It returns the address
@@ -253,6 +258,7 @@ func (x *Exporter) Serve(addr string) (<-chan error, net.Addr, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	ln = &limitListener{Listener: ln, slots: make(chan struct{}, MaxConnections)}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", x.Handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -262,7 +268,15 @@ func (x *Exporter) Serve(addr string) (<-chan error, net.Addr, error) {
 		}
 		fmt.Fprintln(w, "probekit export: metrics at /metrics")
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          x.log,
+	}
 	x.mu.Lock()
 	x.srv = srv
 	x.mu.Unlock()
