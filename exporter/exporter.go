@@ -161,20 +161,19 @@ func (x *Exporter) Apply(cfg *Config) {
 	x.mu.Lock()
 	x.metrics = kept
 	x.mu.Unlock()
-	for _, s := range drop {
-		if s.prog != nil {
-			if err := s.prog.close(); err != nil {
-				x.log.Printf("%s: detach: %v", s.m.Name, err)
-			}
+	closeAll(drop, x.log)
+	var load []*metricState
+	for _, s := range next {
+		if !keep[s] {
+			load = append(load, s)
 		}
 	}
-	var failed []string
-	for _, s := range next {
-		if keep[s] {
-			continue
-		}
+	each(load, loadWorkers, func(s *metricState) {
 		s.desc, s.overflowDesc = newDesc(s.m)
-		s.prog, s.err = load(s.m, x.watchFailed(s.m))
+		s.prog, s.err = loadMetric(s.m, x.watchFailed(s.m))
+	})
+	var failed []string
+	for _, s := range load {
 		if s.err != nil {
 			x.log.Printf("%s (line %d): %v", s.m.Name, s.m.Line, s.err)
 			failed = append(failed, s.m.Name)
@@ -234,11 +233,52 @@ func (x *Exporter) Close() error {
 	if srv != nil {
 		errs = append(errs, srv.Close())
 	}
-	for _, s := range metrics {
-		if s.prog != nil {
-			errs = append(errs, s.prog.close())
-		}
+	errs = append(errs, closeAll(metrics, nil))
+	return errors.Join(errs...)
+}
+
+// Workers of Apply and Close: a metric's load waits on the verifier and
+// on map creation, its attach and detach on the kernel's uprobe
+// registration (each detach waits for an RCU grace period), so more
+// metrics than CPUs are worked on at once.
+const (
+	loadWorkers  = 16
+	closeWorkers = 64
+)
+
+// each calls f on every state, from at most n goroutines at once.
+func each(states []*metricState, n int, f func(*metricState)) {
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, n)
+	for _, s := range states {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			f(s)
+		})
 	}
+	wg.Wait()
+}
+
+// closeAll detaches the programs of states concurrently; errors are
+// logged when log is set, and returned.
+func closeAll(states []*metricState, log *log.Logger) error {
+	var mu sync.Mutex
+	var errs []error
+	each(states, closeWorkers, func(s *metricState) {
+		if s.prog == nil {
+			return
+		}
+		if err := s.prog.close(); err != nil {
+			err = fmt.Errorf("%s: detach: %w", s.m.Name, err)
+			if log != nil {
+				log.Print(err)
+			}
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	})
 	return errors.Join(errs...)
 }
 
