@@ -2,6 +2,7 @@ package exporter_test
 
 import (
 	"fmt"
+	"log"
 	"os"
 	"path/filepath"
 	"slices"
@@ -178,7 +179,7 @@ func start(t *testing.T, cfg *exporter.Config) (*exporter.Exporter, *prometheus.
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
-	x := exporter.New(exporter.Options{NoRuntimeMetrics: true})
+	x := exporter.New(exporter.Options{NoRuntimeMetrics: true, Log: log.New(testWriter{t}, "", 0)})
 	t.Cleanup(func() { x.Close() })
 	x.Apply(cfg)
 	if got := x.Attached(); len(got) != len(cfg.Metrics) {
@@ -189,6 +190,14 @@ func start(t *testing.T, cfg *exporter.Config) (*exporter.Exporter, *prometheus.
 		t.Fatal(err)
 	}
 	return x, reg
+}
+
+// testWriter writes to the test's log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
 }
 
 // TestSeriesEviction: series idle for series_idle leave the map at a
@@ -345,5 +354,50 @@ func TestLatencyRecursion(t *testing.T) {
 	}
 	if n := gather(t, reg, "")[`level_seconds_bucket{le="0.03"}`]; n != rounds+1+exporter.MaxDepth {
 		t.Errorf(`level_seconds_bucket{le="0.03"} = %v, want %d`, n, rounds+1+exporter.MaxDepth)
+	}
+}
+
+// TestFuncProbeGlobTarget: function probes on a glob target attach to
+// every matching file as its processes map it.
+func TestFuncProbeGlobTarget(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := privateFixture(t, "usdt_sample")
+	target := filepath.Join(filepath.Dir(fixture), "usdt_samp*")
+	_, reg := start(t, &exporter.Config{Metrics: []*exporter.Metric{
+		{Name: "glob_fire_loop_total", Type: exporter.Counter,
+			Probe: &probe.Spec{Kind: record.KindUprobe, Target: target, Func: "fire_loop"}},
+		{Name: "glob_fire_loop_seconds", Type: exporter.Histogram,
+			Probe: &probe.Spec{Kind: record.KindUprobe, Target: target, Func: "fire_loop"},
+			End:   &probe.Spec{Kind: record.KindUretprobe, Target: target, Func: "fire_loop"}},
+	}})
+	p := testkit.Start(t, fixture)
+	// The watches attach a few milliseconds after the process starts:
+	// fire until both metrics count, then count 5 more rounds.
+	var got map[string]float64
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if err := p.Loop("loop", 1); err != nil {
+			t.Fatal(err)
+		}
+		if got = gather(t, reg, ""); got["glob_fire_loop_total"] > 0 && got["glob_fire_loop_seconds_count"] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not counting within 10 s: %v", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := p.Loop("loop", 5); err != nil {
+		t.Fatal(err)
+	}
+	after := gather(t, reg, "")
+	for _, k := range []string{"glob_fire_loop_total", "glob_fire_loop_seconds_count"} {
+		if n := after[k] - got[k]; n != 5 {
+			t.Errorf("%s counted %v of 5 rounds", k, n)
+		}
+	}
+	for _, m := range []string{"glob_fire_loop_total", "glob_fire_loop_seconds"} {
+		if n := after[fmt.Sprintf(`probekit_export_attach_errors_total{metric=%q}`, m)]; n != 0 {
+			t.Errorf("%s: %v attach errors", m, n)
+		}
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/probekit/probekit/follow"
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
@@ -441,9 +440,6 @@ func (p *configParser) probe(n *yaml.Node, field string) (*Probe, string, error)
 	pr, err := p.parse(s)
 	if err != nil {
 		return nil, "", p.errorf(n, field, "%v", err)
-	}
-	if follow.Selector(pr.Target) && pr.Kind != record.KindUSDT {
-		return nil, "", p.errorf(n, field, "%q: a TARGET \"*\" or glob takes USDT probes; uprobe and uretprobe need a named target", s)
 	}
 	if pr.Kind != record.KindUSDT && strings.ContainsAny(pr.Func, `*?[\`) {
 		return nil, "", p.errorf(n, field, "%q: a metric probes one function: no glob in FUNC", s)

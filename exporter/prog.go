@@ -226,11 +226,21 @@ func (p *program) attach(spec *ebpf.CollectionSpec, m *Metric) error {
 			continue
 		}
 		if follow.Selector(pr.Target) {
-			// The configuration takes only USDT probes there.
-			watched = append(watched, follow.Probe{
+			fp := follow.Probe{
 				Target: pr.Target, Provider: pr.Provider, Name: pr.Name,
 				Program: p.coll.Programs[usdtProgram], Cookie: uint64(role),
-			})
+			}
+			if pr.Kind != record.KindUSDT {
+				// Every matching file that has the function, as each
+				// process maps it. The C calling convention is read
+				// there whatever the file: a Go program's registers
+				// are not checked for as in attachFunc.
+				fp = follow.Probe{
+					Target: pr.Target, Function: pr.Func, Return: pr.Kind == record.KindUretprobe,
+					Program: p.coll.Programs[funcProgram], Cookie: funcCookie(pr, role),
+				}
+			}
+			watched = append(watched, fp)
 			continue
 		}
 		if pr.Kind == record.KindUSDT {
@@ -309,14 +319,22 @@ func attachFunc(prog *ebpf.Program, pr *Probe, role int, readsArgs bool) (*attac
 	if err != nil {
 		return nil, err
 	}
-	opts := &uprobe.Options{Cookie: uint64(role) | regsC<<8}
+	opts := &uprobe.Options{Cookie: funcCookie(pr, role)}
 	if pr.Kind == record.KindUretprobe {
-		opts.Cookie = uint64(role) | regsRet<<8
 		// A uretprobe on native code; on Go, a probe on each return
 		// instruction.
 		return b.Return(fn.String(), prog, opts)
 	}
 	return b.Entry(fn.String(), prog, opts)
+}
+
+// funcCookie is the BPF cookie of a function probe: its role in bit 0,
+// the register set from bit 8.
+func funcCookie(pr *Probe, role int) uint64 {
+	if pr.Kind == record.KindUretprobe {
+		return uint64(role) | regsRet<<8
+	}
+	return uint64(role) | regsC<<8
 }
 
 // close detaches every probe, then releases the program and maps.
