@@ -1,15 +1,18 @@
 package exporter
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +45,9 @@ type Exporter struct {
 	// attachErrors counts the failed attaches by metric name, across
 	// reloads, those in one process of a "*" or glob target included.
 	attachErrors map[string]uint64
+	// attachExited counts, by metric name, the processes of a "*" or
+	// glob target that exited before their attach: not errors.
+	attachExited map[string]uint64
 	reloads      [2]uint64 // successes, failures
 	readErrors   atomic.Uint64
 
@@ -99,7 +105,7 @@ type metricState struct {
 // registry and its collectors are made here, not at package
 // initialisation, so that a command that does not export pays nothing.
 func New(opts Options) *Exporter {
-	x := &Exporter{log: opts.Log, reg: prometheus.NewPedanticRegistry(), attachErrors: map[string]uint64{}}
+	x := &Exporter{log: opts.Log, reg: prometheus.NewPedanticRegistry(), attachErrors: map[string]uint64{}, attachExited: map[string]uint64{}}
 	if x.log == nil {
 		x.log = log.New(discard{}, "", 0)
 	}
@@ -194,11 +200,39 @@ func (x *Exporter) Apply(cfg *Config) {
 // and counted; the other processes are not affected.
 func (x *Exporter) watchFailed(m *Metric) func(follow.Event) {
 	return func(e follow.Event) {
+		if exited(e.PID) {
+			// Not an error: the process ended between its exec or
+			// mmap and the attach.
+			x.errMu.Lock()
+			x.attachExited[m.Name]++
+			x.errMu.Unlock()
+			return
+		}
 		x.log.Printf("%s: pid %d: %s: %v", m.Name, e.PID, e.File, e.Err)
 		x.errMu.Lock()
 		x.attachErrors[m.Name]++
 		x.errMu.Unlock()
 	}
+}
+
+// exited reports whether process pid has ended: it is gone, or a zombie
+// (its maps and files are gone, its exit not yet collected).
+func exited(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH)
+	}
+	// The state follows the command name, which is in parentheses and
+	// may hold any byte: it is the first field after the last ')'.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 || i+2 >= len(data) {
+		return false
+	}
+	state := data[i+2]
+	return state == 'Z' || state == 'X'
 }
 
 // ReloadFailed counts a configuration that could not be applied.
@@ -354,6 +388,8 @@ var (
 		"Processes mapping a file the metric is attached to (counted at most every 10 s).", []string{"metric", "file"}, nil)
 	attachErrorsDesc = prometheus.NewDesc("probekit_export_attach_errors_total",
 		"Failed loads or attaches of the metric, across reloads.", []string{"metric"}, nil)
+	attachExitedDesc = prometheus.NewDesc("probekit_export_attach_exited_total",
+		"Processes of a \"*\" or glob target that exited before the metric could be attached to them (not errors).", []string{"metric"}, nil)
 	lostDesc = prometheus.NewDesc("probekit_export_lost_updates_total",
 		"Hits not counted: a value or label unreadable, the maps full, an end probe without its start on the thread; for a \"*\" or glob target, process events the kernel could not queue (process_event_lost).", []string{"metric", "reason"}, nil)
 	foldedDesc = prometheus.NewDesc("probekit_export_label_folded_total",
@@ -381,9 +417,10 @@ func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(attachedDesc, prometheus.GaugeValue, up, s.m.Name)
 		x.errMu.Lock()
-		nerr := x.attachErrors[s.m.Name]
+		nerr, nexit := x.attachErrors[s.m.Name], x.attachExited[s.m.Name]
 		x.errMu.Unlock()
 		ch <- prometheus.MustNewConstMetric(attachErrorsDesc, prometheus.CounterValue, float64(nerr), s.m.Name)
+		ch <- prometheus.MustNewConstMetric(attachExitedDesc, prometheus.CounterValue, float64(nexit), s.m.Name)
 		if s.prog == nil {
 			continue
 		}
