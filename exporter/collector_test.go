@@ -3,7 +3,6 @@ package exporter_test
 import (
 	"fmt"
 	"log"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -22,16 +21,9 @@ import (
 
 // privateFixture copies a fixture into the test's temporary directory, so
 // that probes attached by path count this test's hits only.
-func privateFixture(t testing.TB, name string) string {
-	t.Helper()
-	data, err := os.ReadFile(testkit.Fixture(name))
-	if err != nil {
-		t.Fatal(err)
-	}
+func privateFixture(t *testing.T, name string) string {
 	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testkit.CopyFile(t, testkit.Fixture(name), path)
 	return path
 }
 

@@ -84,6 +84,12 @@ func run(args []string) error {
 	logger := log.New(os.Stderr, "probekit export: ", log.LstdFlags)
 	x := exporter.New(exporter.Options{Log: logger})
 	defer x.Close()
+	// Signals are taken before the attach, which may take seconds: a
+	// SIGTERM or SIGHUP meanwhile is handled once it ends, instead of
+	// killing the process with probes half attached.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	// Bind first: a port in use fails before any probe is attached.
 	// Scrapes during the attach see the metrics attached so far.
 	srv, addr, err := x.Serve(*listen)
@@ -95,9 +101,6 @@ func run(args []string) error {
 	logger.Printf("attached %d of %d metrics in %v", len(x.Attached()), len(cfg.Metrics), time.Since(start).Round(time.Millisecond))
 	logger.Printf("serving http://%s/metrics", addr)
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	for {
 		select {
 		case err := <-srv:
