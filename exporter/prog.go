@@ -423,7 +423,9 @@ func (p *program) read(m *Metric, now time.Time) (map[string]*series, *series, [
 	if err := it.Err(); err != nil {
 		return nil, nil, lost, fmt.Errorf("read the series: %w", err)
 	}
-	// Deleted after the walk: a delete during it may restart it.
+	// Deleted after the walk: a delete during it may restart it. A hit
+	// on another CPU between the read and the delete is lost with the
+	// series; the series was idle for m.SeriesIdle before it.
 	for _, k := range idle {
 		if err := p.coll.Maps["series"].Delete(&k); err == nil {
 			p.evicted++
