@@ -300,7 +300,7 @@ func TestLatencyRecursion(t *testing.T) {
 	leave := &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "recurse", Name: "leave"}
 	_, reg := start(t, &exporter.Config{Metrics: []*exporter.Metric{
 		{Name: "level_seconds", Type: exporter.Histogram, Probe: enter, End: leave,
-			Buckets: []float64{0.010, 0.030, 0.050, 0.070, 0.090}},
+			Buckets: []float64{0.025, 0.075, 0.125, 0.175, 0.225}},
 	}})
 	const rounds = 3
 	if err := p.Loop("nest", rounds); err != nil {
@@ -308,11 +308,11 @@ func TestLatencyRecursion(t *testing.T) {
 	}
 	got := gather(t, reg, "")
 	want := map[string]float64{
-		`level_seconds_bucket{le="0.01"}`: 0,
-		`level_seconds_bucket{le="0.03"}`: rounds,
-		`level_seconds_bucket{le="0.05"}`: 2 * rounds,
-		`level_seconds_bucket{le="0.07"}`: 3 * rounds,
-		`level_seconds_bucket{le="0.09"}`: 4 * rounds,
+		`level_seconds_bucket{le="0.025"}`: 0,
+		`level_seconds_bucket{le="0.075"}`: rounds,
+		`level_seconds_bucket{le="0.125"}`: 2 * rounds,
+		`level_seconds_bucket{le="0.175"}`: 3 * rounds,
+		`level_seconds_bucket{le="0.225"}`: 4 * rounds,
 		`level_seconds_count`:             4 * rounds,
 		`probekit_export_lost_updates_total{metric="level_seconds",reason="end_without_start"}`: 0,
 		`probekit_export_lost_updates_total{metric="level_seconds",reason="depth_overflow"}`:    0,
@@ -322,9 +322,9 @@ func TestLatencyRecursion(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, got[k], v)
 		}
 	}
-	// The levels' own times add up to 200 ms a round.
-	if s := got["level_seconds_sum"]; s < rounds*0.2 || s > rounds*0.2+0.1 {
-		t.Errorf("level_seconds_sum = %v, want %v to %v", s, rounds*0.2, rounds*0.2+0.1)
+	// The levels' times add up to 500 ms a round.
+	if s := got["level_seconds_sum"]; s < rounds*0.5 || s > rounds*0.5+0.3 {
+		t.Errorf("level_seconds_sum = %v, want %v to %v", s, rounds*0.5, rounds*0.5+0.3)
 	}
 	// deep(69): 70 levels, MaxDepth of them measured, the rest counted.
 	if err := p.Loop("deep", 1); err != nil {
@@ -344,8 +344,8 @@ func TestLatencyRecursion(t *testing.T) {
 	if err := p.Loop("nest", 1); err != nil {
 		t.Fatal(err)
 	}
-	if n := gather(t, reg, "")[`level_seconds_bucket{le="0.03"}`]; n != rounds+1+exporter.MaxDepth {
-		t.Errorf(`level_seconds_bucket{le="0.03"} = %v, want %d`, n, rounds+1+exporter.MaxDepth)
+	if n := gather(t, reg, "")[`level_seconds_bucket{le="0.075"}`]; n != rounds+1+exporter.MaxDepth {
+		t.Errorf(`level_seconds_bucket{le="0.075"} = %v, want %d`, n, rounds+1+exporter.MaxDepth)
 	}
 }
 

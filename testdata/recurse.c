@@ -2,9 +2,9 @@
  * around a recursive function, each level with a known time of its own.
  *
  *   nest   one call of nest(3) per round: nest(d) fires recurse:enter(d),
- *          calls nest(d - 1) when d > 0, sleeps 20 ms, fires
- *          recurse:leave(d). Level d lasts (d + 1) * 20 ms: 20, 40, 60
- *          and 80 ms.
+ *          calls nest(d - 1) when d > 0, sleeps 50 ms, fires
+ *          recurse:leave(d). Level d lasts (d + 1) * 50 ms: 50, 100, 150
+ *          and 200 ms.
  *   deep   one call of deep(69) per round: 70 levels of recurse:enter
  *          and recurse:leave, no sleep.
  *
@@ -19,7 +19,7 @@ volatile long recurse_sink;
 
 __attribute__((noipa)) void nest(long d)
 {
-	struct timespec ts = {0, 20 * 1000 * 1000};
+	struct timespec ts = {0, 50 * 1000 * 1000};
 
 	STAP_PROBE1(recurse, enter, d);
 	if (d > 0)
