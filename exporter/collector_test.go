@@ -313,7 +313,7 @@ func TestLatencyRecursion(t *testing.T) {
 		`level_seconds_bucket{le="0.125"}`: 2 * rounds,
 		`level_seconds_bucket{le="0.175"}`: 3 * rounds,
 		`level_seconds_bucket{le="0.225"}`: 4 * rounds,
-		`level_seconds_count`:             4 * rounds,
+		`level_seconds_count`:              4 * rounds,
 		`probekit_export_lost_updates_total{metric="level_seconds",reason="end_without_start"}`: 0,
 		`probekit_export_lost_updates_total{metric="level_seconds",reason="depth_overflow"}`:    0,
 	}
