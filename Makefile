@@ -110,6 +110,7 @@ testdata: deps $(SDTINC)/sys/sdt.h
 	gcc $(CFLAGS_FX) -o $(BIN)/lock_entry $(TD)/lock_entry.c
 	gcc $(CFLAGS_FX) -o $(BIN)/follow_fork $(TD)/follow_fork.c
 	gcc $(CFLAGS_FX) -fno-omit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_chain $(TD)/stack_chain.c
+	gcc $(CFLAGS_FX) -o $(BIN)/recurse $(TD)/recurse.c
 	@if [ -x $(TD)/goprog/build.sh ]; then $(TD)/goprog/build.sh; fi
 	@if [ -x $(TD)/cfix/build.sh ]; then $(TD)/cfix/build.sh; fi
 	$(TD)/debuginfo/build.sh
