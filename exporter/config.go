@@ -441,9 +441,6 @@ func (p *configParser) probe(n *yaml.Node, field string) (*Probe, string, error)
 	if err != nil {
 		return nil, "", p.errorf(n, field, "%v", err)
 	}
-	if pr.Kind != record.KindUSDT && strings.ContainsAny(pr.Func, `*?[\`) {
-		return nil, "", p.errorf(n, field, "%q: a metric probes one function: no glob in FUNC", s)
-	}
 	return pr, s, nil
 }
 
@@ -728,9 +725,6 @@ func checkProbe(p *Probe) error {
 	case record.KindUprobe, record.KindUretprobe:
 		if p.Target == "" || p.Func == "" {
 			return fmt.Errorf("probe %+v: a function probe needs Target and Func", *p)
-		}
-		if strings.ContainsAny(p.Func, `*?[\`) {
-			return fmt.Errorf("probe %+v: a metric probes one function: no glob in Func", *p)
 		}
 	default:
 		return fmt.Errorf("probe %+v: unknown kind", *p)

@@ -200,6 +200,13 @@ func (x *Exporter) Apply(cfg *Config) {
 // and counted; the other processes are not affected.
 func (x *Exporter) watchFailed(m *Metric) func(follow.Event) {
 	return func(e follow.Event) {
+		if e.PID == 0 {
+			// Not about one process: a probe that no object mapped at
+			// the start has (follow.Missing), or a function of a glob
+			// left out. Logged, once.
+			x.log.Printf("%s: %v", m.Name, e.Err)
+			return
+		}
 		if exited(e.PID) {
 			// Not an error: the process ended between its exec or
 			// mmap and the attach.

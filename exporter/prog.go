@@ -237,7 +237,7 @@ func (p *program) attach(spec *ebpf.CollectionSpec, m *Metric) error {
 				// are not checked for as in attachFunc.
 				fp = follow.Probe{
 					Target: pr.Target, Function: pr.Func, Return: pr.Kind == record.KindUretprobe,
-					Program: p.coll.Programs[funcProgram], Cookie: funcCookie(pr, role),
+					Program: p.coll.Programs[funcProgram], Cookie: funcCookie(pr, role), Skip: p.skipped,
 				}
 			}
 			watched = append(watched, fp)
@@ -251,7 +251,7 @@ func (p *program) attach(spec *ebpf.CollectionSpec, m *Metric) error {
 			p.links = append(p.links, l)
 			continue
 		}
-		l, err := attachFunc(p.coll.Programs[funcProgram], pr, role, role == roleStart && readsArgs(m))
+		l, err := attachFunc(p.coll.Programs[funcProgram], pr, role, role == roleStart && readsArgs(m), p.skipped)
 		if err != nil {
 			return err
 		}
@@ -283,10 +283,18 @@ func (p *program) notify(e follow.Event) {
 			delete(p.watched, e.File)
 		}
 		p.mu.Unlock()
-	case follow.Failed:
+	case follow.Failed, follow.Missing:
 		if p.failed != nil {
 			p.failed(e)
 		}
+	}
+}
+
+// skipped is told each function of a glob left out because it cannot
+// take the probe: a failure of that function alone.
+func (p *program) skipped(fn uprobe.Function, err error) {
+	if p.failed != nil {
+		p.failed(follow.Event{Kind: follow.Failed, Err: fmt.Errorf("%s skipped: %w", fn, err)})
 	}
 }
 
@@ -303,29 +311,39 @@ func readsArgs(m *Metric) bool {
 	return false
 }
 
-// attachFunc attaches prog to the function of pr; readsArgs says the
-// metric reads its argument registers.
-func attachFunc(prog *ebpf.Program, pr *Probe, role int, readsArgs bool) (*attach.Link, error) {
+// attachFunc attaches prog to the functions pr names (a name or a glob,
+// resolved as probekit trace resolves it: uprobe.Binary.Resolve) as one
+// attachment; readsArgs says the metric reads its argument registers,
+// which are C's. Functions of a glob the kernel cannot probe are left
+// out (logged by the caller through skip).
+func attachFunc(prog *ebpf.Program, pr *Probe, role int, readsArgs bool, skip func(uprobe.Function, error)) (*attach.Link, error) {
 	b, err := uprobe.Open(pr.Target)
 	if err != nil {
 		return nil, err
 	}
 	// Attached, the kernel holds what it needs of the file.
 	defer b.Close()
-	if pr.Kind == record.KindUprobe && readsArgs && b.IsGo() {
-		return nil, fmt.Errorf("%s is a Go program: export reads the C calling convention's argument registers, not Go's", pr.Target)
-	}
-	fn, err := b.Function(pr.Func)
+	fns, err := b.Resolve(pr.Func)
 	if err != nil {
 		return nil, err
 	}
-	opts := &uprobe.Options{Cookie: funcCookie(pr, role)}
-	if pr.Kind == record.KindUretprobe {
-		// A uretprobe on native code; on Go, a probe on each return
-		// instruction.
-		return b.Return(fn.String(), prog, opts)
+	if pr.Kind == record.KindUprobe && readsArgs {
+		for _, fn := range fns {
+			if b.Convention(fn) != uprobe.ConventionC {
+				return nil, fmt.Errorf("%s: %s is Go code: export reads the C calling convention's argument registers, not Go's", pr.Target, fn)
+			}
+		}
 	}
-	return b.Entry(fn.String(), prog, opts)
+	opts := &uprobe.Options{Cookie: funcCookie(pr, role)}
+	if len(fns) > 1 {
+		opts.Skip = skip
+	}
+	if pr.Kind == record.KindUretprobe {
+		// Uretprobes on native code; on Go, a probe on each return
+		// instruction.
+		return b.Returns(fns, prog, opts)
+	}
+	return b.Entries(fns, prog, opts)
 }
 
 // funcCookie is the BPF cookie of a function probe: its role in bit 0,
