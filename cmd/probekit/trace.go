@@ -436,7 +436,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	if err := t.run(objs, rd, stop, exited); err != nil {
 		return err
 	}
-	t.hintSilent(os.Stderr, links)
+	t.hintSilent(os.Stderr, links, opts.Process)
 	if t.exitErr != nil {
 		// Every event is printed; the command failed (a crash under the
 		// probes would show here).
