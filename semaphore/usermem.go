@@ -159,20 +159,54 @@ func adjust(proc *procmaps.Process, addr uint64, delta int) error {
 	if addr > math.MaxInt64-2 {
 		return fmt.Errorf("semaphore at %#x in %v: %w", addr, proc, ErrNotWritable)
 	}
-	path := "/proc/" + strconv.Itoa(proc.PID) + "/mem"
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	fd, path, err := openMem(proc, unix.O_RDWR)
 	if err != nil {
-		if cerr := proc.Check(); cerr != nil {
-			return fmt.Errorf("semaphore: %w", cerr)
-		}
-		return memError(proc, "open", path, err)
+		return err
 	}
 	defer unix.Close(fd)
+	v, err := readCounter(proc, fd, path, addr)
+	if err != nil {
+		return err
+	}
+	var b [2]byte
+	switch {
+	case delta > 0 && v == math.MaxUint16:
+		return fmt.Errorf("semaphore at %#x in %v: %w", addr, proc, ErrOverflow)
+	case delta < 0 && v == 0:
+		return fmt.Errorf("semaphore at %#x in %v: %w (another tracer or the program lowered it)", addr, proc, ErrUnbalanced)
+	}
+	binary.NativeEndian.PutUint16(b[:], uint16(int(v)+delta))
+	n, err := unix.Pwrite(fd, b[:], int64(addr))
+	if err == nil && n != len(b) {
+		err = unix.EIO
+	}
+	if err != nil {
+		return ioError(proc, "write", path, addr, err)
+	}
+	return nil
+}
+
+// openMem opens /proc/PID/mem of proc with flags (O_RDONLY, O_RDWR).
+func openMem(proc *procmaps.Process, flags int) (int, string, error) {
+	path := "/proc/" + strconv.Itoa(proc.PID) + "/mem"
+	fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if cerr := proc.Check(); cerr != nil {
+			return -1, path, fmt.Errorf("semaphore: %w", cerr)
+		}
+		return -1, path, memError(proc, "open", path, err)
+	}
 	// The descriptor holds the memory of whoever had the PID when it was
 	// opened; the process was ours if it still is now.
 	if err := proc.Check(); err != nil {
-		return fmt.Errorf("semaphore: %w", err)
+		unix.Close(fd)
+		return -1, path, fmt.Errorf("semaphore: %w", err)
 	}
+	return fd, path, nil
+}
+
+// readCounter reads the counter at addr from fd, proc's open memory.
+func readCounter(proc *procmaps.Process, fd int, path string, addr uint64) (uint16, error) {
 	var b [2]byte
 	// pread/pwrite directly: os.File.WriteAt would loop forever on the
 	// 0-byte result /proc/PID/mem gives once the process's memory is gone.
@@ -181,25 +215,10 @@ func adjust(proc *procmaps.Process, addr uint64, delta int) error {
 		err = unix.EIO
 	}
 	if err != nil {
-		return ioError(proc, "read", path, addr, err)
+		return 0, ioError(proc, "read", path, addr, err)
 	}
 	// The target runs on this machine, so the counter has our byte order.
-	v := binary.NativeEndian.Uint16(b[:])
-	switch {
-	case delta > 0 && v == math.MaxUint16:
-		return fmt.Errorf("semaphore at %#x in %v: %w", addr, proc, ErrOverflow)
-	case delta < 0 && v == 0:
-		return fmt.Errorf("semaphore at %#x in %v: %w (another tracer or the program lowered it)", addr, proc, ErrUnbalanced)
-	}
-	binary.NativeEndian.PutUint16(b[:], uint16(int(v)+delta))
-	n, err = unix.Pwrite(fd, b[:], int64(addr))
-	if err == nil && n != len(b) {
-		err = unix.EIO
-	}
-	if err != nil {
-		return ioError(proc, "write", path, addr, err)
-	}
-	return nil
+	return binary.NativeEndian.Uint16(b[:]), nil
 }
 
 // ioError explains a failed read or write of the counter: the process

@@ -26,8 +26,12 @@
 // — its executable and shared libraries, opened through the process's
 // root when it runs in a container — each under the path the process
 // knows it by: {"pid", "objects": [{"path", "host_path", "machine",
-// "probes": [...]}]}. With --functions it lists the functions uprobes
-// attach to (from .symtab, .dynsym and Go's .gopclntab), as nm -n does.
+// "probes": [...]}]}. TARGET '*' lists every object mapped by a process
+// of the host, once per file, with the PIDs that map it; processes it
+// cannot read (another user's, when not root) are counted and said, on
+// stderr or in the error, and in JSON as "unreadable_processes". With
+// --functions it lists the functions uprobes attach to (from .symtab,
+// .dynsym and Go's .gopclntab), as nm -n does.
 //
 // trace attaches generic BPF programs to the probes named and prints each
 // hit. A USDT probe (globs allowed in PROVIDER and NAME) is attached at

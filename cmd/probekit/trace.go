@@ -423,7 +423,7 @@ func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 	if err := t.run(objs, rd, stop, exited); err != nil {
 		return err
 	}
-	t.hintSilent(t.errOut, links)
+	t.hintSilent(t.errOut, links, opts.Process)
 	if t.exitErr != nil {
 		// Every event is printed; the command failed (a crash under the
 		// probes would show here).

@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
+	"github.com/probekit/probekit/semaphore"
 )
 
 // runtimeGuide is the page that says what each runtime's probes need.
@@ -66,9 +68,12 @@ func gateOf(path, probe string) *runtimeGate {
 
 // hintSilent writes a line to w for each gated probe of a known runtime
 // that the trace attached and that saw no hit, naming what it needs and
-// the guide. It says nothing when the trace could not tell: hits counted
-// in the kernel (--count, --hist) or a trace cut short by -n.
-func (t *tracer) hintSilent(w io.Writer, links []*attach.Link) {
+// the guide, and for each silent probe whose semaphore proc (the traced
+// process, nil for none) has at 0 although the probe is attached: that is
+// another tracer's doing, not the runtime's. It says nothing when the
+// trace could not tell: hits counted in the kernel (--count, --hist) or a
+// trace cut short by -n.
+func (t *tracer) hintSilent(w io.Writer, links []*attach.Link, proc *procmaps.Process) {
 	if t.req.mode != record.ModeEvents || t.req.count > 0 && t.hits >= t.req.count {
 		return
 	}
@@ -82,21 +87,78 @@ func (t *tracer) hintSilent(w io.Writer, links []*attach.Link) {
 	for _, l := range links {
 		sites = append(sites, l.Sites()...)
 	}
-	for _, h := range silentHints(sites, hits) {
+	for _, h := range silentHints(sites, hits, loweredSemaphores(proc, sites, hits)) {
 		fmt.Fprintln(w, h)
 	}
 }
 
-// silentHints returns a hint per known runtime whose gated probes
-// (provider:name) among sites have no hit in hits, each probe named once,
-// in the order of sites.
-func silentHints(sites []attach.Site, hits map[string]int) []string {
+// loweredSemaphores reads, in proc, the semaphore of each silent USDT site
+// that has one, and returns the probes (provider:name) whose semaphore is
+// 0 with the PID. The kernel raised it when it installed the site's
+// breakpoint in proc (ref_ctr_offset, Linux 4.20; or this trace did
+// through /proc/PID/mem) and lowers it only when the breakpoint goes, so
+// 0 while attached means another writer lowered it: a tracer that
+// raises and lowers semaphores through /proc/PID/mem (bcc's way, and
+// package semaphore's fallback) with a read-modify-write that raced the
+// kernel's update wrote back a stale count. The probe then stays silent
+// in that process while every tracer on it stays attached. A process
+// that is gone, or a file it does not map, is not checked.
+func loweredSemaphores(proc *procmaps.Process, sites []attach.Site, hits map[string]int) map[string]int {
+	if proc == nil || proc.Check() != nil {
+		return nil
+	}
+	lowered := map[string]int{}
+	ids := map[string]*procmaps.FileID{} // by site path; nil: not mapped
+	for _, s := range sites {
+		probe, ok := strings.CutPrefix(s.Probe, "USDT ")
+		if !ok || s.RefCtrOffset == 0 || hits[probe] > 0 {
+			continue
+		}
+		id, seen := ids[s.Path]
+		if !seen {
+			if tg, err := proc.OpenTarget(s.Path); err == nil {
+				id = &tg.ID
+				tg.Close()
+			}
+			ids[s.Path] = id
+		}
+		if id == nil {
+			continue
+		}
+		addr, err := proc.Address(*id, s.RefCtrOffset, procmaps.Write)
+		if err != nil {
+			continue
+		}
+		if v, err := semaphore.Value(proc, addr); err == nil && v == 0 {
+			lowered[probe] = proc.PID
+		}
+	}
+	return lowered
+}
+
+// silentHints returns a hint per silent probe (provider:name, no hit in
+// hits) whose semaphore was found lowered (lowered: the PID), then one
+// per known runtime whose other gated probes among sites are silent,
+// each probe named once, in the order of sites.
+func silentHints(sites []attach.Site, hits map[string]int, lowered map[string]int) []string {
+	var out []string
+	said := map[string]bool{}
+	for _, s := range sites {
+		probe, ok := strings.CutPrefix(s.Probe, "USDT ")
+		pid, low := lowered[probe]
+		if !ok || !low || hits[probe] > 0 || said[probe] {
+			continue
+		}
+		said[probe] = true
+		out = append(out, fmt.Sprintf("probekit trace: %s saw no hit: its semaphore in pid %d is 0 although the probe is attached, which raised it: "+
+			"another tracer lowered it (one that writes semaphores through /proc/PID/mem and raced the kernel's update); trace again once it is gone", probe, pid))
+	}
 	var gates []*runtimeGate
 	silent := map[*runtimeGate][]string{}
 	for _, s := range sites {
 		probe, ok := strings.CutPrefix(s.Probe, "USDT ")
 		g := gateOf(s.Path, probe)
-		if !ok || g == nil || hits[probe] > 0 || slices.Contains(silent[g], probe) {
+		if !ok || g == nil || hits[probe] > 0 || said[probe] || slices.Contains(silent[g], probe) {
 			continue
 		}
 		if silent[g] == nil {
@@ -104,7 +166,6 @@ func silentHints(sites []attach.Site, hits map[string]int) []string {
 		}
 		silent[g] = append(silent[g], probe)
 	}
-	var out []string
 	for _, g := range gates {
 		it := "it"
 		if len(silent[g]) > 1 {

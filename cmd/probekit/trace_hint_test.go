@@ -19,7 +19,7 @@ func TestSilentHints(t *testing.T) {
 		{Path: "/srv/app", Probe: "USDT python:function__entry"},  // a gated name, not in a runtime's file
 		{Path: "/usr/bin/php8.2", Probe: "entry of zend_execute"}, // a function probe
 	}
-	got := silentHints(sites, map[string]int{"python:function__entry": 3})
+	got := silentHints(sites, map[string]int{"python:function__entry": 3}, nil)
 	want := []string{
 		"probekit trace: ruby:method__entry saw no hit: Ruby fires it only with a TracePoint on :call (:return for method__return) enabled in the process (see docs/runtimes.md)",
 		"probekit trace: php:function__entry saw no hit: PHP fires it only with the environment variable USE_ZEND_DTRACE=1 in the process (see docs/runtimes.md)",
@@ -28,7 +28,7 @@ func TestSilentHints(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("got\n\t%q\nwant\n\t%q", got, want)
 	}
-	if got := silentHints(sites[6:8], nil); len(got) != 1 {
+	if got := silentHints(sites[6:8], nil, nil); len(got) != 1 {
 		t.Errorf("a gated name outside a runtime's file: %q, want only libjvm's hint", got)
 	}
 }
