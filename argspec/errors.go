@@ -6,8 +6,8 @@ import (
 	"fmt"
 )
 
-// ErrUnsupportedMachine is returned by Parse for an ELF machine whose
-// operand grammar argspec does not know; Supported reports it beforehand.
+// ErrUnsupportedMachine indicates an ELF machine whose operand grammar
+// argspec does not know; Supported reports it beforehand.
 var ErrUnsupportedMachine = errors.New("unsupported ELF machine")
 
 // maxFound bounds the text a SyntaxError quotes, so that an error about a

@@ -3,12 +3,12 @@ package attach
 import "errors"
 
 var (
-	// ErrNotPrepared: the program was loaded without Prepare, so its
+	// ErrNotPrepared indicates the program was loaded without Prepare, so its
 	// attach type does not match the links this kernel gets (uprobe_multi
 	// needs the attach type at load time).
 	ErrNotPrepared = errors.New("program was not prepared for probekit (call Prepare on its CollectionSpec before loading it)")
 
-	// ErrRefCtrConflict: the kernel refused a USDT semaphore because
+	// ErrRefCtrConflict indicates the kernel refused a USDT semaphore because
 	// another uprobe on the same file offset was created with a different
 	// reference counter offset (the kernel logs "ref_ctr_offset
 	// mismatch"): usually another tracer attached to the probe without

@@ -8,7 +8,7 @@ import (
 	"runtime"
 )
 
-// ErrForeignMachine: the file is built for an architecture this host
+// ErrForeignMachine indicates the file is built for an architecture this host
 // cannot run, so a probe in it would never fire. Listing such a file is
 // fine; attaching to it is refused.
 var ErrForeignMachine = errors.New("built for another architecture than this host's")

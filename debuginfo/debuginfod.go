@@ -36,7 +36,7 @@ const (
 	defaultCacheMiss = 600
 )
 
-// ErrDebuginfod: a debuginfod server failed (not a plain 404): an HTTP
+// ErrDebuginfod indicates a debuginfod server failed (not a plain 404): an HTTP
 // error, a timeout, a body too large or not the debug file asked for.
 var ErrDebuginfod = errors.New("debuginfod")
 

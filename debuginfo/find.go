@@ -18,14 +18,14 @@ import (
 
 // Errors.
 var (
-	// ErrNotFound: no debug file was found for the object (wrapped with
+	// ErrNotFound indicates no debug file was found for the object (wrapped with
 	// the warnings about candidates that were refused).
 	ErrNotFound = errors.New("no debug information found")
-	// ErrMismatch: a candidate debug file belongs to another build (its
+	// ErrMismatch indicates a candidate debug file belongs to another build (its
 	// build ID differs, or its CRC-32 is not the one the debuglink
 	// records). Warnings wrap it.
 	ErrMismatch = errors.New("debug file does not match the object")
-	// ErrBadLink: a .gnu_debuglink name that is not a base name ("/",
+	// ErrBadLink indicates a .gnu_debuglink name that is not a base name ("/",
 	// "..", "."), which would lead out of the debug directories.
 	ErrBadLink = errors.New("debuglink name is not a base name")
 )

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrNotOwned: a file read on behalf of a process is owned by neither the
+// ErrNotOwned indicates a file read on behalf of a process is owned by neither the
 // process's user nor root, is writable by others, or is a root-owned file
 // with other hard links reached for an unprivileged process.
 var ErrNotOwned = errors.New("not owned by the process's user or root")

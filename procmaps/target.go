@@ -19,7 +19,7 @@ import (
 // opened once, as a regular file, without blocking, and handed to the
 // kernel as /proc/self/fd/N of that descriptor, never by its name again.
 
-// ErrNotRegular: the target is a FIFO, socket, device or directory.
+// ErrNotRegular indicates the target is a FIFO, socket, device or directory.
 // Opening a FIFO for reading would block until a writer appears, so such
 // files are refused before anything reads them.
 var ErrNotRegular = errors.New("not a regular file")

@@ -84,7 +84,7 @@ func Prepare(spec *ebpf.CollectionSpec, programs ...string) error {
 	return attach.Prepare(spec, programs...)
 }
 
-// ErrNotPrepared: the program was loaded without Prepare.
+// ErrNotPrepared indicates the program was loaded without Prepare.
 var ErrNotPrepared = attach.ErrNotPrepared
 
 // Link is an attached function probe: one uprobe_multi link, or one

@@ -14,21 +14,21 @@ import (
 
 // Errors of the attach phase.
 var (
-	// ErrSpecsFull: the __bpf_usdt_specs map has no free slot for the
+	// ErrSpecsFull indicates the __bpf_usdt_specs map has no free slot for the
 	// specs an attach needs.
 	ErrSpecsFull = errors.New("USDT spec map is full")
-	// ErrNoSpecsMap: the collection does not define __bpf_usdt_specs,
+	// ErrNoSpecsMap indicates the collection does not define __bpf_usdt_specs,
 	// i.e. its BPF program does not include usdt.bpf.h.
 	ErrNoSpecsMap = errors.New("no " + specsMapName + " map (does the BPF program include usdt.bpf.h?)")
-	// ErrRefCtrConflict: the kernel refused a semaphore because another
+	// ErrRefCtrConflict indicates the kernel refused a semaphore because another
 	// uprobe on the same file offset was created with another reference
 	// counter offset, or none: usually another tracer attached without
 	// the semaphore. The message says how to find it.
 	ErrRefCtrConflict = attach.ErrRefCtrConflict
-	// ErrIPCollision: without BPF cookies two attachments map the same
+	// ErrIPCollision indicates without BPF cookies two attachments map the same
 	// runtime address to a spec.
 	ErrIPCollision = errors.New("IP collision: this probe site is already attached by this collection with another spec (kernels without BPF cookies key specs by address)")
-	// ErrNotPrepared: the program was loaded without Prepare.
+	// ErrNotPrepared indicates the program was loaded without Prepare.
 	ErrNotPrepared = attach.ErrNotPrepared
 )
 

@@ -8,13 +8,13 @@ import (
 )
 
 var (
-	// ErrNoProbes is returned for an ELF file that carries no stapsdt
-	// note: it was built without sys/sdt.h probes (or with them disabled).
+	// ErrNoProbes indicates an ELF file that carries no stapsdt note:
+	// it was built without sys/sdt.h probes (or with them disabled).
 	ErrNoProbes = errors.New("no USDT probes (no .note.stapsdt notes)")
-	// ErrNotFound is returned when no probe has the requested provider
-	// and name.
+	// ErrNotFound indicates that no probe has the requested provider and
+	// name.
 	ErrNotFound = errors.New("USDT probe not found")
-	// ErrBadSite marks a location that must not be attached: its address
+	// ErrBadSite indicates a location that must not be attached: its address
 	// lies outside the file's executable segments, its semaphore outside
 	// data, or the bytes at it are not the architecture's NOP. A uprobe
 	// there would plant a breakpoint in the middle of an instruction or

@@ -34,7 +34,7 @@ const (
 	growChunk = 1 << 20
 )
 
-// ErrCompressed: a section's compressed form is not one this reader
+// ErrCompressed indicates a section's compressed form is not one this reader
 // decodes (an unknown ch_type).
 var ErrCompressed = errors.New("unsupported section compression")
 

@@ -23,7 +23,7 @@ const (
 	maxStringTable = 1 << 30
 )
 
-// ErrNoSymbols: the file has no such symbol table (.symtab removed by
+// ErrNoSymbols indicates the file has no such symbol table (.symtab removed by
 // strip, .dynsym absent from a static executable, no .gopclntab).
 var ErrNoSymbols = errors.New("no symbol section")
 

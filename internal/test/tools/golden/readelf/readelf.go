@@ -18,7 +18,7 @@ import (
 	"strings"
 )
 
-// ErrNotELF is returned for a file readelf does not accept as ELF.
+// ErrNotELF indicates a file readelf does not accept as ELF.
 var ErrNotELF = errors.New("not an ELF file")
 
 // Golden is what readelf says about one file.
