@@ -40,6 +40,9 @@ const (
 	HistValName = "probekit_trace_hist_val"
 	// StackName is the constant making records carry the user stack.
 	StackName = "probekit_trace_stack"
+	// KeySpecName is the constant describing the key parts of ModeCount
+	// and ModeHist (see SetKeys).
+	KeySpecName = "probekit_trace_key_spec"
 )
 
 // Mode is what the programs do with a hit (enum trace_mode of trace.c).
@@ -392,6 +395,10 @@ type Objects struct {
 	// CountsMap and HistMap are what ModeCount and ModeHist fill (see
 	// Counts, Histograms).
 	CountsMap, HistMap *ebpf.Map
+	// KeyedMap is what ModeCount and ModeHist fill with keys (see
+	// SetKeys, Keyed); KeyOverflow a one-slot array counting the hits it
+	// had no room for (KeyOverflowCount).
+	KeyedMap, KeyOverflow *ebpf.Map
 	// Specs and IPToSpecID are usdt.bpf.h's __bpf_usdt_specs and
 	// __bpf_usdt_ip_to_spec_id, for the attacher; nil without Program.
 	Specs, IPToSpecID *ebpf.Map
@@ -412,11 +419,13 @@ const (
 // loadTarget receives what LoadSpec loads: cilium/ebpf loads only the
 // programs and maps a struct names (and the maps those programs use).
 type loadTarget struct {
-	Events  *ebpf.Map `ebpf:"events"`
-	Dropped *ebpf.Map `ebpf:"dropped"`
-	Scratch *ebpf.Map `ebpf:"scratch"`
-	Counts  *ebpf.Map `ebpf:"counts"`
-	Hist    *ebpf.Map `ebpf:"hist"`
+	Events      *ebpf.Map `ebpf:"events"`
+	Dropped     *ebpf.Map `ebpf:"dropped"`
+	Scratch     *ebpf.Map `ebpf:"scratch"`
+	Counts      *ebpf.Map `ebpf:"counts"`
+	Hist        *ebpf.Map `ebpf:"hist"`
+	Keyed       *ebpf.Map `ebpf:"keyed"`
+	KeyOverflow *ebpf.Map `ebpf:"key_overflow"`
 }
 
 type loadUSDT struct {
@@ -439,7 +448,7 @@ type loadBoth struct {
 // Close releases the program and the maps.
 func (o *Objects) Close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.Specs, o.IPToSpecID} {
+	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.Specs, o.IPToSpecID} {
 		errs = append(errs, c.Close()) // nil *Program and *Map close as nothing
 	}
 	return errors.Join(errs...)
@@ -522,6 +531,7 @@ func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
 func (o *Objects) setMaps(l loadTarget) {
 	o.Events, o.Dropped, o.Scratch = l.Events, l.Dropped, l.Scratch
 	o.CountsMap, o.HistMap = l.Counts, l.Hist
+	o.KeyedMap, o.KeyOverflow = l.Keyed, l.KeyOverflow
 }
 
 // Options are the choices Load makes before loading. The zero value

@@ -414,9 +414,10 @@ static __always_inline __u32 hist_bucket(__s64 v)
 	return k + 2;
 }
 
-/* The value a histogram counts, from a function probe's registers;
+/* Value want of a function probe's registers (the one a histogram
+ * counts, a key part);
  * returns 0 when there is none. */
-static __noinline int func_hist_val(struct pt_regs *ctx, __u64 cookie, __s64 *v)
+static __noinline int func_hist_val_n(struct pt_regs *ctx, __u64 cookie, __u32 want, __s64 *v)
 {
 	__s64 vals[TRACE_MAX_VALS] = {};
 	__u32 n, nvals;
@@ -434,12 +435,156 @@ static __noinline int func_hist_val(struct pt_regs *ctx, __u64 cookie, __s64 *v)
 	default:
 		return 0;
 	}
-	n = probekit_trace_hist_val;
+	n = want;
 	if (n >= nvals || n >= TRACE_MAX_VALS)
 		return 0;
 	*v = vals[n];
 	return 1;
 }
+
+/* ---- Keyed aggregation (probekit trace --by): counts and histograms
+ * per key tuple, in one hash. ---- */
+
+/* At most TRACE_MAX_KEYS key parts, of which one string, read up to
+ * TRACE_KEY_STR_LEN - 1 bytes. */
+#define TRACE_MAX_KEYS 4
+#define TRACE_KEY_STR_LEN 64
+#define TRACE_COMM_LEN 16
+
+/* What a key part is (byte n of probekit_trace_key_spec: kind << 4 |
+ * value number). Keep in sync with KeyKind in record.go. */
+enum key_kind {
+	KEY_NONE = 0,
+	KEY_ARG = 1,	/* value N as a number */
+	KEY_STR = 2,	/* value N as a pointer to a string */
+	KEY_PID = 3,
+	KEY_TID = 4,
+	KEY_COMM = 5,
+	KEY_PROBE = 6,	/* the probe index */
+};
+
+/* Byte n: key part n, 0 past the last. 0: no keys (counts and hist).
+ * Set before load. */
+volatile const __u64 probekit_trace_key_spec = 0;
+
+/* Keep in sync with aggKey in record.go. */
+struct agg_key {
+	__u32 probe;	/* the probe index with a KEY_PROBE part, else 0 */
+	__u32 bucket;	/* the log2 bucket in TRACE_HIST, else 0 */
+	__s64 nums[TRACE_MAX_KEYS];	/* part n's number (arg, pid, tid) */
+	char comm[TRACE_COMM_LEN];
+	char str[TRACE_KEY_STR_LEN];
+};
+
+/* TRACE_COUNT and TRACE_HIST with keys: hits per key, per CPU. A hit
+ * that finds the map full counts in key_overflow. */
+#define TRACE_KEYED_ENTRIES 10240
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, TRACE_KEYED_ENTRIES);
+	__type(key, struct agg_key);
+	__type(value, __u64);
+} keyed SEC(".maps");
+
+/* Hits not counted because keyed was full. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} key_overflow SEC(".maps");
+
+/* Value n of a hit, of a function probe (func, with its cookie) or a
+ * USDT location; returns 0 when there is none. */
+static __noinline int hit_val(struct pt_regs *ctx, int func, __u64 cookie, __u32 n, __s64 *v)
+{
+	long l = 0;
+
+	if (func)
+		return func_hist_val_n(ctx, cookie, n, v);
+	if (n >= TRACE_MAX_VALS || bpf_usdt_arg(ctx, n, &l))
+		return 0;
+	*v = l;
+	return 1;
+}
+
+/* Fills k from the key spec; returns 0 when a part's value is missing. */
+static __always_inline int fill_key(struct pt_regs *ctx, int func, __u64 cookie, __u32 probe, struct agg_key *k)
+{
+	__u64 spec = probekit_trace_key_spec;
+	__s64 v;
+
+#pragma unroll
+	for (int i = 0; i < TRACE_MAX_KEYS; i++) {
+		__u32 part = (spec >> (8 * i)) & 0xff, n = part & 0xf;
+
+		switch (part >> 4) {
+		case KEY_ARG:
+			if (!hit_val(ctx, func, cookie, n, &v))
+				return 0;
+			k->nums[i] = v;
+			break;
+		case KEY_STR:
+			if (!hit_val(ctx, func, cookie, n, &v))
+				return 0;
+			if (bpf_probe_read_user_str(k->str, sizeof(k->str), (void *)v) < 0)
+				k->str[0] = 0;
+			break;
+		case KEY_PID:
+			k->nums[i] = bpf_get_current_pid_tgid() >> 32;
+			break;
+		case KEY_TID:
+			k->nums[i] = (__u32)bpf_get_current_pid_tgid();
+			break;
+		case KEY_COMM:
+			bpf_get_current_comm(k->comm, sizeof(k->comm));
+			break;
+		case KEY_PROBE:
+			k->probe = probe;
+			break;
+		}
+	}
+	return 1;
+}
+
+static __always_inline void key_full(void)
+{
+	__u32 key = 0;
+	__u64 *n = bpf_map_lookup_elem(&key_overflow, &key);
+
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
+/* Adds a hit to its key's count (bucket: 0, or the histogram's). */
+static __noinline int aggregate_keyed(struct pt_regs *ctx, int func, __u64 cookie, __u32 probe, __s32 bucket)
+{
+	struct agg_key k;
+	__u64 one = 1, *n;
+
+	__builtin_memset(&k, 0, sizeof(k));
+	if (!fill_key(ctx, func, cookie, probe, &k)) {
+		count_lost();
+		return 0;
+	}
+	k.bucket = bucket;
+	n = bpf_map_lookup_elem(&keyed, &k);
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return 0;
+	}
+	if (bpf_map_update_elem(&keyed, &k, &one, BPF_NOEXIST)) {
+		n = bpf_map_lookup_elem(&keyed, &k);
+		if (n)
+			__sync_fetch_and_add(n, 1);
+		else
+			key_full();
+	}
+	return 0;
+}
+
+/* ---- End of keyed aggregation. ---- */
 
 /* Counts a hit in counts or hist; nothing goes to the ring. */
 static __always_inline int aggregate(struct pt_regs *ctx, int func)
@@ -460,6 +605,8 @@ static __always_inline int aggregate(struct pt_regs *ctx, int func)
 			return 0;
 		probe = (__u32)spec->usdt_cookie;
 	}
+	if (probekit_trace_key_spec && probekit_trace_mode == TRACE_COUNT)
+		return aggregate_keyed(ctx, func, func ? cookie : 0, probe, 0);
 	if (probekit_trace_mode == TRACE_COUNT) {
 		n = bpf_map_lookup_elem(&counts, &probe);
 		if (n)
@@ -469,13 +616,15 @@ static __always_inline int aggregate(struct pt_regs *ctx, int func)
 		return 0;
 	}
 	if (func)
-		ok = func_hist_val(ctx, cookie, &v);
+		ok = func_hist_val_n(ctx, cookie, probekit_trace_hist_val, &v);
 	else
 		ok = !bpf_usdt_arg(ctx, probekit_trace_hist_val, (long *)&v);
 	if (!ok) {
 		count_lost();
 		return 0;
 	}
+	if (probekit_trace_key_spec)
+		return aggregate_keyed(ctx, func, func ? cookie : 0, probe, hist_bucket(v));
 	key.probe = probe;
 	key.bucket = hist_bucket(v);
 	n = bpf_map_lookup_elem(&hist, &key);

@@ -13,6 +13,15 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type traceAggKey struct {
+	_      structs.HostLayout
+	Probe  uint32
+	Bucket uint32
+	Nums   [4]int64
+	Comm   [16]int8
+	Str    [64]int8
+}
+
 type traceBpfUsdtSpec struct {
 	_    structs.HostLayout
 	Args [12]struct {
@@ -67,10 +76,13 @@ const (
 	traceMapDropped                  = "dropped"
 	traceMapEvents                   = "events"
 	traceMapHist                     = "hist"
+	traceMapKeyOverflow              = "key_overflow"
+	traceMapKeyed                    = "keyed"
 	traceMapScratch                  = "scratch"
 	traceProgTraceFunc               = "trace_func"
 	traceProgTraceUsdt               = "trace_usdt"
 	traceVarProbekitTraceHistVal     = "probekit_trace_hist_val"
+	traceVarProbekitTraceKeySpec     = "probekit_trace_key_spec"
 	traceVarProbekitTraceMode        = "probekit_trace_mode"
 	traceVarProbekitTraceStack       = "probekit_trace_stack"
 	traceVarProbekitTraceStrMask     = "probekit_trace_str_mask"
@@ -134,6 +146,8 @@ type traceMapSpecs struct {
 	Dropped           *ebpf.MapSpec `ebpf:"dropped"`
 	Events            *ebpf.MapSpec `ebpf:"events"`
 	Hist              *ebpf.MapSpec `ebpf:"hist"`
+	KeyOverflow       *ebpf.MapSpec `ebpf:"key_overflow"`
+	Keyed             *ebpf.MapSpec `ebpf:"keyed"`
 	Scratch           *ebpf.MapSpec `ebpf:"scratch"`
 }
 
@@ -142,6 +156,7 @@ type traceMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceVariableSpecs struct {
 	ProbekitTraceHistVal     *ebpf.VariableSpec `ebpf:"probekit_trace_hist_val"`
+	ProbekitTraceKeySpec     *ebpf.VariableSpec `ebpf:"probekit_trace_key_spec"`
 	ProbekitTraceMode        *ebpf.VariableSpec `ebpf:"probekit_trace_mode"`
 	ProbekitTraceStack       *ebpf.VariableSpec `ebpf:"probekit_trace_stack"`
 	ProbekitTraceStrMask     *ebpf.VariableSpec `ebpf:"probekit_trace_str_mask"`
@@ -175,6 +190,8 @@ type traceMaps struct {
 	Dropped           *ebpf.Map `ebpf:"dropped"`
 	Events            *ebpf.Map `ebpf:"events"`
 	Hist              *ebpf.Map `ebpf:"hist"`
+	KeyOverflow       *ebpf.Map `ebpf:"key_overflow"`
+	Keyed             *ebpf.Map `ebpf:"keyed"`
 	Scratch           *ebpf.Map `ebpf:"scratch"`
 }
 
@@ -186,6 +203,8 @@ func (m *traceMaps) Close() error {
 		m.Dropped,
 		m.Events,
 		m.Hist,
+		m.KeyOverflow,
+		m.Keyed,
 		m.Scratch,
 	)
 }
@@ -195,6 +214,7 @@ func (m *traceMaps) Close() error {
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type traceVariables struct {
 	ProbekitTraceHistVal     *ebpf.Variable `ebpf:"probekit_trace_hist_val"`
+	ProbekitTraceKeySpec     *ebpf.Variable `ebpf:"probekit_trace_key_spec"`
 	ProbekitTraceMode        *ebpf.Variable `ebpf:"probekit_trace_mode"`
 	ProbekitTraceStack       *ebpf.Variable `ebpf:"probekit_trace_stack"`
 	ProbekitTraceStrMask     *ebpf.Variable `ebpf:"probekit_trace_str_mask"`

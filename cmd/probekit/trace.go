@@ -25,7 +25,7 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
-const traceUsage = "trace [--json] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [-i SECONDS] PROBE... [-- CMD ARGS...]\n" +
+const traceUsage = "trace [--json] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [--by KEY,... [--top N]] [-i SECONDS] PROBE... [-- CMD ARGS...]\n" +
 	"      PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC"
 
 func init() {
@@ -58,6 +58,10 @@ type traceRequest struct {
 	stack bool
 	// follow traces the descendants of -p or of the command too (-f).
 	follow bool
+	// keys are --by's parts: --count and --hist per key tuple; top, when
+	// not 0, prints only the top keys by count (--top).
+	keys   []keyPart
+	top    int
 	probes []probe.Spec
 	cmd    []string
 }
@@ -82,12 +86,19 @@ func parseTrace(args []string) (*traceRequest, error) {
 	hist := fs.String("hist", "", "a log2 histogram of argument N (from 1) or of ret, built in the kernel; printed at exit")
 	interval := fs.Int("i", 0, "with --count or --hist, print every SECONDS too")
 	fs.BoolVar(&req.stack, "stack", false, "print each hit's user stack, symbolized")
+	by := fs.String("by", "", "with --count or --hist, per KEY[,KEY...]: arg N, str N, ret, pid, tid, comm, probe, func")
+	fs.IntVar(&req.top, "top", 0, "with --by, print the N keys counted most")
 	fs.BoolVar(&req.follow, "f", false, "follow the descendants of -p PID or of -- CMD (forked, exec'd), attached before they run")
-	pos, err := parseFlags(fs, args)
+	pos, err := parseFlags(fs, joinByArgs(args))
 	if err != nil {
 		return nil, err
 	}
 	req.pid = *pid
+	if *by != "" {
+		if req.keys, err = parseKeys(*by); err != nil {
+			return nil, usagef("--by %q: %v", *by, err)
+		}
+	}
 	req.ringSize = record.DefaultRingSize
 	if *ring != "" {
 		n, err := parseSize(*ring)
@@ -136,10 +147,16 @@ func parseTrace(args []string) (*traceRequest, error) {
 			return nil, usagef("--stack prints the stack of each hit: --count and --hist print no hits")
 		case *interval < 0:
 			return nil, usagef("-i %d: want seconds", *interval)
+		case req.top < 0:
+			return nil, usagef("--top %d: want a number of keys", req.top)
+		case req.top > 0 && len(req.keys) == 0:
+			return nil, usagef("--top prints the top keys of --by")
 		}
 		req.interval = time.Duration(*interval) * time.Second
 	} else if *interval != 0 {
 		return nil, usagef("-i prints the counts of --count or --hist")
+	} else if len(req.keys) > 0 || req.top != 0 {
+		return nil, usagef("--by and --top key the counts of --count or --hist")
 	}
 	switch {
 	case len(pos) == 0:
@@ -167,6 +184,14 @@ func parseTrace(args []string) (*traceRequest, error) {
 		for _, p := range req.probes {
 			if (p.Kind == record.KindUretprobe) != histRet {
 				return nil, usagef("--hist %s: a uretprobe has one value, ret; a USDT probe and a uprobe have arguments (N from 1)", *hist)
+			}
+		}
+	}
+	for _, k := range req.keys {
+		for _, p := range req.probes {
+			ret := p.Kind == record.KindUretprobe
+			if (k.Kind == record.KeyArg || k.Kind == record.KeyStr) && (k.name == "ret") != ret {
+				return nil, usagef("--by %s: a uretprobe has one value, ret; a USDT probe and a uprobe have arguments (arg N, str N)", k.name)
 			}
 		}
 	}
@@ -205,6 +230,9 @@ type traceSite struct {
 	// label names the probe in counts and histograms: provider:name,
 	// uprobe:FUNC or uretprobe:FUNC. Sites of one label add up.
 	label string
+	// fn is the function's name (FUNC), or a USDT probe's name: the
+	// "func" key.
+	fn string
 	// A line is head, PID, the form's tidSep, TID, mid, the values
 	// separated by the form's argSep, end. Text:
 	//	PID/TID provider:name @0xADDR [ARGS]
@@ -292,6 +320,15 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 		if err := record.SetMode(spec, req.mode, req.histVal); err != nil {
 			return err
 		}
+		if len(req.keys) > 0 {
+			parts := make([]record.KeyPart, len(req.keys))
+			for i, k := range req.keys {
+				parts[i] = k.KeyPart
+			}
+			if err := record.SetKeys(spec, parts); err != nil {
+				return err
+			}
+		}
 	}
 	if err := record.SetRingSize(spec, ringSize, os.Getpagesize()); err != nil {
 		return err
@@ -363,7 +400,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	}
 	// Attached: the files may go (the kernel holds what it needs).
 	fa.close()
-	if req.mode == record.ModeCount && len(t.sites) > record.MaxCounted {
+	if req.mode == record.ModeCount && len(req.keys) == 0 && len(t.sites) > record.MaxCounted {
 		return fmt.Errorf("--count counts at most %d probe sites, these probes have %d", record.MaxCounted, len(t.sites))
 	}
 
@@ -429,6 +466,11 @@ func (t *tracer) run(objs *record.Objects, rd *ringbuf.Reader, stop <-chan os.Si
 			fmt.Fprintf(os.Stderr, "probekit trace: %d hits not counted (no value to count, or the histogram map full)\n", n)
 		}
 	}
+	if len(t.req.keys) > 0 {
+		if n, err := objs.KeyOverflowCount(); err == nil && n > 0 {
+			fmt.Fprintf(os.Stderr, "probekit trace: %d hits not counted: the key map is full (%d keys)\n", n, record.MaxKeyed)
+		}
+	}
 	return nil
 }
 
@@ -492,7 +534,7 @@ func openTraced(pid int) (*procmaps.Process, error) {
 // cookie numbers each attached location; events carry the number.
 func (t *tracer) cookie(p *usdt.Probe, i int) uint64 {
 	loc := &p.Locations[i]
-	s := traceSite{loc: loc, kind: record.KindUSDT, label: p.Provider + ":" + p.Name, end: []byte(t.form.argsEnd)}
+	s := traceSite{loc: loc, kind: record.KindUSDT, label: p.Provider + ":" + p.Name, fn: p.Name, end: []byte(t.form.argsEnd)}
 	if t.req.json {
 		s.head = append(s.head, `{"kind":"usdt","provider":`...)
 		s.head = appendJSON(s.head, p.Provider, false)
