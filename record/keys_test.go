@@ -19,3 +19,15 @@ func TestAggKeyLayout(t *testing.T) {
 		t.Errorf("key size %d, want 120", m.KeySize)
 	}
 }
+
+// filterTerm is struct filter_term.
+func TestFilterTermLayout(t *testing.T) {
+	spec, err := Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := spec.Maps["filter_terms"]
+	if m == nil || int(m.ValueSize) != binary.Size(filterTerm{}) || m.MaxEntries != MaxFilterTerms {
+		t.Fatalf("filter_terms map %+v, want value size %d and %d entries", m, binary.Size(filterTerm{}), MaxFilterTerms)
+	}
+}

@@ -43,6 +43,9 @@ const (
 	// KeySpecName is the constant describing the key parts of ModeCount
 	// and ModeHist (see SetKeys).
 	KeySpecName = "probekit_trace_key_spec"
+	// NTermsName is the constant holding how many filter terms apply
+	// (see SetFilter).
+	NTermsName = "probekit_trace_nterms"
 )
 
 // Mode is what the programs do with a hit (enum trace_mode of trace.c).
@@ -399,6 +402,8 @@ type Objects struct {
 	// SetKeys, Keyed); KeyOverflow a one-slot array counting the hits it
 	// had no room for (KeyOverflowCount).
 	KeyedMap, KeyOverflow *ebpf.Map
+	// FilterMap holds the filter's terms (see SetFilter).
+	FilterMap *ebpf.Map
 	// Specs and IPToSpecID are usdt.bpf.h's __bpf_usdt_specs and
 	// __bpf_usdt_ip_to_spec_id, for the attacher; nil without Program.
 	Specs, IPToSpecID *ebpf.Map
@@ -426,6 +431,7 @@ type loadTarget struct {
 	Hist        *ebpf.Map `ebpf:"hist"`
 	Keyed       *ebpf.Map `ebpf:"keyed"`
 	KeyOverflow *ebpf.Map `ebpf:"key_overflow"`
+	Filter      *ebpf.Map `ebpf:"filter_terms"`
 }
 
 type loadUSDT struct {
@@ -448,7 +454,7 @@ type loadBoth struct {
 // Close releases the program and the maps.
 func (o *Objects) Close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.Specs, o.IPToSpecID} {
+	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.FilterMap, o.Specs, o.IPToSpecID} {
 		errs = append(errs, c.Close()) // nil *Program and *Map close as nothing
 	}
 	return errors.Join(errs...)
@@ -531,7 +537,7 @@ func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
 func (o *Objects) setMaps(l loadTarget) {
 	o.Events, o.Dropped, o.Scratch = l.Events, l.Dropped, l.Scratch
 	o.CountsMap, o.HistMap = l.Counts, l.Hist
-	o.KeyedMap, o.KeyOverflow = l.Keyed, l.KeyOverflow
+	o.KeyedMap, o.KeyOverflow, o.FilterMap = l.Keyed, l.KeyOverflow, l.Filter
 }
 
 // Options are the choices Load makes before loading. The zero value

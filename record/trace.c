@@ -435,11 +435,18 @@ static __noinline int func_hist_val_n(struct pt_regs *ctx, __u64 cookie, __u32 w
 	default:
 		return 0;
 	}
-	n = want;
-	if (n >= nvals || n >= TRACE_MAX_VALS)
+	if (want >= nvals)
 		return 0;
-	*v = vals[n];
-	return 1;
+	/* vals[want] by constant offsets: a variable-offset stack read is
+	 * refused when want is not a constant (a filter term's). */
+#pragma unroll
+	for (n = 0; n < TRACE_MAX_VALS; n++) {
+		if (n == want) {
+			*v = vals[n];
+			return 1;
+		}
+	}
+	return 0;
 }
 
 /* ---- Keyed aggregation (probekit trace --by): counts and histograms
@@ -644,6 +651,154 @@ static __always_inline int aggregate(struct pt_regs *ctx, int func)
 	return 0;
 }
 
+/* ---- Filters (probekit trace --filter): a table of terms evaluated
+ * before a hit is sent or counted. ---- */
+
+/* At most TRACE_MAX_TERMS terms; strings compared over at most
+ * TRACE_KEY_STR_LEN - 1 bytes. */
+#define TRACE_MAX_TERMS 8
+
+/* What a term compares (keep in sync with FilterField in record.go). */
+enum filter_field {
+	FILTER_ARG = 0,		/* value N */
+	FILTER_STR = 1,		/* value N read as a string */
+	FILTER_PID = 2,
+	FILTER_TID = 3,
+	FILTER_COMM = 4,
+};
+
+enum filter_op {
+	FILTER_EQ = 0,
+	FILTER_NE = 1,
+	FILTER_LT = 2,
+	FILTER_LE = 3,
+	FILTER_GT = 4,
+	FILTER_GE = 5,
+	FILTER_PREFIX = 6,	/* strings: the first len bytes are str */
+	FILTER_NOT_PREFIX = 7,
+};
+
+/* One comparison. Terms are in order; a term with or_after ends a group
+ * of terms joined by &&, and the groups are joined by || (the last term
+ * has it set). Keep in sync with FilterTerm in record.go. */
+struct filter_term {
+	__u8 field;
+	__u8 op;
+	__u8 val;	/* the value number of FILTER_ARG and FILTER_STR */
+	__u8 or_after;
+	__u32 len;	/* the length of str, below TRACE_KEY_STR_LEN */
+	__s64 num;
+	char str[TRACE_KEY_STR_LEN];
+};
+
+/* How many terms of filter_terms apply; 0: every hit passes. Set before
+ * load. */
+volatile const __u32 probekit_trace_nterms = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TRACE_MAX_TERMS);
+	__type(key, __u32);
+	__type(value, struct filter_term);
+} filter_terms SEC(".maps");
+
+/* Whether the hit satisfies t. A value that cannot be read satisfies no
+ * term. */
+static __noinline int filter_term_ok(struct pt_regs *ctx, int func, __u64 cookie, struct filter_term *t)
+{
+	char buf[TRACE_KEY_STR_LEN] = {};
+	__s64 v = 0;
+	__u32 len;
+	int eq = 1;
+
+	switch (t->field) {
+	case FILTER_ARG:
+		if (!hit_val(ctx, func, cookie, t->val, &v))
+			return 0;
+		break;
+	case FILTER_PID:
+		v = bpf_get_current_pid_tgid() >> 32;
+		break;
+	case FILTER_TID:
+		v = (__u32)bpf_get_current_pid_tgid();
+		break;
+	case FILTER_STR:
+		if (!hit_val(ctx, func, cookie, t->val, &v))
+			return 0;
+		if (bpf_probe_read_user_str(buf, sizeof(buf), (void *)v) < 0)
+			return 0;
+		goto str;
+	case FILTER_COMM:
+		if (bpf_get_current_comm(buf, TRACE_COMM_LEN))
+			return 0;
+		goto str;
+	default:
+		return 0;
+	}
+	switch (t->op) {
+	case FILTER_EQ: return v == t->num;
+	case FILTER_NE: return v != t->num;
+	case FILTER_LT: return v < t->num;
+	case FILTER_LE: return v <= t->num;
+	case FILTER_GT: return v > t->num;
+	case FILTER_GE: return v >= t->num;
+	}
+	return 0;
+str:
+	len = t->len;
+	for (__u32 j = 0; j < TRACE_KEY_STR_LEN - 1; j++) {
+		if (j >= len)
+			break;
+		if (buf[j] != t->str[j]) {
+			eq = 0;
+			break;
+		}
+	}
+	if (eq && len < TRACE_KEY_STR_LEN && (t->op == FILTER_EQ || t->op == FILTER_NE))
+		eq = buf[len & (TRACE_KEY_STR_LEN - 1)] == 0;
+	switch (t->op) {
+	case FILTER_EQ:
+	case FILTER_PREFIX:
+		return eq;
+	case FILTER_NE:
+	case FILTER_NOT_PREFIX:
+		return !eq;
+	}
+	return 0;
+}
+
+/* Whether the hit passes the filter: all terms of some group hold.
+ * cookie: a function probe's BPF cookie. */
+static __noinline int filter_pass(struct pt_regs *ctx, int func, __u64 cookie)
+{
+	int group = 1;
+
+	/* Unrolled: the key is a constant per term (a loop counter spilled
+	 * for the lookup's key pointer makes the verifier see the same state
+	 * on each pass and report an infinite loop). */
+#pragma unroll
+	for (__u32 i = 0; i < TRACE_MAX_TERMS; i++) {
+		struct filter_term *t;
+		__u32 key = i;
+
+		if (i >= probekit_trace_nterms)
+			break;
+		t = bpf_map_lookup_elem(&filter_terms, &key);
+		if (!t)
+			return 0;
+		if (group)
+			group = filter_term_ok(ctx, func, cookie, t);
+		if (t->or_after) {
+			if (group)
+				return 1;
+			group = 1;
+		}
+	}
+	return 0;
+}
+
+/* ---- End of filters. ---- */
+
 /* Sends one record, built by fill_func (func) or fill_usdt. */
 static __always_inline int submit(struct pt_regs *ctx, int func)
 {
@@ -687,6 +842,8 @@ static __always_inline int submit(struct pt_regs *ctx, int func)
 SEC("usdt")
 int trace_usdt(struct pt_regs *ctx)
 {
+	if (probekit_trace_nterms && !filter_pass(ctx, 0, 0))
+		return 0;
 	if (probekit_trace_mode != TRACE_EVENTS)
 		return aggregate(ctx, 0);
 	return submit(ctx, 0);
@@ -696,6 +853,8 @@ int trace_usdt(struct pt_regs *ctx)
 SEC("uprobe")
 int trace_func(struct pt_regs *ctx)
 {
+	if (probekit_trace_nterms && !filter_pass(ctx, 1, bpf_get_attach_cookie(ctx)))
+		return 0;
 	if (probekit_trace_mode != TRACE_EVENTS)
 		return aggregate(ctx, 1);
 	return submit(ctx, 1);

@@ -53,6 +53,17 @@ type traceEvent struct {
 	Vals    [0]int64
 }
 
+type traceFilterTerm struct {
+	_       structs.HostLayout
+	Field   uint8
+	Op      uint8
+	Val     uint8
+	OrAfter uint8
+	Len     uint32
+	Num     int64
+	Str     [64]int8
+}
+
 type traceHistKey struct {
 	_      structs.HostLayout
 	Probe  uint32
@@ -75,6 +86,7 @@ const (
 	traceMapCounts                   = "counts"
 	traceMapDropped                  = "dropped"
 	traceMapEvents                   = "events"
+	traceMapFilterTerms              = "filter_terms"
 	traceMapHist                     = "hist"
 	traceMapKeyOverflow              = "key_overflow"
 	traceMapKeyed                    = "keyed"
@@ -84,6 +96,7 @@ const (
 	traceVarProbekitTraceHistVal     = "probekit_trace_hist_val"
 	traceVarProbekitTraceKeySpec     = "probekit_trace_key_spec"
 	traceVarProbekitTraceMode        = "probekit_trace_mode"
+	traceVarProbekitTraceNterms      = "probekit_trace_nterms"
 	traceVarProbekitTraceStack       = "probekit_trace_stack"
 	traceVarProbekitTraceStrMask     = "probekit_trace_str_mask"
 	traceVarProbekitTraceWakeupBytes = "probekit_trace_wakeup_bytes"
@@ -145,6 +158,7 @@ type traceMapSpecs struct {
 	Counts            *ebpf.MapSpec `ebpf:"counts"`
 	Dropped           *ebpf.MapSpec `ebpf:"dropped"`
 	Events            *ebpf.MapSpec `ebpf:"events"`
+	FilterTerms       *ebpf.MapSpec `ebpf:"filter_terms"`
 	Hist              *ebpf.MapSpec `ebpf:"hist"`
 	KeyOverflow       *ebpf.MapSpec `ebpf:"key_overflow"`
 	Keyed             *ebpf.MapSpec `ebpf:"keyed"`
@@ -158,6 +172,7 @@ type traceVariableSpecs struct {
 	ProbekitTraceHistVal     *ebpf.VariableSpec `ebpf:"probekit_trace_hist_val"`
 	ProbekitTraceKeySpec     *ebpf.VariableSpec `ebpf:"probekit_trace_key_spec"`
 	ProbekitTraceMode        *ebpf.VariableSpec `ebpf:"probekit_trace_mode"`
+	ProbekitTraceNterms      *ebpf.VariableSpec `ebpf:"probekit_trace_nterms"`
 	ProbekitTraceStack       *ebpf.VariableSpec `ebpf:"probekit_trace_stack"`
 	ProbekitTraceStrMask     *ebpf.VariableSpec `ebpf:"probekit_trace_str_mask"`
 	ProbekitTraceWakeupBytes *ebpf.VariableSpec `ebpf:"probekit_trace_wakeup_bytes"`
@@ -189,6 +204,7 @@ type traceMaps struct {
 	Counts            *ebpf.Map `ebpf:"counts"`
 	Dropped           *ebpf.Map `ebpf:"dropped"`
 	Events            *ebpf.Map `ebpf:"events"`
+	FilterTerms       *ebpf.Map `ebpf:"filter_terms"`
 	Hist              *ebpf.Map `ebpf:"hist"`
 	KeyOverflow       *ebpf.Map `ebpf:"key_overflow"`
 	Keyed             *ebpf.Map `ebpf:"keyed"`
@@ -202,6 +218,7 @@ func (m *traceMaps) Close() error {
 		m.Counts,
 		m.Dropped,
 		m.Events,
+		m.FilterTerms,
 		m.Hist,
 		m.KeyOverflow,
 		m.Keyed,
@@ -216,6 +233,7 @@ type traceVariables struct {
 	ProbekitTraceHistVal     *ebpf.Variable `ebpf:"probekit_trace_hist_val"`
 	ProbekitTraceKeySpec     *ebpf.Variable `ebpf:"probekit_trace_key_spec"`
 	ProbekitTraceMode        *ebpf.Variable `ebpf:"probekit_trace_mode"`
+	ProbekitTraceNterms      *ebpf.Variable `ebpf:"probekit_trace_nterms"`
 	ProbekitTraceStack       *ebpf.Variable `ebpf:"probekit_trace_stack"`
 	ProbekitTraceStrMask     *ebpf.Variable `ebpf:"probekit_trace_str_mask"`
 	ProbekitTraceWakeupBytes *ebpf.Variable `ebpf:"probekit_trace_wakeup_bytes"`

@@ -25,7 +25,7 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
-const traceUsage = "trace [--json] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [--by KEY,... [--top N]] [-i SECONDS] PROBE... [-- CMD ARGS...]\n" +
+const traceUsage = "trace [--json] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]\n" +
 	"      PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC"
 
 func init() {
@@ -60,8 +60,10 @@ type traceRequest struct {
 	follow bool
 	// keys are --by's parts: --count and --hist per key tuple; top, when
 	// not 0, prints only the top keys by count (--top).
-	keys   []keyPart
-	top    int
+	keys []keyPart
+	top  int
+	// filter are --filter's terms, evaluated in the kernel.
+	filter []record.FilterTerm
 	probes []probe.Spec
 	cmd    []string
 }
@@ -87,6 +89,7 @@ func parseTrace(args []string) (*traceRequest, error) {
 	interval := fs.Int("i", 0, "with --count or --hist, print every SECONDS too")
 	fs.BoolVar(&req.stack, "stack", false, "print each hit's user stack, symbolized")
 	by := fs.String("by", "", "with --count or --hist, per KEY[,KEY...]: arg N, str N, ret, pid, tid, comm, probe, func")
+	filter := fs.String("filter", "", "only the hits for which EXPR holds (argN, strN, ret, pid, tid, comm compared with constants, joined by && and ||), tested in the kernel")
 	fs.IntVar(&req.top, "top", 0, "with --by, print the N keys counted most")
 	fs.BoolVar(&req.follow, "f", false, "follow the descendants of -p PID or of -- CMD (forked, exec'd), attached before they run")
 	pos, err := parseFlags(fs, joinByArgs(args))
@@ -186,6 +189,18 @@ func parseTrace(args []string) (*traceRequest, error) {
 				return nil, usagef("--hist %s: a uretprobe has one value, ret; a USDT probe and a uprobe have arguments (N from 1)", *hist)
 			}
 		}
+	}
+	if *filter != "" {
+		terms, usesRet, usesArgs, err := parseFilter(*filter)
+		if err != nil {
+			return nil, usagef("--filter %q: %v", *filter, err)
+		}
+		for _, p := range req.probes {
+			if ret := p.Kind == record.KindUretprobe; ret && usesArgs || !ret && usesRet {
+				return nil, usagef("--filter %q: a uretprobe has one value, ret; a USDT probe and a uprobe have arguments (argN, strN)", *filter)
+			}
+		}
+		req.filter = terms
 	}
 	for _, k := range req.keys {
 		for _, p := range req.probes {
@@ -332,6 +347,11 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	}
 	if err := record.SetRingSize(spec, ringSize, os.Getpagesize()); err != nil {
 		return err
+	}
+	if len(req.filter) > 0 {
+		if err := record.SetFilter(spec, req.filter); err != nil {
+			return err
+		}
 	}
 	if req.stack {
 		if err := spec.Variables[record.StackName].Set(uint32(1)); err != nil {
