@@ -178,12 +178,12 @@ const MaxFrames = bpf.MaxStackDepth
 // trace.c); MaxEventSize is the largest record: every value, a full
 // stack and every string at its longest.
 const (
-	HeaderSize   = 32
+	HeaderSize   = 56
 	MaxEventSize = HeaderSize + 8*MaxArgs + 8*MaxFrames + MaxStrs*StrLen
 )
 
-// Ring buffer sizes: DefaultRingSize holds about 260,000 four-argument
-// records (64 bytes and the kernel's 8-byte header each), a quarter of a
+// Ring buffer sizes: DefaultRingSize holds about 175,000 four-argument
+// records (88 bytes and the kernel's 8-byte header each), a sixth of a
 // second of hits at 1 µs a hit; MaxRingSize is a ceiling on the locked
 // kernel memory one trace may ask for.
 const (
@@ -267,6 +267,22 @@ type Event struct {
 	// instruction pointer then return addresses (bpf.Stack).
 	NFrames int
 	Frames  [MaxFrames]uint64
+	// TimeNS is when the program ran: CLOCK_MONOTONIC, in nanoseconds
+	// (bpf_ktime_get_ns).
+	TimeNS uint64
+	// Comm is the thread's command name, NUL-padded (bpf_get_current_comm).
+	Comm [CommLen]byte
+}
+
+// CommLen is the size of a command name with its NUL (TASK_COMM_LEN).
+const CommLen = 16
+
+// CommName returns e.Comm up to its NUL.
+func (e *Event) CommName() []byte {
+	if i := bytes.IndexByte(e.Comm[:], 0); i >= 0 {
+		return e.Comm[:i]
+	}
+	return e.Comm[:]
 }
 
 // Stack returns the frames of the hit's user stack.
@@ -321,6 +337,8 @@ func (e *Event) Decode(rec []byte) error {
 	e.PID = ne.Uint32(rec[8:])
 	e.TID = ne.Uint32(rec[12:])
 	e.ArgCnt = int32(ne.Uint32(rec[16:]))
+	e.TimeNS = ne.Uint64(rec[32:])
+	copy(e.Comm[:], rec[40:HeaderSize])
 	e.Errors = ne.Uint32(rec[20:])
 	e.StrArgs = strArgs
 	e.NArgs = nvals
@@ -365,6 +383,8 @@ func (e *Event) AppendBinary(b []byte) ([]byte, error) {
 	b = ne.AppendUint32(b, e.Errors)
 	b = ne.AppendUint32(b, e.StrArgs)
 	b = append(b, byte(e.Kind), byte(e.NArgs), byte(nstrs), byte(e.NFrames))
+	b = ne.AppendUint64(b, e.TimeNS)
+	b = append(b, e.Comm[:]...)
 	for _, v := range e.Args[:e.NArgs] {
 		b = ne.AppendUint64(b, uint64(v))
 	}

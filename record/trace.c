@@ -19,7 +19,7 @@
  *
  * A record is as long as what it carries (a header, the values, the
  * user stack with --stack, the strings), so that a burst of hits fits in the ring: a 4-argument hit is
- * 64 bytes. It is built in a per-CPU buffer and copied into the ring with
+ * 88 bytes. It is built in a per-CPU buffer and copied into the ring with
  * bpf_ringbuf_output, whose size may vary (bpf_ringbuf_reserve wants a
  * constant). The reader is not woken per record: it polls, and is woken
  * when the unread data passes a threshold. */
@@ -117,6 +117,8 @@ struct event {
 	__u8 nvals;
 	__u8 nstrs;
 	__u8 nframes;	/* at most PROBEKIT_STACK_MAX_DEPTH */
+	__u64 time_ns;	/* bpf_ktime_get_ns: CLOCK_MONOTONIC */
+	char comm[16];	/* bpf_get_current_comm */
 	__s64 vals[];
 };
 
@@ -799,6 +801,13 @@ static __noinline int filter_pass(struct pt_regs *ctx, int func, __u64 cookie)
 
 /* ---- End of filters. ---- */
 
+/* Sets the hit's context in e: the time and the command name. */
+static __always_inline void add_context(struct event *e)
+{
+	e->time_ns = bpf_ktime_get_ns();
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+}
+
 /* Sends one record, built by fill_func (func) or fill_usdt. */
 static __always_inline int submit(struct pt_regs *ctx, int func)
 {
@@ -816,6 +825,7 @@ static __always_inline int submit(struct pt_regs *ctx, int func)
 	if (*(volatile __u64 *)&s->users == 1) {
 		e = (struct event *)s->buf;
 		size = func ? fill_func(ctx, e) : fill_usdt(ctx, e);
+		add_context(e);
 		if (size > TRACE_EVENT_MAX)
 			size = TRACE_EVENT_MAX;
 		if (bpf_ringbuf_output(&events, s->buf, size, flags))
@@ -835,6 +845,7 @@ static __always_inline int submit(struct pt_regs *ctx, int func)
 		fill_func(ctx, e);
 	else
 		fill_usdt(ctx, e);
+	add_context(e);
 	bpf_ringbuf_submit(e, flags);
 	return 0;
 }

@@ -50,6 +50,8 @@ type traceEvent struct {
 	Nvals   uint8
 	Nstrs   uint8
 	Nframes uint8
+	TimeNs  uint64
+	Comm    [16]int8
 	Vals    [0]int64
 }
 
@@ -74,7 +76,7 @@ type traceScratch struct {
 	_          structs.HostLayout
 	Users      uint64
 	LastWakeup uint64
-	Buf        [191]uint64
+	Buf        [194]uint64
 }
 
 // Names of all BPF objects in the ELF.

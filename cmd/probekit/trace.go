@@ -17,6 +17,7 @@ import (
 
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/probe"
@@ -25,7 +26,7 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
-const traceUsage = "trace [--json] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]\n" +
+const traceUsage = "trace [--json] [--time] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]\n" +
 	"      PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC"
 
 func init() {
@@ -56,6 +57,9 @@ type traceRequest struct {
 	interval time.Duration
 	// stack prints each hit's user stack, symbolized (--stack).
 	stack bool
+	// time prints each hit's time and command name (--time; --json
+	// always has them).
+	time bool
 	// follow traces the descendants of -p or of the command too (-f).
 	follow bool
 	// keys are --by's parts: --count and --hist per key tuple; top, when
@@ -87,6 +91,7 @@ func parseTrace(args []string) (*traceRequest, error) {
 	count := fs.Bool("count", false, "count the hits of each probe in the kernel; print the counts at exit")
 	hist := fs.String("hist", "", "a log2 histogram of argument N (from 1) or of ret, built in the kernel; printed at exit")
 	interval := fs.Int("i", 0, "with --count or --hist, print every SECONDS too")
+	fs.BoolVar(&req.time, "time", false, "print each hit's time and command name (--json has them always)")
 	fs.BoolVar(&req.stack, "stack", false, "print each hit's user stack, symbolized")
 	by := fs.String("by", "", "with --count or --hist, per KEY[,KEY...]: arg N, str N, ret, pid, tid, comm, probe, func")
 	filter := fs.String("filter", "", "only the hits for which EXPR holds (argN, strN, ret, pid, tid, comm compared with constants, joined by && and ||), tested in the kernel")
@@ -148,6 +153,8 @@ func parseTrace(args []string) (*traceRequest, error) {
 			return nil, usagef("--str prints strings of hits: --count and --hist print none")
 		case req.stack:
 			return nil, usagef("--stack prints the stack of each hit: --count and --hist print no hits")
+		case req.time:
+			return nil, usagef("--time prints the time of each hit: --count and --hist print no hits")
 		case *interval < 0:
 			return nil, usagef("-i %d: want seconds", *interval)
 		case req.top < 0:
@@ -291,6 +298,24 @@ type tracer struct {
 	// sitesMu, set by trace -f and selector targets, guards sites, which
 	// grow while the loop runs (trace_follow.go).
 	sitesMu *sync.RWMutex
+	// wallBase converts hit times to the wall clock (wallTime).
+	wallBase int64
+}
+
+// wallTime converts a CLOCK_MONOTONIC time (bpf_ktime_get_ns) to the
+// wall clock, as the clocks stood when the tracer started.
+func (t *tracer) wallTime(mono uint64) time.Time {
+	return time.Unix(0, t.wallBase+int64(mono))
+}
+
+// wallBase is the wall clock's time minus CLOCK_MONOTONIC's, in
+// nanoseconds.
+func wallBase() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return time.Now().UnixNano() - ts.Nano()
 }
 
 func trace(req *traceRequest, stdout io.Writer) (err error) {
@@ -516,7 +541,7 @@ func closeLinks(links []*attach.Link) {
 }
 
 func newTracer(req *traceRequest, stdout io.Writer) *tracer {
-	t := &tracer{req: req, out: output{w: stdout, buf: make([]byte, 0, outputChunk+record.MaxEventSize*8)}, form: &textForm}
+	t := &tracer{req: req, out: output{w: stdout, buf: make([]byte, 0, outputChunk+record.MaxEventSize*8)}, form: &textForm, wallBase: wallBase()}
 	if req.json {
 		t.form = &jsonForm
 	}
@@ -662,10 +687,25 @@ func (t *tracer) appendHit(b []byte, ev *record.Event) ([]byte, error) {
 		return b, fmt.Errorf("event of kind %d for a site of kind %d (cookie %d)", ev.Kind, site.kind, ev.Cookie)
 	}
 	site.hits++
+	if t.req.time && !t.req.json {
+		// TIME COMM PID/TID ...
+		b = t.wallTime(ev.TimeNS).AppendFormat(b, "15:04:05.000000000")
+		b = append(b, ' ')
+		b = append(b, ev.CommName()...)
+		b = append(b, ' ')
+	}
 	b = append(b, site.head...)
 	b = strconv.AppendUint(b, uint64(ev.PID), 10)
 	b = append(b, form.tidSep...)
 	b = strconv.AppendUint(b, uint64(ev.TID), 10)
+	if t.req.json {
+		b = append(b, `,"comm":`...)
+		b = appendJSON(b, ev.CommName(), false)
+		b = append(b, `,"time_ns":`...)
+		b = strconv.AppendUint(b, ev.TimeNS, 10)
+		b = append(b, `,"time":"`...)
+		b = append(t.wallTime(ev.TimeNS).UTC().AppendFormat(b, time.RFC3339Nano), '"')
+	}
 	b = append(b, site.mid...)
 	for i := range ev.NArgs {
 		if i > 0 {
