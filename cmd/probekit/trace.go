@@ -26,7 +26,7 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
-const traceUsage = "trace [--json] [--time] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]\n" +
+const traceUsage = "trace [--json] [--time] [-o FILE] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]\n" +
 	"      PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC"
 
 func init() {
@@ -62,6 +62,9 @@ type traceRequest struct {
 	time bool
 	// follow traces the descendants of -p or of the command too (-f).
 	follow bool
+	// outPath is the file the output goes to instead of standard output
+	// (-o).
+	outPath string
 	// keys are --by's parts: --count and --hist per key tuple; top, when
 	// not 0, prints only the top keys by count (--top).
 	keys []keyPart
@@ -91,6 +94,7 @@ func parseTrace(args []string) (*traceRequest, error) {
 	count := fs.Bool("count", false, "count the hits of each probe in the kernel; print the counts at exit")
 	hist := fs.String("hist", "", "a log2 histogram of argument N (from 1) or of ret, built in the kernel; printed at exit")
 	interval := fs.Int("i", 0, "with --count or --hist, print every SECONDS too")
+	fs.StringVar(&req.outPath, "o", "", "write the output to FILE (created or truncated) instead of standard output")
 	fs.BoolVar(&req.time, "time", false, "print each hit's time and command name (--json has them always)")
 	fs.BoolVar(&req.stack, "stack", false, "print each hit's user stack, symbolized")
 	by := fs.String("by", "", "with --count or --hist, per KEY[,KEY...]: arg N, str N, ret, pid, tid, comm, probe, func")
@@ -235,6 +239,17 @@ func runTrace(args []string, stdout io.Writer) error {
 			return err
 		}
 		return usagef("%v", err)
+	}
+	if req.outPath != "" {
+		f, err := os.OpenFile(req.outPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		err = trace(req, f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
 	}
 	return trace(req, stdout)
 }
