@@ -498,7 +498,11 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	if err := t.run(objs, rd, stop, exited); err != nil {
 		return err
 	}
-	t.hintSilent(os.Stderr, links)
+	prog := ""
+	if launched != nil {
+		prog = launched.Cmd.Path
+	}
+	t.hintSilent(os.Stderr, links, prog)
 	if t.exitErr != nil {
 		// Every event is printed; the command failed (a crash under the
 		// probes would show here).

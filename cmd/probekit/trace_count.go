@@ -49,6 +49,11 @@ type probeTotals struct {
 
 // totals reads the maps and adds the sites up by label.
 func (t *tracer) totals(objs *record.Objects) ([]probeTotals, error) {
+	if t.sitesMu != nil {
+		// Selector targets add sites as objects are attached.
+		t.sitesMu.RLock()
+		defer t.sitesMu.RUnlock()
+	}
 	var out []probeTotals
 	index := map[string]int{}
 	for _, s := range t.sites {

@@ -29,8 +29,6 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 	// address only).
 	selectors := followSelectors(t.req)
 	switch {
-	case selectors && t.req.mode != record.ModeEvents:
-		return usagef("--count and --hist take named targets, not \"*\" or a glob")
 	case selectors && len(t.req.cmd) > 0 && !t.req.follow:
 		return usagef("a target \"*\" or a glob with -- CMD needs -f")
 	}
