@@ -29,7 +29,8 @@ type histLine struct {
 }
 
 // aggregateJSON runs probekit trace --json with args and decodes each
-// line into a new T.
+// line into a new T, but for trace -f's attach and detach objects
+// ("kind").
 func aggregateJSON[T any](t *testing.T, args ...string) []T {
 	t.Helper()
 	r := runTraceCmd(append([]string{"--json"}, args...)...)
@@ -38,6 +39,9 @@ func aggregateJSON[T any](t *testing.T, args ...string) []T {
 	}
 	var out []T
 	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n") {
+		if strings.HasPrefix(line, `{"kind":`) {
+			continue
+		}
 		var v T
 		if err := json.Unmarshal([]byte(line), &v); err != nil {
 			t.Fatalf("line %q: %v", line, err)

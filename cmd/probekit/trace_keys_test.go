@@ -177,11 +177,11 @@ func TestTraceCountSelector(t *testing.T) {
 	testkit.RequireKernel(t)
 	fx := testkit.Fixture("usdt_sample")
 	const n = 400
-	got := followAggregate[countLine](t, "-f", "--count", "*:sample:loop", "--", fx, "--loop", "loop", itoa(n))
+	got := aggregateJSON[countLine](t, "-f", "--count", "*:sample:loop", "--", fx, "--loop", "loop", itoa(n))
 	if len(got) != 1 || got[0] != (countLine{"sample:loop", n}) {
 		t.Errorf("counts %+v, want %d of sample:loop", got, n)
 	}
-	hists := followAggregate[histLine](t, "-f", "--hist", "1", "usdt_sam*:sample:loop", "--", fx, "--loop", "loop", itoa(n))
+	hists := aggregateJSON[histLine](t, "-f", "--hist", "1", "usdt_sam*:sample:loop", "--", fx, "--loop", "loop", itoa(n))
 	var want record.Histogram
 	for r := range int64(n) {
 		want[record.Bucket(r)]++
@@ -189,30 +189,8 @@ func TestTraceCountSelector(t *testing.T) {
 	if len(hists) != 1 || histOf(t, hists[0]) != want {
 		t.Errorf("histogram %+v, want %v", hists, want)
 	}
-	keyed := followAggregate[keyedCountLine](t, "-f", "--count", "--by", "probe,comm", "*:sample:loop", "--", fx, "--loop", "loop", itoa(n))
+	keyed := aggregateJSON[keyedCountLine](t, "-f", "--count", "--by", "probe,comm", "*:sample:loop", "--", fx, "--loop", "loop", itoa(n))
 	if len(keyed) != 1 || keyed[0].Key["probe"] != "sample:loop" || keyed[0].Key["comm"] != "usdt_sample" || keyed[0].Count != n {
 		t.Errorf("keyed counts %+v, want %d of sample:loop by usdt_sample", keyed, n)
 	}
-}
-
-// followAggregate is aggregateJSON for trace -f, whose attach and detach
-// objects ("kind") it leaves out.
-func followAggregate[T any](t *testing.T, args ...string) []T {
-	t.Helper()
-	r := runTraceCmd(append([]string{"--json"}, args...)...)
-	if r.code != 0 {
-		t.Fatalf("probekit trace %v: exit %d: %s", args, r.code, r.errOut)
-	}
-	var out []T
-	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n") {
-		if strings.HasPrefix(line, `{"kind":`) {
-			continue
-		}
-		var v T
-		if err := json.Unmarshal([]byte(line), &v); err != nil {
-			t.Fatalf("line %q: %v", line, err)
-		}
-		out = append(out, v)
-	}
-	return out
 }
