@@ -40,6 +40,12 @@ const (
 	HistValName = "probekit_trace_hist_val"
 	// StackName is the constant making records carry the user stack.
 	StackName = "probekit_trace_stack"
+	// KeySpecName is the constant describing the key parts of ModeCount
+	// and ModeHist (see SetKeys).
+	KeySpecName = "probekit_trace_key_spec"
+	// NTermsName is the constant holding how many filter terms apply
+	// (see SetFilter).
+	NTermsName = "probekit_trace_nterms"
 )
 
 // Mode is what the programs do with a hit (enum trace_mode of trace.c).
@@ -172,12 +178,12 @@ const MaxFrames = bpf.MaxStackDepth
 // trace.c); MaxEventSize is the largest record: every value, a full
 // stack and every string at its longest.
 const (
-	HeaderSize   = 32
+	HeaderSize   = 56
 	MaxEventSize = HeaderSize + 8*MaxArgs + 8*MaxFrames + MaxStrs*StrLen
 )
 
-// Ring buffer sizes: DefaultRingSize holds about 260,000 four-argument
-// records (64 bytes and the kernel's 8-byte header each), a quarter of a
+// Ring buffer sizes: DefaultRingSize holds about 175,000 four-argument
+// records (88 bytes and the kernel's 8-byte header each), a sixth of a
 // second of hits at 1 µs a hit; MaxRingSize is a ceiling on the locked
 // kernel memory one trace may ask for.
 const (
@@ -261,6 +267,22 @@ type Event struct {
 	// instruction pointer then return addresses (bpf.Stack).
 	NFrames int
 	Frames  [MaxFrames]uint64
+	// TimeNS is when the program ran: CLOCK_MONOTONIC, in nanoseconds
+	// (bpf_ktime_get_ns).
+	TimeNS uint64
+	// Comm is the thread's command name, NUL-padded (bpf_get_current_comm).
+	Comm [CommLen]byte
+}
+
+// CommLen is the size of a command name with its NUL (TASK_COMM_LEN).
+const CommLen = 16
+
+// CommName returns e.Comm up to its NUL.
+func (e *Event) CommName() []byte {
+	if i := bytes.IndexByte(e.Comm[:], 0); i >= 0 {
+		return e.Comm[:i]
+	}
+	return e.Comm[:]
 }
 
 // Stack returns the frames of the hit's user stack.
@@ -315,6 +337,8 @@ func (e *Event) Decode(rec []byte) error {
 	e.PID = ne.Uint32(rec[8:])
 	e.TID = ne.Uint32(rec[12:])
 	e.ArgCnt = int32(ne.Uint32(rec[16:]))
+	e.TimeNS = ne.Uint64(rec[32:])
+	copy(e.Comm[:], rec[40:HeaderSize])
 	e.Errors = ne.Uint32(rec[20:])
 	e.StrArgs = strArgs
 	e.NArgs = nvals
@@ -359,6 +383,8 @@ func (e *Event) AppendBinary(b []byte) ([]byte, error) {
 	b = ne.AppendUint32(b, e.Errors)
 	b = ne.AppendUint32(b, e.StrArgs)
 	b = append(b, byte(e.Kind), byte(e.NArgs), byte(nstrs), byte(e.NFrames))
+	b = ne.AppendUint64(b, e.TimeNS)
+	b = append(b, e.Comm[:]...)
 	for _, v := range e.Args[:e.NArgs] {
 		b = ne.AppendUint64(b, uint64(v))
 	}
@@ -392,6 +418,12 @@ type Objects struct {
 	// CountsMap and HistMap are what ModeCount and ModeHist fill (see
 	// Counts, Histograms).
 	CountsMap, HistMap *ebpf.Map
+	// KeyedMap is what ModeCount and ModeHist fill with keys (see
+	// SetKeys, Keyed); KeyOverflow a one-slot array counting the hits it
+	// had no room for (KeyOverflowCount).
+	KeyedMap, KeyOverflow *ebpf.Map
+	// FilterMap holds the filter's terms (see SetFilter).
+	FilterMap *ebpf.Map
 	// Specs and IPToSpecID are usdt.bpf.h's __bpf_usdt_specs and
 	// __bpf_usdt_ip_to_spec_id, for the attacher; nil without Program.
 	Specs, IPToSpecID *ebpf.Map
@@ -412,11 +444,14 @@ const (
 // loadTarget receives what LoadSpec loads: cilium/ebpf loads only the
 // programs and maps a struct names (and the maps those programs use).
 type loadTarget struct {
-	Events  *ebpf.Map `ebpf:"events"`
-	Dropped *ebpf.Map `ebpf:"dropped"`
-	Scratch *ebpf.Map `ebpf:"scratch"`
-	Counts  *ebpf.Map `ebpf:"counts"`
-	Hist    *ebpf.Map `ebpf:"hist"`
+	Events      *ebpf.Map `ebpf:"events"`
+	Dropped     *ebpf.Map `ebpf:"dropped"`
+	Scratch     *ebpf.Map `ebpf:"scratch"`
+	Counts      *ebpf.Map `ebpf:"counts"`
+	Hist        *ebpf.Map `ebpf:"hist"`
+	Keyed       *ebpf.Map `ebpf:"keyed"`
+	KeyOverflow *ebpf.Map `ebpf:"key_overflow"`
+	Filter      *ebpf.Map `ebpf:"filter_terms"`
 }
 
 type loadUSDT struct {
@@ -439,7 +474,7 @@ type loadBoth struct {
 // Close releases the program and the maps.
 func (o *Objects) Close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.Specs, o.IPToSpecID} {
+	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.FilterMap, o.Specs, o.IPToSpecID} {
 		errs = append(errs, c.Close()) // nil *Program and *Map close as nothing
 	}
 	return errors.Join(errs...)
@@ -522,6 +557,7 @@ func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
 func (o *Objects) setMaps(l loadTarget) {
 	o.Events, o.Dropped, o.Scratch = l.Events, l.Dropped, l.Scratch
 	o.CountsMap, o.HistMap = l.Counts, l.Hist
+	o.KeyedMap, o.KeyOverflow, o.FilterMap = l.Keyed, l.KeyOverflow, l.Filter
 }
 
 // Options are the choices Load makes before loading. The zero value

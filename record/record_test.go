@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"reflect"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/internal/test/testkit"
 )
@@ -38,7 +40,7 @@ func TestEventLayout(t *testing.T) {
 		t.Errorf("struct event is %d bytes, HeaderSize %d", ev.Size, HeaderSize)
 	}
 	want := map[string]uint32{"cookie": 0, "pid": 8, "tid": 12, "arg_cnt": 16, "errors": 20, "str_args": 24,
-		"kind": 28, "nvals": 29, "nstrs": 30, "nframes": 31, "vals": 32}
+		"kind": 28, "nvals": 29, "nstrs": 30, "nframes": 31, "time_ns": 32, "comm": 40, "vals": 56}
 	for _, m := range ev.Members {
 		off, ok := want[m.Name]
 		if !ok {
@@ -172,7 +174,7 @@ func FuzzDecode(f *testing.F) {
 			Strs: [MaxStrs][]byte{[]byte("<string>"), []byte("probekit_fn"), nil, []byte(strings.Repeat("x", StrLen-1))}},
 		{ArgCnt: -3},
 		{Kind: KindUprobe, Cookie: 9, ArgCnt: 9, NArgs: 9, Args: [MaxArgs]int64{1, 3, 5, 7}, StrArgs: 0b10, Strs: [MaxStrs][]byte{[]byte("x")}},
-		{Kind: KindUretprobe, Cookie: 2, ArgCnt: 1, NArgs: 1, Args: [MaxArgs]int64{-1}},
+		{Kind: KindUretprobe, Cookie: 2, ArgCnt: 1, NArgs: 1, Args: [MaxArgs]int64{-1}, TimeNS: 1 << 40, Comm: [CommLen]byte{'p', 'y'}},
 		{Kind: KindUprobe, ArgCnt: 1, NArgs: 1, StrArgs: 1, Strs: [MaxStrs][]byte{[]byte("s")}, NFrames: 3, Frames: [MaxFrames]uint64{0x401000, 0x401234, 0x7f0000001000}},
 	} {
 		b, err := e.AppendBinary(nil)
@@ -298,6 +300,7 @@ func TestKernelTrace(t *testing.T) {
 			}
 			defer rd.Close()
 
+			start := monotonicNow(t)
 			p.Fire("sema", 3)
 			for r := range int64(3) {
 				rd.SetDeadline(time.Now().Add(5 * time.Second))
@@ -314,6 +317,7 @@ func TestKernelTrace(t *testing.T) {
 				}
 				s, ok := e.Str(0)
 				e.Strs = [MaxStrs][]byte{}
+				takeContext(t, &e, procComm(t, p.PID()), start)
 				want := Event{Cookie: fixtureCookie, PID: uint32(p.PID()), TID: uint32(p.PID()), ArgCnt: 4,
 					Errors: 1<<2 | 1, StrArgs: 1, NArgs: 4, Args: [MaxArgs]int64{r, -9, 0, 1}}
 				if !reflect.DeepEqual(e, want) || !ok || len(s) != 0 {
@@ -504,9 +508,18 @@ func TestKernelFunc(t *testing.T) {
 	}
 	for _, multi := range []bool{false, true} {
 		t.Run(map[bool]string{false: "uprobe", true: "uprobe_multi"}[multi], func(t *testing.T) {
+			start := monotonicNow(t)
 			evs := runFuncProbes(t, multi, probes, "", path, "3")
 			if len(evs) != 9 {
 				t.Fatalf("%d records, want 9: %+v", len(evs), evs)
+			}
+			last := start
+			for i := range evs {
+				if evs[i].TimeNS < last {
+					t.Errorf("record %d at %d, before the one before (%d)", i, evs[i].TimeNS, last)
+				}
+				last = evs[i].TimeNS
+				takeContext(t, &evs[i], "func_args", start)
 			}
 			for r := range int64(3) {
 				sum, ret, count := evs[3*r], evs[3*r+1], evs[3*r+2]
@@ -568,4 +581,37 @@ func TestBuckets(t *testing.T) {
 	if Bucket(math.MaxInt64) != NumBuckets-1 {
 		t.Fatal("MaxInt64 not in the last bucket")
 	}
+}
+
+// monotonicNow reads CLOCK_MONOTONIC, bpf_ktime_get_ns's clock.
+func monotonicNow(t *testing.T) uint64 {
+	t.Helper()
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return uint64(ts.Nano())
+}
+
+// procComm reads a process's command name.
+func procComm(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
+
+// takeContext checks that e was recorded by comm between since and now,
+// and clears its context for comparisons.
+func takeContext(t *testing.T, e *Event, comm string, since uint64) {
+	t.Helper()
+	if now := monotonicNow(t); e.TimeNS < since || e.TimeNS > now {
+		t.Errorf("record at %d, want from %d to %d", e.TimeNS, since, now)
+	}
+	if got := string(e.CommName()); got != comm {
+		t.Errorf("record of command %q, want %q", got, comm)
+	}
+	e.TimeNS, e.Comm = 0, [CommLen]byte{}
 }

@@ -19,7 +19,7 @@
  *
  * A record is as long as what it carries (a header, the values, the
  * user stack with --stack, the strings), so that a burst of hits fits in the ring: a 4-argument hit is
- * 64 bytes. It is built in a per-CPU buffer and copied into the ring with
+ * 88 bytes. It is built in a per-CPU buffer and copied into the ring with
  * bpf_ringbuf_output, whose size may vary (bpf_ringbuf_reserve wants a
  * constant). The reader is not woken per record: it polls, and is woken
  * when the unread data passes a threshold. */
@@ -117,6 +117,8 @@ struct event {
 	__u8 nvals;
 	__u8 nstrs;
 	__u8 nframes;	/* at most PROBEKIT_STACK_MAX_DEPTH */
+	__u64 time_ns;	/* bpf_ktime_get_ns: CLOCK_MONOTONIC */
+	char comm[16];	/* bpf_get_current_comm */
 	__s64 vals[];
 };
 
@@ -414,9 +416,10 @@ static __always_inline __u32 hist_bucket(__s64 v)
 	return k + 2;
 }
 
-/* The value a histogram counts, from a function probe's registers;
+/* Value want of a function probe's registers (the one a histogram
+ * counts, a key part);
  * returns 0 when there is none. */
-static __noinline int func_hist_val(struct pt_regs *ctx, __u64 cookie, __s64 *v)
+static __noinline int func_hist_val_n(struct pt_regs *ctx, __u64 cookie, __u32 want, __s64 *v)
 {
 	__s64 vals[TRACE_MAX_VALS] = {};
 	__u32 n, nvals;
@@ -434,12 +437,163 @@ static __noinline int func_hist_val(struct pt_regs *ctx, __u64 cookie, __s64 *v)
 	default:
 		return 0;
 	}
-	n = probekit_trace_hist_val;
-	if (n >= nvals || n >= TRACE_MAX_VALS)
+	if (want >= nvals)
 		return 0;
-	*v = vals[n];
+	/* vals[want] by constant offsets: a variable-offset stack read is
+	 * refused when want is not a constant (a filter term's). */
+#pragma unroll
+	for (n = 0; n < TRACE_MAX_VALS; n++) {
+		if (n == want) {
+			*v = vals[n];
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* ---- Keyed aggregation (probekit trace --by): counts and histograms
+ * per key tuple, in one hash. ---- */
+
+/* At most TRACE_MAX_KEYS key parts, of which one string, read up to
+ * TRACE_KEY_STR_LEN - 1 bytes. */
+#define TRACE_MAX_KEYS 4
+#define TRACE_KEY_STR_LEN 64
+#define TRACE_COMM_LEN 16
+
+/* What a key part is (byte n of probekit_trace_key_spec: kind << 4 |
+ * value number). Keep in sync with KeyKind in record.go. */
+enum key_kind {
+	KEY_NONE = 0,
+	KEY_ARG = 1,	/* value N as a number */
+	KEY_STR = 2,	/* value N as a pointer to a string */
+	KEY_PID = 3,
+	KEY_TID = 4,
+	KEY_COMM = 5,
+	KEY_PROBE = 6,	/* the probe index */
+};
+
+/* Byte n: key part n, 0 past the last. 0: no keys (counts and hist).
+ * Set before load. */
+volatile const __u64 probekit_trace_key_spec = 0;
+
+/* Keep in sync with aggKey in record.go. */
+struct agg_key {
+	__u32 probe;	/* the probe index with a KEY_PROBE part, else 0 */
+	__u32 bucket;	/* the log2 bucket in TRACE_HIST, else 0 */
+	__s64 nums[TRACE_MAX_KEYS];	/* part n's number (arg, pid, tid) */
+	char comm[TRACE_COMM_LEN];
+	char str[TRACE_KEY_STR_LEN];
+};
+
+/* TRACE_COUNT and TRACE_HIST with keys: hits per key, per CPU. A hit
+ * that finds the map full counts in key_overflow. */
+#define TRACE_KEYED_ENTRIES 10240
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, TRACE_KEYED_ENTRIES);
+	__type(key, struct agg_key);
+	__type(value, __u64);
+} keyed SEC(".maps");
+
+/* Hits not counted because keyed was full. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} key_overflow SEC(".maps");
+
+/* Value n of a hit, of a function probe (func, with its cookie) or a
+ * USDT location; returns 0 when there is none. */
+static __noinline int hit_val(struct pt_regs *ctx, int func, __u64 cookie, __u32 n, __s64 *v)
+{
+	long l = 0;
+
+	if (func)
+		return func_hist_val_n(ctx, cookie, n, v);
+	if (n >= TRACE_MAX_VALS || bpf_usdt_arg(ctx, n, &l))
+		return 0;
+	*v = l;
 	return 1;
 }
+
+/* Fills k from the key spec; returns 0 when a part's value is missing. */
+static __always_inline int fill_key(struct pt_regs *ctx, int func, __u64 cookie, __u32 probe, struct agg_key *k)
+{
+	__u64 spec = probekit_trace_key_spec;
+	__s64 v;
+
+#pragma unroll
+	for (int i = 0; i < TRACE_MAX_KEYS; i++) {
+		__u32 part = (spec >> (8 * i)) & 0xff, n = part & 0xf;
+
+		switch (part >> 4) {
+		case KEY_ARG:
+			if (!hit_val(ctx, func, cookie, n, &v))
+				return 0;
+			k->nums[i] = v;
+			break;
+		case KEY_STR:
+			if (!hit_val(ctx, func, cookie, n, &v))
+				return 0;
+			if (bpf_probe_read_user_str(k->str, sizeof(k->str), (void *)v) < 0)
+				k->str[0] = 0;
+			break;
+		case KEY_PID:
+			k->nums[i] = bpf_get_current_pid_tgid() >> 32;
+			break;
+		case KEY_TID:
+			k->nums[i] = (__u32)bpf_get_current_pid_tgid();
+			break;
+		case KEY_COMM:
+			bpf_get_current_comm(k->comm, sizeof(k->comm));
+			break;
+		case KEY_PROBE:
+			k->probe = probe;
+			break;
+		}
+	}
+	return 1;
+}
+
+static __always_inline void key_full(void)
+{
+	__u32 key = 0;
+	__u64 *n = bpf_map_lookup_elem(&key_overflow, &key);
+
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
+/* Adds a hit to its key's count (bucket: 0, or the histogram's). */
+static __noinline int aggregate_keyed(struct pt_regs *ctx, int func, __u64 cookie, __u32 probe, __s32 bucket)
+{
+	struct agg_key k;
+	__u64 one = 1, *n;
+
+	__builtin_memset(&k, 0, sizeof(k));
+	if (!fill_key(ctx, func, cookie, probe, &k)) {
+		count_lost();
+		return 0;
+	}
+	k.bucket = bucket;
+	n = bpf_map_lookup_elem(&keyed, &k);
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return 0;
+	}
+	if (bpf_map_update_elem(&keyed, &k, &one, BPF_NOEXIST)) {
+		n = bpf_map_lookup_elem(&keyed, &k);
+		if (n)
+			__sync_fetch_and_add(n, 1);
+		else
+			key_full();
+	}
+	return 0;
+}
+
+/* ---- End of keyed aggregation. ---- */
 
 /* Counts a hit in counts or hist; nothing goes to the ring. */
 static __always_inline int aggregate(struct pt_regs *ctx, int func)
@@ -460,6 +614,8 @@ static __always_inline int aggregate(struct pt_regs *ctx, int func)
 			return 0;
 		probe = (__u32)spec->usdt_cookie;
 	}
+	if (probekit_trace_key_spec && probekit_trace_mode == TRACE_COUNT)
+		return aggregate_keyed(ctx, func, func ? cookie : 0, probe, 0);
 	if (probekit_trace_mode == TRACE_COUNT) {
 		n = bpf_map_lookup_elem(&counts, &probe);
 		if (n)
@@ -469,13 +625,15 @@ static __always_inline int aggregate(struct pt_regs *ctx, int func)
 		return 0;
 	}
 	if (func)
-		ok = func_hist_val(ctx, cookie, &v);
+		ok = func_hist_val_n(ctx, cookie, probekit_trace_hist_val, &v);
 	else
 		ok = !bpf_usdt_arg(ctx, probekit_trace_hist_val, (long *)&v);
 	if (!ok) {
 		count_lost();
 		return 0;
 	}
+	if (probekit_trace_key_spec)
+		return aggregate_keyed(ctx, func, func ? cookie : 0, probe, hist_bucket(v));
 	key.probe = probe;
 	key.bucket = hist_bucket(v);
 	n = bpf_map_lookup_elem(&hist, &key);
@@ -495,6 +653,161 @@ static __always_inline int aggregate(struct pt_regs *ctx, int func)
 	return 0;
 }
 
+/* ---- Filters (probekit trace --filter): a table of terms evaluated
+ * before a hit is sent or counted. ---- */
+
+/* At most TRACE_MAX_TERMS terms; strings compared over at most
+ * TRACE_KEY_STR_LEN - 1 bytes. */
+#define TRACE_MAX_TERMS 8
+
+/* What a term compares (keep in sync with FilterField in record.go). */
+enum filter_field {
+	FILTER_ARG = 0,		/* value N */
+	FILTER_STR = 1,		/* value N read as a string */
+	FILTER_PID = 2,
+	FILTER_TID = 3,
+	FILTER_COMM = 4,
+};
+
+enum filter_op {
+	FILTER_EQ = 0,
+	FILTER_NE = 1,
+	FILTER_LT = 2,
+	FILTER_LE = 3,
+	FILTER_GT = 4,
+	FILTER_GE = 5,
+	FILTER_PREFIX = 6,	/* strings: the first len bytes are str */
+	FILTER_NOT_PREFIX = 7,
+};
+
+/* One comparison. Terms are in order; a term with or_after ends a group
+ * of terms joined by &&, and the groups are joined by || (the last term
+ * has it set). Keep in sync with FilterTerm in record.go. */
+struct filter_term {
+	__u8 field;
+	__u8 op;
+	__u8 val;	/* the value number of FILTER_ARG and FILTER_STR */
+	__u8 or_after;
+	__u32 len;	/* the length of str, below TRACE_KEY_STR_LEN */
+	__s64 num;
+	char str[TRACE_KEY_STR_LEN];
+};
+
+/* How many terms of filter_terms apply; 0: every hit passes. Set before
+ * load. */
+volatile const __u32 probekit_trace_nterms = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TRACE_MAX_TERMS);
+	__type(key, __u32);
+	__type(value, struct filter_term);
+} filter_terms SEC(".maps");
+
+/* Whether the hit satisfies t. A value that cannot be read satisfies no
+ * term. */
+static __noinline int filter_term_ok(struct pt_regs *ctx, int func, __u64 cookie, struct filter_term *t)
+{
+	char buf[TRACE_KEY_STR_LEN] = {};
+	__s64 v = 0;
+	__u32 len;
+	int eq = 1;
+
+	switch (t->field) {
+	case FILTER_ARG:
+		if (!hit_val(ctx, func, cookie, t->val, &v))
+			return 0;
+		break;
+	case FILTER_PID:
+		v = bpf_get_current_pid_tgid() >> 32;
+		break;
+	case FILTER_TID:
+		v = (__u32)bpf_get_current_pid_tgid();
+		break;
+	case FILTER_STR:
+		if (!hit_val(ctx, func, cookie, t->val, &v))
+			return 0;
+		if (bpf_probe_read_user_str(buf, sizeof(buf), (void *)v) < 0)
+			return 0;
+		goto str;
+	case FILTER_COMM:
+		if (bpf_get_current_comm(buf, TRACE_COMM_LEN))
+			return 0;
+		goto str;
+	default:
+		return 0;
+	}
+	switch (t->op) {
+	case FILTER_EQ: return v == t->num;
+	case FILTER_NE: return v != t->num;
+	case FILTER_LT: return v < t->num;
+	case FILTER_LE: return v <= t->num;
+	case FILTER_GT: return v > t->num;
+	case FILTER_GE: return v >= t->num;
+	}
+	return 0;
+str:
+	len = t->len;
+	for (__u32 j = 0; j < TRACE_KEY_STR_LEN - 1; j++) {
+		if (j >= len)
+			break;
+		if (buf[j] != t->str[j]) {
+			eq = 0;
+			break;
+		}
+	}
+	if (eq && len < TRACE_KEY_STR_LEN && (t->op == FILTER_EQ || t->op == FILTER_NE))
+		eq = buf[len & (TRACE_KEY_STR_LEN - 1)] == 0;
+	switch (t->op) {
+	case FILTER_EQ:
+	case FILTER_PREFIX:
+		return eq;
+	case FILTER_NE:
+	case FILTER_NOT_PREFIX:
+		return !eq;
+	}
+	return 0;
+}
+
+/* Whether the hit passes the filter: all terms of some group hold.
+ * cookie: a function probe's BPF cookie. */
+static __noinline int filter_pass(struct pt_regs *ctx, int func, __u64 cookie)
+{
+	int group = 1;
+
+	/* Unrolled: the key is a constant per term (a loop counter spilled
+	 * for the lookup's key pointer makes the verifier see the same state
+	 * on each pass and report an infinite loop). */
+#pragma unroll
+	for (__u32 i = 0; i < TRACE_MAX_TERMS; i++) {
+		struct filter_term *t;
+		__u32 key = i;
+
+		if (i >= probekit_trace_nterms)
+			break;
+		t = bpf_map_lookup_elem(&filter_terms, &key);
+		if (!t)
+			return 0;
+		if (group)
+			group = filter_term_ok(ctx, func, cookie, t);
+		if (t->or_after) {
+			if (group)
+				return 1;
+			group = 1;
+		}
+	}
+	return 0;
+}
+
+/* ---- End of filters. ---- */
+
+/* Sets the hit's context in e: the time and the command name. */
+static __always_inline void add_context(struct event *e)
+{
+	e->time_ns = bpf_ktime_get_ns();
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+}
+
 /* Sends one record, built by fill_func (func) or fill_usdt. */
 static __always_inline int submit(struct pt_regs *ctx, int func)
 {
@@ -512,6 +825,7 @@ static __always_inline int submit(struct pt_regs *ctx, int func)
 	if (*(volatile __u64 *)&s->users == 1) {
 		e = (struct event *)s->buf;
 		size = func ? fill_func(ctx, e) : fill_usdt(ctx, e);
+		add_context(e);
 		if (size > TRACE_EVENT_MAX)
 			size = TRACE_EVENT_MAX;
 		if (bpf_ringbuf_output(&events, s->buf, size, flags))
@@ -531,6 +845,7 @@ static __always_inline int submit(struct pt_regs *ctx, int func)
 		fill_func(ctx, e);
 	else
 		fill_usdt(ctx, e);
+	add_context(e);
 	bpf_ringbuf_submit(e, flags);
 	return 0;
 }
@@ -538,6 +853,8 @@ static __always_inline int submit(struct pt_regs *ctx, int func)
 SEC("usdt")
 int trace_usdt(struct pt_regs *ctx)
 {
+	if (probekit_trace_nterms && !filter_pass(ctx, 0, 0))
+		return 0;
 	if (probekit_trace_mode != TRACE_EVENTS)
 		return aggregate(ctx, 0);
 	return submit(ctx, 0);
@@ -547,6 +864,8 @@ int trace_usdt(struct pt_regs *ctx)
 SEC("uprobe")
 int trace_func(struct pt_regs *ctx)
 {
+	if (probekit_trace_nterms && !filter_pass(ctx, 1, bpf_get_attach_cookie(ctx)))
+		return 0;
 	if (probekit_trace_mode != TRACE_EVENTS)
 		return aggregate(ctx, 1);
 	return submit(ctx, 1);

@@ -13,6 +13,15 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type traceAggKey struct {
+	_      structs.HostLayout
+	Probe  uint32
+	Bucket uint32
+	Nums   [4]int64
+	Comm   [16]int8
+	Str    [64]int8
+}
+
 type traceBpfUsdtSpec struct {
 	_    structs.HostLayout
 	Args [12]struct {
@@ -41,7 +50,20 @@ type traceEvent struct {
 	Nvals   uint8
 	Nstrs   uint8
 	Nframes uint8
+	TimeNs  uint64
+	Comm    [16]int8
 	Vals    [0]int64
+}
+
+type traceFilterTerm struct {
+	_       structs.HostLayout
+	Field   uint8
+	Op      uint8
+	Val     uint8
+	OrAfter uint8
+	Len     uint32
+	Num     int64
+	Str     [64]int8
 }
 
 type traceHistKey struct {
@@ -54,7 +76,7 @@ type traceScratch struct {
 	_          structs.HostLayout
 	Users      uint64
 	LastWakeup uint64
-	Buf        [191]uint64
+	Buf        [194]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -66,12 +88,17 @@ const (
 	traceMapCounts                   = "counts"
 	traceMapDropped                  = "dropped"
 	traceMapEvents                   = "events"
+	traceMapFilterTerms              = "filter_terms"
 	traceMapHist                     = "hist"
+	traceMapKeyOverflow              = "key_overflow"
+	traceMapKeyed                    = "keyed"
 	traceMapScratch                  = "scratch"
 	traceProgTraceFunc               = "trace_func"
 	traceProgTraceUsdt               = "trace_usdt"
 	traceVarProbekitTraceHistVal     = "probekit_trace_hist_val"
+	traceVarProbekitTraceKeySpec     = "probekit_trace_key_spec"
 	traceVarProbekitTraceMode        = "probekit_trace_mode"
+	traceVarProbekitTraceNterms      = "probekit_trace_nterms"
 	traceVarProbekitTraceStack       = "probekit_trace_stack"
 	traceVarProbekitTraceStrMask     = "probekit_trace_str_mask"
 	traceVarProbekitTraceWakeupBytes = "probekit_trace_wakeup_bytes"
@@ -133,7 +160,10 @@ type traceMapSpecs struct {
 	Counts            *ebpf.MapSpec `ebpf:"counts"`
 	Dropped           *ebpf.MapSpec `ebpf:"dropped"`
 	Events            *ebpf.MapSpec `ebpf:"events"`
+	FilterTerms       *ebpf.MapSpec `ebpf:"filter_terms"`
 	Hist              *ebpf.MapSpec `ebpf:"hist"`
+	KeyOverflow       *ebpf.MapSpec `ebpf:"key_overflow"`
+	Keyed             *ebpf.MapSpec `ebpf:"keyed"`
 	Scratch           *ebpf.MapSpec `ebpf:"scratch"`
 }
 
@@ -142,7 +172,9 @@ type traceMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceVariableSpecs struct {
 	ProbekitTraceHistVal     *ebpf.VariableSpec `ebpf:"probekit_trace_hist_val"`
+	ProbekitTraceKeySpec     *ebpf.VariableSpec `ebpf:"probekit_trace_key_spec"`
 	ProbekitTraceMode        *ebpf.VariableSpec `ebpf:"probekit_trace_mode"`
+	ProbekitTraceNterms      *ebpf.VariableSpec `ebpf:"probekit_trace_nterms"`
 	ProbekitTraceStack       *ebpf.VariableSpec `ebpf:"probekit_trace_stack"`
 	ProbekitTraceStrMask     *ebpf.VariableSpec `ebpf:"probekit_trace_str_mask"`
 	ProbekitTraceWakeupBytes *ebpf.VariableSpec `ebpf:"probekit_trace_wakeup_bytes"`
@@ -174,7 +206,10 @@ type traceMaps struct {
 	Counts            *ebpf.Map `ebpf:"counts"`
 	Dropped           *ebpf.Map `ebpf:"dropped"`
 	Events            *ebpf.Map `ebpf:"events"`
+	FilterTerms       *ebpf.Map `ebpf:"filter_terms"`
 	Hist              *ebpf.Map `ebpf:"hist"`
+	KeyOverflow       *ebpf.Map `ebpf:"key_overflow"`
+	Keyed             *ebpf.Map `ebpf:"keyed"`
 	Scratch           *ebpf.Map `ebpf:"scratch"`
 }
 
@@ -185,7 +220,10 @@ func (m *traceMaps) Close() error {
 		m.Counts,
 		m.Dropped,
 		m.Events,
+		m.FilterTerms,
 		m.Hist,
+		m.KeyOverflow,
+		m.Keyed,
 		m.Scratch,
 	)
 }
@@ -195,7 +233,9 @@ func (m *traceMaps) Close() error {
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type traceVariables struct {
 	ProbekitTraceHistVal     *ebpf.Variable `ebpf:"probekit_trace_hist_val"`
+	ProbekitTraceKeySpec     *ebpf.Variable `ebpf:"probekit_trace_key_spec"`
 	ProbekitTraceMode        *ebpf.Variable `ebpf:"probekit_trace_mode"`
+	ProbekitTraceNterms      *ebpf.Variable `ebpf:"probekit_trace_nterms"`
 	ProbekitTraceStack       *ebpf.Variable `ebpf:"probekit_trace_stack"`
 	ProbekitTraceStrMask     *ebpf.Variable `ebpf:"probekit_trace_str_mask"`
 	ProbekitTraceWakeupBytes *ebpf.Variable `ebpf:"probekit_trace_wakeup_bytes"`

@@ -4,7 +4,7 @@
 //	probekit list [--json] TARGET [GLOB]
 //	probekit list [--json] -p PID [GLOB]
 //	probekit list --functions [--json] [-p PID] TARGET [GLOB]
-//	probekit trace [--json] [-p PID] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [-i SECONDS] PROBE... [-- CMD ARGS...]
+//	probekit trace [--json] [--time] [-o FILE] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]
 //	probekit symbolize [--json] [-C] (-p PID | -e FILE) [ADDR...]
 //	probekit cflags [-o DIR]
 //	probekit export --config FILE [--listen ADDR]
@@ -58,10 +58,15 @@
 //	PID/TID uretprobe:FUNC @ADDRESS = RET
 //
 // ADDRESS is the link-time address of the USDT location or of the
-// function. With --json each hit is one object per line, with "kind"
-// first: {"kind":"usdt", "provider", "name", "pid", "tid", "address",
-// "args"}, {"kind":"uprobe", "function", "pid", "tid", "address", "args"}
-// or {"kind":"uretprobe", "function", "pid", "tid", "address", "ret"};
+// function. --time starts each line with the hit's time (the wall clock,
+// to the nanosecond) and the thread's command name. With --json each hit
+// is one object per line, with "kind" first: {"kind":"usdt", "provider",
+// "name", "pid", "tid", "comm", "time_ns", "time", "address", "args"},
+// {"kind":"uprobe", "function", "pid", "tid", ..., "args"} or
+// {"kind":"uretprobe", "function", "pid", "tid", ..., "ret"}; "time_ns"
+// is the kernel's CLOCK_MONOTONIC when the probe fired
+// (bpf_ktime_get_ns), "time" the same instant on the wall clock (RFC
+// 3339, UTC), "comm" the thread's command name;
 // values are JSON integers (null for an argument the program could not
 // read). --str 1,2 prints those arguments (counted from 1) of USDT and
 // uprobe hits as the NUL-terminated strings they point to (at most 4,
@@ -117,13 +122,54 @@
 // 8192 probe sites are counted; a histogram map holds 4096 (probe,
 // bucket) pairs.
 //
+// --by KEY[,KEY...] counts (or draws a histogram) per key tuple instead
+// of per probe, in the kernel: a per-CPU hash keyed by the tuple, read at
+// exit. KEY is arg N or str N (argument N from 1, as a number or as the
+// string it points to, up to 63 bytes; at most one str key), ret (a
+// uretprobe's value), pid, tid, comm, probe (the probe's name) or func
+// (the function's name, one per function a glob matches; a USDT probe's
+// name). Up to 4 keys; "--by str 2" and "--by str2" are the same. The
+// keys are printed sorted by count, the most first, --top N of them:
+//
+//	# probekit trace --count --by str 2 /usr/bin/python3.11:python:function__entry -- python3.11 fib.py
+//	COUNT  STR2
+//	 1973  fib
+//	    7  hello
+//
+// and with --json as {"key": {"str2": "fib"}, "count": 1973} (or
+// {"key", "buckets"}). The map holds 10240 keys; hits of further keys
+// are not counted, and probekit says how many at exit.
+//
+// --filter EXPR drops, in the kernel, every hit for which EXPR does not
+// hold, before it is sent or counted. EXPR compares argN, strN (N from
+// 1), ret, pid, tid or comm with a constant: numbers (decimal, 0x hex,
+// negative) with == != < <= > >=, strings ("...", with \" and \\) with
+// == and !=, and a string ending in * with == and != matches a prefix
+// (comm == "post*"). Comparisons join with && and ||, && first, up to 8
+// of them, without parentheses. A value that cannot be read (a string
+// pointer that faults, an argument the probe lacks) makes its comparison
+// false. A bad EXPR is refused with the column of the fault:
+//
+//	probekit trace: --filter "arg1 > 4096 & pid == 1": column 13: want && or ||
+//
+// The filter is a table of compiled comparisons in a BPF map, evaluated
+// by one loop of the programs; no BPF code is generated.
+//
 // With -- CMD, probekit launches CMD stopped right after exec, attaches
 // every probe (filtered to its PID), lets it run, and exits when it
 // exits, after printing every event; a bare CMD name prefers an ELF
 // binary on PATH over a wrapper script, and a CMD that fails (a non-zero
 // exit, a signal) makes the trace fail after its hits. -p PID traces one
 // running process until it exits; -n COUNT exits after COUNT hits (-n 0
-// is refused: without -n there is no limit).
+// is refused: without -n there is no limit). -o
+// FILE writes the output to FILE instead of standard output. With -f,
+// each attach and release ("attach PID FILE PROBE (N sites)") goes to
+// standard error, apart from the hits; with --json it is an object
+// ({"kind":"attach", "pid", "file", "probe", "sites"}) among them. A
+// launched CMD that is not the target program, traced without -f, can
+// only have run it in a child: when no hit came, probekit says so ("not
+// followed: add -f"). --count, --hist and --by take TARGET "*" and globs
+// as the hits do.
 // Without -p or CMD every process running TARGET is traced until
 // interrupted. Function probes need BPF cookies (Linux 5.15).
 //

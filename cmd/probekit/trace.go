@@ -17,6 +17,7 @@ import (
 
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/probe"
@@ -25,7 +26,7 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
-const traceUsage = "trace [--json] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [-i SECONDS] PROBE... [-- CMD ARGS...]\n" +
+const traceUsage = "trace [--json] [--time] [-o FILE] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]\n" +
 	"      PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC"
 
 func init() {
@@ -56,8 +57,20 @@ type traceRequest struct {
 	interval time.Duration
 	// stack prints each hit's user stack, symbolized (--stack).
 	stack bool
+	// time prints each hit's time and command name (--time; --json
+	// always has them).
+	time bool
 	// follow traces the descendants of -p or of the command too (-f).
 	follow bool
+	// outPath is the file the output goes to instead of standard output
+	// (-o).
+	outPath string
+	// keys are --by's parts: --count and --hist per key tuple; top, when
+	// not 0, prints only the top keys by count (--top).
+	keys []keyPart
+	top  int
+	// filter are --filter's terms, evaluated in the kernel.
+	filter []record.FilterTerm
 	probes []probe.Spec
 	cmd    []string
 }
@@ -81,13 +94,23 @@ func parseTrace(args []string) (*traceRequest, error) {
 	count := fs.Bool("count", false, "count the hits of each probe in the kernel; print the counts at exit")
 	hist := fs.String("hist", "", "a log2 histogram of argument N (from 1) or of ret, built in the kernel; printed at exit")
 	interval := fs.Int("i", 0, "with --count or --hist, print every SECONDS too")
+	fs.StringVar(&req.outPath, "o", "", "write the output to FILE (created or truncated) instead of standard output")
+	fs.BoolVar(&req.time, "time", false, "print each hit's time and command name (--json has them always)")
 	fs.BoolVar(&req.stack, "stack", false, "print each hit's user stack, symbolized")
+	by := fs.String("by", "", "with --count or --hist, per KEY[,KEY...]: arg N, str N, ret, pid, tid, comm, probe, func")
+	filter := fs.String("filter", "", "only the hits for which EXPR holds (argN, strN, ret, pid, tid, comm compared with constants, joined by && and ||), tested in the kernel")
+	fs.IntVar(&req.top, "top", 0, "with --by, print the N keys counted most")
 	fs.BoolVar(&req.follow, "f", false, "follow the descendants of -p PID or of -- CMD (forked, exec'd), attached before they run")
-	pos, err := parseFlags(fs, args)
+	pos, err := parseFlags(fs, joinByArgs(args))
 	if err != nil {
 		return nil, err
 	}
 	req.pid = *pid
+	if *by != "" {
+		if req.keys, err = parseKeys(*by); err != nil {
+			return nil, usagef("--by %q: %v", *by, err)
+		}
+	}
 	req.ringSize = record.DefaultRingSize
 	if *ring != "" {
 		n, err := parseSize(*ring)
@@ -134,12 +157,20 @@ func parseTrace(args []string) (*traceRequest, error) {
 			return nil, usagef("--str prints strings of hits: --count and --hist print none")
 		case req.stack:
 			return nil, usagef("--stack prints the stack of each hit: --count and --hist print no hits")
+		case req.time:
+			return nil, usagef("--time prints the time of each hit: --count and --hist print no hits")
 		case *interval < 0:
 			return nil, usagef("-i %d: want seconds", *interval)
+		case req.top < 0:
+			return nil, usagef("--top %d: want a number of keys", req.top)
+		case req.top > 0 && len(req.keys) == 0:
+			return nil, usagef("--top prints the top keys of --by")
 		}
 		req.interval = time.Duration(*interval) * time.Second
 	} else if *interval != 0 {
 		return nil, usagef("-i prints the counts of --count or --hist")
+	} else if len(req.keys) > 0 || req.top != 0 {
+		return nil, usagef("--by and --top key the counts of --count or --hist")
 	}
 	switch {
 	case len(pos) == 0:
@@ -172,6 +203,26 @@ func parseTrace(args []string) (*traceRequest, error) {
 			}
 		}
 	}
+	if *filter != "" {
+		terms, usesRet, usesArgs, err := parseFilter(*filter)
+		if err != nil {
+			return nil, usagef("--filter %q: %v", *filter, err)
+		}
+		for _, p := range req.probes {
+			if ret := p.Kind == record.KindUretprobe; ret && usesArgs || !ret && usesRet {
+				return nil, usagef("--filter %q: a uretprobe has one value, ret; a USDT probe and a uprobe have arguments (argN, strN)", *filter)
+			}
+		}
+		req.filter = terms
+	}
+	for _, k := range req.keys {
+		for _, p := range req.probes {
+			ret := p.Kind == record.KindUretprobe
+			if (k.Kind == record.KeyArg || k.Kind == record.KeyStr) && (k.name == "ret") != ret {
+				return nil, usagef("--by %s: a uretprobe has one value, ret; a USDT probe and a uprobe have arguments (arg N, str N)", k.name)
+			}
+		}
+	}
 	if req.strMask != 0 && !takesStrs {
 		return nil, usagef("--str %q: numbers arguments, and a uretprobe has none: it prints a return value", *strs)
 	}
@@ -198,6 +249,17 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 		}
 		return usagef("%v", err)
 	}
+	if req.outPath != "" {
+		f, err := os.OpenFile(req.outPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		err = trace(req, f, stderr)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
 	return trace(req, stdout, stderr)
 }
 
@@ -214,6 +276,9 @@ type traceSite struct {
 	// label names the probe in counts and histograms: provider:name,
 	// uprobe:FUNC or uretprobe:FUNC. Sites of one label add up.
 	label string
+	// fn is the function's name (FUNC), or a USDT probe's name: the
+	// "func" key.
+	fn string
 	// A line is head, PID, the form's tidSep, TID, mid, the values
 	// separated by the form's argSep, end. Text:
 	//	PID/TID provider:name @0xADDR [ARGS]
@@ -262,6 +327,37 @@ type tracer struct {
 	sitesMu *sync.RWMutex
 	// errOut is where warnings go.
 	errOut io.Writer
+	// wallBase converts hit times to the wall clock (wallTime).
+	wallBase int64
+}
+
+// wallTime converts a CLOCK_MONOTONIC time (bpf_ktime_get_ns) to the
+// wall clock, as the clocks stood when the tracer started.
+func (t *tracer) wallTime(mono uint64) time.Time {
+	return time.Unix(0, t.wallBase+int64(mono))
+}
+
+// wallBase is the wall clock's time minus CLOCK_MONOTONIC's, in
+// nanoseconds.
+func wallBase() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return time.Now().UnixNano() - ts.Nano()
+}
+
+// syncWriter serializes writes: warnings come from the loop and from
+// follow's notifications at once.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
 }
 
 // warnf prints a warning line.
@@ -314,9 +410,23 @@ func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 		if err := record.SetMode(spec, req.mode, req.histVal); err != nil {
 			return err
 		}
+		if len(req.keys) > 0 {
+			parts := make([]record.KeyPart, len(req.keys))
+			for i, k := range req.keys {
+				parts[i] = k.KeyPart
+			}
+			if err := record.SetKeys(spec, parts); err != nil {
+				return err
+			}
+		}
 	}
 	if err := record.SetRingSize(spec, ringSize, os.Getpagesize()); err != nil {
 		return err
+	}
+	if len(req.filter) > 0 {
+		if err := record.SetFilter(spec, req.filter); err != nil {
+			return err
+		}
 	}
 	if req.stack {
 		if err := spec.Variables[record.StackName].Set(uint32(1)); err != nil {
@@ -385,7 +495,7 @@ func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 	}
 	// Attached: the files may go (the kernel holds what it needs).
 	fa.close()
-	if req.mode == record.ModeCount && len(t.sites) > record.MaxCounted {
+	if req.mode == record.ModeCount && len(req.keys) == 0 && len(t.sites) > record.MaxCounted {
 		return fmt.Errorf("--count counts at most %d probe sites, these probes have %d", record.MaxCounted, len(t.sites))
 	}
 
@@ -423,7 +533,11 @@ func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 	if err := t.run(objs, rd, stop, exited); err != nil {
 		return err
 	}
-	t.hintSilent(t.errOut, links, opts.Process)
+	prog := ""
+	if launched != nil {
+		prog = launched.Cmd.Path
+	}
+	t.hintSilent(t.errOut, links, opts.Process, prog)
 	if t.exitErr != nil {
 		// Every event is printed; the command failed (a crash under the
 		// probes would show here).
@@ -451,6 +565,11 @@ func (t *tracer) run(objs *record.Objects, rd *ringbuf.Reader, stop <-chan os.Si
 			fmt.Fprintf(t.errOut, "probekit trace: %d hits not counted (no value to count, or the histogram map full)\n", n)
 		}
 	}
+	if len(t.req.keys) > 0 {
+		if n, err := objs.KeyOverflowCount(); err == nil && n > 0 {
+			fmt.Fprintf(t.errOut, "probekit trace: %d hits not counted: the key map is full (%d keys)\n", n, record.MaxKeyed)
+		}
+	}
 	return nil
 }
 
@@ -476,7 +595,7 @@ func closeLinks(links []*attach.Link) {
 }
 
 func newTracer(req *traceRequest, stdout, stderr io.Writer) *tracer {
-	t := &tracer{req: req, out: output{w: stdout, buf: make([]byte, 0, outputChunk+record.MaxEventSize*8)}, form: &textForm, errOut: stderr}
+	t := &tracer{req: req, out: output{w: stdout, buf: make([]byte, 0, outputChunk+record.MaxEventSize*8)}, form: &textForm, errOut: &syncWriter{w: stderr}, wallBase: wallBase()}
 	if req.json {
 		t.form = &jsonForm
 	}
@@ -514,7 +633,7 @@ func openTraced(pid int) (*procmaps.Process, error) {
 // cookie numbers each attached location; events carry the number.
 func (t *tracer) cookie(p *usdt.Probe, i int) uint64 {
 	loc := &p.Locations[i]
-	s := traceSite{loc: loc, kind: record.KindUSDT, label: p.Provider + ":" + p.Name, end: []byte(t.form.argsEnd)}
+	s := traceSite{loc: loc, kind: record.KindUSDT, label: p.Provider + ":" + p.Name, fn: p.Name, end: []byte(t.form.argsEnd)}
 	if t.req.json {
 		s.head = append(s.head, `{"kind":"usdt","provider":`...)
 		s.head = appendJSON(s.head, p.Provider, false)
@@ -622,10 +741,25 @@ func (t *tracer) appendHit(b []byte, ev *record.Event) ([]byte, error) {
 		return b, fmt.Errorf("event of kind %d for a site of kind %d (cookie %d)", ev.Kind, site.kind, ev.Cookie)
 	}
 	site.hits++
+	if t.req.time && !t.req.json {
+		// TIME COMM PID/TID ...
+		b = t.wallTime(ev.TimeNS).AppendFormat(b, "15:04:05.000000000")
+		b = append(b, ' ')
+		b = append(b, ev.CommName()...)
+		b = append(b, ' ')
+	}
 	b = append(b, site.head...)
 	b = strconv.AppendUint(b, uint64(ev.PID), 10)
 	b = append(b, form.tidSep...)
 	b = strconv.AppendUint(b, uint64(ev.TID), 10)
+	if t.req.json {
+		b = append(b, `,"comm":`...)
+		b = appendJSON(b, ev.CommName(), false)
+		b = append(b, `,"time_ns":`...)
+		b = strconv.AppendUint(b, ev.TimeNS, 10)
+		b = append(b, `,"time":"`...)
+		b = append(t.wallTime(ev.TimeNS).UTC().AppendFormat(b, time.RFC3339Nano), '"')
+	}
 	b = append(b, site.mid...)
 	for i := range ev.NArgs {
 		if i > 0 {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +49,11 @@ type probeTotals struct {
 
 // totals reads the maps and adds the sites up by label.
 func (t *tracer) totals(objs *record.Objects) ([]probeTotals, error) {
+	if t.sitesMu != nil {
+		// Selector targets add sites as objects are attached.
+		t.sitesMu.RLock()
+		defer t.sitesMu.RUnlock()
+	}
 	var out []probeTotals
 	index := map[string]int{}
 	for _, s := range t.sites {
@@ -86,11 +93,23 @@ func (t *tracer) totals(objs *record.Objects) ([]probeTotals, error) {
 // printAggregate prints the totals so far (cumulative: -i prints them
 // again, grown).
 func (t *tracer) printAggregate(objs *record.Objects) error {
+	b := t.out.buf[:0]
+	if len(t.req.keys) > 0 {
+		totals, err := t.keyedTotals(objs)
+		if err != nil {
+			return err
+		}
+		if t.req.json {
+			b = t.appendKeyedJSON(b, totals)
+		} else {
+			b = t.appendKeyedText(b, totals)
+		}
+		return t.flushAggregate(b)
+	}
 	totals, err := t.totals(objs)
 	if err != nil {
 		return err
 	}
-	b := t.out.buf[:0]
 	switch {
 	case t.req.json && t.req.mode == record.ModeCount:
 		for _, p := range totals {
@@ -114,6 +133,11 @@ func (t *tracer) printAggregate(objs *record.Objects) error {
 			b = appendHistText(b, p.label, &p.hist)
 		}
 	}
+	return t.flushAggregate(b)
+}
+
+// flushAggregate writes b, one printing of the totals.
+func (t *tracer) flushAggregate(b []byte) error {
 	if t.req.interval > 0 && !t.req.json {
 		b = append(b, '\n')
 	}
@@ -140,6 +164,12 @@ func appendCountTable(b []byte, totals []probeTotals) []byte {
 func appendHistJSON(b []byte, label string, h *record.Histogram) []byte {
 	b = append(b, `{"probe":`...)
 	b = appendJSON(b, label, false)
+	return appendBucketsJSON(b, h)
+}
+
+// appendBucketsJSON appends ,"buckets":[{"low","high","count"}...]} with
+// the buckets that have hits, lowest first.
+func appendBucketsJSON(b []byte, h *record.Histogram) []byte {
 	b = append(b, `,"buckets":[`...)
 	first := true
 	for i, c := range h {
@@ -224,4 +254,224 @@ func powerOf2(v uint64) string {
 		return strconv.FormatUint(v, 10)
 	}
 	return strconv.FormatUint(v, 10) + suffixes[s-1:s]
+}
+
+// keyPart is one part of --by: what the kernel keys by, and its name in
+// the output (arg1, str2, ret, pid, tid, comm, probe, func).
+type keyPart struct {
+	record.KeyPart
+	name string
+}
+
+// parseKeys reads --by's KEY[,KEY...]: arg N, str N (N from 1), ret, pid,
+// tid, comm, probe, func. "arg N" may be written argN too.
+func parseKeys(s string) ([]keyPart, error) {
+	var parts []keyPart
+	strs := 0
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		word, num := f, ""
+		if i := strings.IndexAny(f, " 0123456789"); i >= 0 {
+			word, num = f[:i], strings.TrimSpace(f[i:])
+		}
+		var p keyPart
+		switch word {
+		case "arg", "str":
+			n, err := strconv.Atoi(num)
+			if err != nil || n < 1 || n > record.MaxArgs {
+				return nil, fmt.Errorf("key %q: want %s N, N from 1 to %d", f, word, record.MaxArgs)
+			}
+			p.KeyPart = record.KeyPart{Kind: record.KeyArg, Val: n - 1}
+			if word == "str" {
+				p.Kind = record.KeyStr
+				strs++
+			}
+			p.name = word + num
+		case "ret", "pid", "tid", "comm", "probe", "func":
+			if num != "" {
+				return nil, fmt.Errorf("key %q: %s takes no number", f, word)
+			}
+			p.name = word
+			p.Kind = map[string]record.KeyKind{"ret": record.KeyArg, "pid": record.KeyPID, "tid": record.KeyTID,
+				"comm": record.KeyComm, "probe": record.KeyProbe, "func": record.KeyProbe}[word]
+		default:
+			return nil, fmt.Errorf("key %q: want arg N, str N, ret, pid, tid, comm, probe or func", f)
+		}
+		parts = append(parts, p)
+	}
+	switch {
+	case len(parts) > record.MaxKeys:
+		return nil, fmt.Errorf("%d keys, at most %d", len(parts), record.MaxKeys)
+	case strs > 1:
+		return nil, errors.New("at most one str key")
+	}
+	return parts, nil
+}
+
+// joinByArgs makes "--by str 2" one argument, "--by=str 2": a key's
+// number may follow it as a word of its own.
+func joinByArgs(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--by" || a == "-by" {
+			if i+1 < len(args) {
+				a, i = a+"="+args[i+1], i+1
+			}
+		}
+		if strings.HasPrefix(a, "--by=") || strings.HasPrefix(a, "-by=") {
+			for i+1 < len(args) {
+				last := a[strings.LastIndexAny(a, "=,")+1:]
+				if (last != "arg" && last != "str") || !startsWithDigit(args[i+1]) {
+					break
+				}
+				a, i = a+" "+args[i+1], i+1
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func startsWithDigit(s string) bool { return s != "" && s[0] >= '0' && s[0] <= '9' }
+
+// keyedTotal is one key's count or histogram, its parts formatted.
+type keyedTotal struct {
+	// text and json are the key's parts as printed: plain, and as JSON
+	// values.
+	text, json []string
+	count      uint64
+	hist       record.Histogram
+}
+
+// keyedTotals reads the keyed map and adds up the entries whose printed
+// keys are the same (the sites of one probe or function), sorted by count,
+// the most first, at most --top of them.
+func (t *tracer) keyedTotals(objs *record.Objects) ([]keyedTotal, error) {
+	entries, err := objs.Keyed()
+	if err != nil {
+		return nil, err
+	}
+	if t.sitesMu != nil {
+		t.sitesMu.RLock()
+		defer t.sitesMu.RUnlock()
+	}
+	byKey := map[string]int{}
+	var out []keyedTotal
+	for _, e := range entries {
+		var kt keyedTotal
+		for i, p := range t.req.keys {
+			var text, js string
+			switch p.Kind {
+			case record.KeyArg, record.KeyPID, record.KeyTID:
+				text = strconv.FormatInt(e.Key.Nums[i], 10)
+				js = text
+			case record.KeyStr:
+				text, js = e.Key.Str, string(appendJSON(nil, e.Key.Str, false))
+			case record.KeyComm:
+				text, js = e.Key.Comm, string(appendJSON(nil, e.Key.Comm, false))
+			case record.KeyProbe:
+				if int(e.Key.Probe) >= len(t.sites) {
+					return nil, fmt.Errorf("keyed entry of unknown probe %d", e.Key.Probe)
+				}
+				text = t.sites[e.Key.Probe].label
+				if p.name == "func" {
+					text = t.sites[e.Key.Probe].fn
+				}
+				js = string(appendJSON(nil, text, false))
+			}
+			kt.text, kt.json = append(kt.text, text), append(kt.json, js)
+		}
+		id := strings.Join(kt.json, "\x00")
+		i, ok := byKey[id]
+		if !ok {
+			i = len(out)
+			byKey[id] = i
+			out = append(out, kt)
+		}
+		out[i].count += e.Count
+		out[i].hist[e.Bucket] += e.Count
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].count != out[b].count {
+			return out[a].count > out[b].count
+		}
+		return strings.Join(out[a].text, "\x00") < strings.Join(out[b].text, "\x00")
+	})
+	if t.req.top > 0 && len(out) > t.req.top {
+		out = out[:t.req.top]
+	}
+	return out, nil
+}
+
+// appendKeyedJSON appends {"key":{NAME:VALUE...},"count":N} or
+// {"key":{...},"buckets":[...]} per key.
+func (t *tracer) appendKeyedJSON(b []byte, totals []keyedTotal) []byte {
+	for _, kt := range totals {
+		b = append(b, `{"key":{`...)
+		for i, p := range t.req.keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSON(b, p.name, false)
+			b = append(append(b, ':'), kt.json[i]...)
+		}
+		b = append(b, '}')
+		if t.req.mode == record.ModeCount {
+			b = append(b, `,"count":`...)
+			b = strconv.AppendUint(b, kt.count, 10)
+			b = append(b, "}\n"...)
+			continue
+		}
+		b = appendBucketsJSON(b, &kt.hist)
+	}
+	return b
+}
+
+// appendKeyedText appends a table, COUNT then the key's columns, or a
+// histogram per key named by NAME=VALUE pairs.
+func (t *tracer) appendKeyedText(b []byte, totals []keyedTotal) []byte {
+	if t.req.mode == record.ModeHist {
+		for i, kt := range totals {
+			if i > 0 {
+				b = append(b, '\n')
+			}
+			var label []string
+			for j, p := range t.req.keys {
+				label = append(label, p.name+"="+kt.json[j])
+			}
+			b = appendHistText(b, strings.Join(label, " "), &kt.hist)
+		}
+		return b
+	}
+	widths := []int{len("COUNT")}
+	for _, p := range t.req.keys {
+		widths = append(widths, len(p.name))
+	}
+	for _, kt := range totals {
+		widths[0] = max(widths[0], len(strconv.FormatUint(kt.count, 10)))
+		for j, s := range kt.text {
+			widths[j+1] = max(widths[j+1], len(s))
+		}
+	}
+	row := func(count string, cols []string) {
+		b = fmt.Appendf(b, "%*s", widths[0], count)
+		for j, s := range cols {
+			if j == len(cols)-1 {
+				b = fmt.Appendf(b, "  %s", s)
+			} else {
+				b = fmt.Appendf(b, "  %-*s", widths[j+1], s)
+			}
+		}
+		b = append(b, '\n')
+	}
+	var names []string
+	for _, p := range t.req.keys {
+		names = append(names, strings.ToUpper(p.name))
+	}
+	row("COUNT", names)
+	for _, kt := range totals {
+		row(strconv.FormatUint(kt.count, 10), kt.text)
+	}
+	return b
 }

@@ -29,7 +29,8 @@ type histLine struct {
 }
 
 // aggregateJSON runs probekit trace --json with args and decodes each
-// line into a new T.
+// line into a new T, but for trace -f's attach and detach objects
+// ("kind").
 func aggregateJSON[T any](t *testing.T, args ...string) []T {
 	t.Helper()
 	r := runTraceCmd(append([]string{"--json"}, args...)...)
@@ -38,6 +39,9 @@ func aggregateJSON[T any](t *testing.T, args ...string) []T {
 	}
 	var out []T
 	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n") {
+		if strings.HasPrefix(line, `{"kind":`) {
+			continue
+		}
 		var v T
 		if err := json.Unmarshal([]byte(line), &v); err != nil {
 			t.Fatalf("line %q: %v", line, err)
@@ -209,13 +213,23 @@ func BenchmarkTraceCount(b *testing.B) {
 		b.ResetTimer()
 		loopCPU(b, p)
 	})
-	b.Run("trace_count", func(b *testing.B) { benchTraceCount(b, fixture) })
+	b.Run("trace_count", func(b *testing.B) { benchTraceCount(b, fixture, true) })
+	// Keyed counts, one key each: a hash lookup per hit.
+	b.Run("trace_count_by_comm", func(b *testing.B) { benchTraceCount(b, fixture, true, "--by", "comm") })
+	b.Run("trace_count_by_pid_comm", func(b *testing.B) { benchTraceCount(b, fixture, true, "--by", "pid,comm") })
+	// Every hit filtered out in the kernel (-r is never positive): by
+	// one comparison, and by the first of two.
+	b.Run("trace_count_filtered_out", func(b *testing.B) { benchTraceCount(b, fixture, false, "--filter", "arg3 > 0") })
+	b.Run("trace_count_filtered_out_2", func(b *testing.B) {
+		benchTraceCount(b, fixture, false, "--filter", "arg3 > 0 && comm == \"x\"")
+	})
 	b.Run("trace", func(b *testing.B) { benchTraceHit(b, fixture) })
 }
 
-// benchTraceCount runs probekit trace --count -i 1 on a fixture, waits
-// for a printed count to show it attached, and checks the final count.
-func benchTraceCount(b *testing.B, fixture string) {
+// benchTraceCount runs probekit trace --count -i 1 on a fixture, with
+// extra arguments, waits for a printed count to show it attached, and
+// checks the final count: every hit (counted) or none.
+func benchTraceCount(b *testing.B, fixture string, counted bool, extra ...string) {
 	p := testkit.Start(b, fixture)
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -223,6 +237,7 @@ func benchTraceCount(b *testing.B, fixture string) {
 	}
 	defer pr.Close()
 	var last atomic.Uint64
+	var printed atomic.Bool
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
@@ -231,18 +246,20 @@ func benchTraceCount(b *testing.B, fixture string) {
 			var c countLine
 			if json.Unmarshal(sc.Bytes(), &c) == nil {
 				last.Store(c.Count)
+				printed.Store(true)
 			}
 		}
 	}()
 	done := make(chan traceResult, 1)
 	go func() {
 		var errOut bytes.Buffer
-		code := run([]string{"trace", "--json", "--count", "-i", "1", "-p", itoa(p.PID()), fixture + ":sample:loop"}, pw, &errOut)
+		args := append([]string{"trace", "--json", "--count", "-i", "1", "-p", itoa(p.PID())}, extra...)
+		code := run(append(args, fixture+":sample:loop"), pw, &errOut)
 		pw.Close()
 		done <- traceResult{code: code, errOut: errOut.String()}
 	}()
 	warm := uint64(0)
-	for deadline := time.Now().Add(30 * time.Second); last.Load() == 0; {
+	for deadline := time.Now().Add(30 * time.Second); counted && last.Load() == 0 || !counted && !printed.Load(); {
 		if time.Now().After(deadline) {
 			b.Fatal("no count printed within 30s")
 		}
@@ -260,6 +277,12 @@ func benchTraceCount(b *testing.B, fixture string) {
 	<-read
 	if r.code != 0 {
 		b.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	if !counted {
+		if n := last.Load(); n != 0 {
+			b.Fatalf("counted %d, want none", n)
+		}
+		return
 	}
 	// The warm-up hits before the attach are not counted.
 	if n := last.Load(); n < uint64(b.N) || n > uint64(b.N)+warm {

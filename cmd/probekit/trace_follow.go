@@ -29,8 +29,6 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 	// address only).
 	selectors := followSelectors(t.req)
 	switch {
-	case selectors && t.req.mode != record.ModeEvents:
-		return usagef("--count and --hist take named targets, not \"*\" or a glob")
 	case selectors && len(t.req.cmd) > 0 && !t.req.follow:
 		return usagef("a target \"*\" or a glob with -- CMD needs -f")
 	}
@@ -243,11 +241,15 @@ func (t *tracer) followSites(p probe.Spec) (*siteCookies, error) {
 	return c, nil
 }
 
-// printFollow prints an attach or a release among the hits:
+// printFollow prints an attach or a release: among the hits with
+// --json,
+//
+//	{"kind":"attach","pid":PID,"file":FILE,"probe":PROBE,"sites":N}
+//
+// on standard error otherwise (standard output keeps the hits),
 //
 //	attach PID FILE PROBE (N sites)
 //	detach PID FILE PROBE (N sites)
-//	{"kind":"attach","pid":PID,"file":FILE,"probe":PROBE,"sites":N}
 //
 // and a failure as a warning on stderr.
 func (t *tracer) printFollow(w *lockedWriter, e follow.Event) {
@@ -272,7 +274,8 @@ func (t *tracer) printFollow(w *lockedWriter, e follow.Event) {
 		b = appendJSON(b, probe, false)
 		b = fmt.Appendf(b, `,"sites":%d}`+"\n", e.Sites)
 	} else {
-		b = fmt.Appendf(b, "%s %d %s %s (%d sites)\n", e.Kind, e.PID, e.File, probe, e.Sites)
+		fmt.Fprintf(t.errOut, "%s %d %s %s (%d sites)\n", e.Kind, e.PID, e.File, probe, e.Sites)
+		return
 	}
 	if e.Kind == follow.Detached {
 		w.holdLine(b)

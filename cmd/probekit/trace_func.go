@@ -214,7 +214,7 @@ func funcName(fn uprobe.Function) string {
 // funcSite adds the site of a function probe; its index is the probe's
 // cookie index.
 func (t *tracer) funcSite(kind record.Kind, name string, addr uint64) {
-	s := traceSite{kind: kind}
+	s := traceSite{kind: kind, fn: name}
 	label, end := "uprobe", t.form.argsEnd
 	if kind == record.KindUretprobe {
 		label, end = "uretprobe", t.form.retEnd

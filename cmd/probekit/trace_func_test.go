@@ -134,9 +134,9 @@ func TestTraceFuncC(t *testing.T) {
 	}
 	// The shape of each kind's line.
 	for i, k := range keys[:2] {
-		want := []string{"address", "args", "function", "kind", "pid", "tid"}
+		want := []string{"address", "args", "comm", "function", "kind", "pid", "tid", "time", "time_ns"}
 		if i == 1 {
-			want = []string{"address", "function", "kind", "pid", "ret", "tid"}
+			want = []string{"address", "comm", "function", "kind", "pid", "ret", "tid", "time", "time_ns"}
 		}
 		if !slices.Equal(k, want) {
 			t.Errorf("%s line: keys %v, want %v", hits[i].Kind, k, want)

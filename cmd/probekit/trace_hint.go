@@ -1,13 +1,16 @@
 package main
 
 import (
+	"debug/elf"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/semaphore"
@@ -73,19 +76,31 @@ func gateOf(path, probe string) *runtimeGate {
 // another tracer's doing, not the runtime's. It says nothing when the
 // trace could not tell: hits counted in the kernel (--count, --hist) or a
 // trace cut short by -n.
-func (t *tracer) hintSilent(w io.Writer, links []*attach.Link, proc *procmaps.Process) {
+//
+// launched is the program of -- CMD traced without -f, "" otherwise: when
+// the trace saw no hit at all, a program target other than it was run
+// by a child, which the trace does not follow, and that is what the
+// hint says.
+func (t *tracer) hintSilent(w io.Writer, links []*attach.Link, proc *procmaps.Process, launched string) {
 	if t.req.mode != record.ModeEvents || t.req.count > 0 && t.hits >= t.req.count {
 		return
+	}
+	var sites []attach.Site
+	for _, l := range links {
+		sites = append(sites, l.Sites()...)
+	}
+	if launched != "" && t.hits == 0 {
+		var hints []string
+		sites, hints = notFollowed(sites, launched, t.req.cmd[0])
+		for _, h := range hints {
+			fmt.Fprintln(w, h)
+		}
 	}
 	hits := map[string]int{}
 	for _, s := range t.sites {
 		if s.kind == record.KindUSDT {
 			hits[s.label] += s.hits
 		}
-	}
-	var sites []attach.Site
-	for _, l := range links {
-		sites = append(sites, l.Sites()...)
 	}
 	for _, h := range silentHints(sites, hits, loweredSemaphores(proc, sites, hits)) {
 		fmt.Fprintln(w, h)
@@ -175,4 +190,64 @@ func silentHints(sites []attach.Site, hits map[string]int, lowered map[string]in
 			strings.Join(silent[g], ", "), g.runtime, it, g.needs, runtimeGuide))
 	}
 	return out
+}
+
+// notFollowed returns a hint per program among the sites' files that is
+// not launched (the program of -- CMD, named cmd): the command can only
+// run it in a child process, which is traced with -f only. It returns
+// the other sites.
+func notFollowed(sites []attach.Site, launched, cmd string) ([]attach.Site, []string) {
+	var rest []attach.Site
+	var hints []string
+	probes := map[string][]string{}
+	var paths []string
+	for _, s := range sites {
+		if !isOtherProgram(s.Path, launched) {
+			rest = append(rest, s)
+			continue
+		}
+		probe := strings.TrimPrefix(s.Probe, "USDT ")
+		if _, ok := probes[s.Path]; !ok {
+			paths = append(paths, s.Path)
+		}
+		if !slices.Contains(probes[s.Path], probe) {
+			probes[s.Path] = append(probes[s.Path], probe)
+		}
+	}
+	for _, p := range paths {
+		hints = append(hints, fmt.Sprintf("probekit trace: %s saw no hit: %s is not %s, so only a child could run it, and a child is not followed: add -f",
+			strings.Join(probes[p], ", "), cmd, p))
+	}
+	return rest, hints
+}
+
+// isOtherProgram says whether path is an ELF program (ET_EXEC, or with an
+// interpreter, PT_INTERP) other than the file launched: a program runs
+// as a process's main program, so the launched process never ran it.
+func isOtherProgram(path, launched string) bool {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	if li, err := os.Stat(launched); err != nil || os.SameFile(fi, li) {
+		return false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	e, err := safeelf.NewFile(f)
+	if err != nil {
+		return false
+	}
+	if e.Type == elf.ET_EXEC {
+		return true
+	}
+	for _, p := range e.Progs {
+		if p.Type == elf.PT_INTERP {
+			return true
+		}
+	}
+	return false
 }

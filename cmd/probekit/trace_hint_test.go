@@ -1,10 +1,14 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 func TestSilentHints(t *testing.T) {
@@ -54,5 +58,54 @@ func TestGateOf(t *testing.T) {
 		if got != c.runtime {
 			t.Errorf("gateOf(%s, %s) = %q, want %q", c.path, c.probe, got, c.runtime)
 		}
+	}
+}
+
+// A launched shell that runs the target in a child, without -f: no hit,
+// and the hint says the child was not followed, not what the runtime
+// needs (the script sets a profile function).
+func TestTraceNotFollowedHint(t *testing.T) {
+	testkit.RequireKernel(t)
+	fx := testkit.Fixture("usdt_sample")
+	// "; true": the shell stays the parent instead of exec'ing.
+	out, errOut := traceStderr(t, fx+":sample:loop", "--", "sh", "-c", fx+" --loop loop 3; true")
+	want := "probekit trace: sample:loop saw no hit: sh is not " + fx + ", so only a child could run it, and a child is not followed: add -f"
+	if out != "" || !strings.Contains(errOut, want) {
+		t.Errorf("stdout %q, stderr %q; want no hit and %q", out, errOut, want)
+	}
+	// The program itself, launched: its hits, no hint.
+	out, errOut = traceStderr(t, fx+":sample:loop", "--", fx, "--loop", "loop", "3")
+	if strings.Count(out, "sample:loop") != 3 || strings.Contains(errOut, "add -f") {
+		t.Errorf("stdout %q, stderr %q; want 3 hits and no hint", out, errOut)
+	}
+
+	requireRuntime(t, "/usr/bin/python3.11")
+	script := filepath.Join(t.TempDir(), "a.py")
+	if err := os.WriteFile(script, []byte("import sys\nsys.setprofile(lambda *a: None)\ndef f(): pass\nf()\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut = traceStderr(t, "/usr/bin/python3.11:python:function__entry", "--", "sh", "-c", "/usr/bin/python3.11 "+script+"; true")
+	if !strings.Contains(errOut, "python:function__entry saw no hit: sh is not /usr/bin/python3.11") || strings.Contains(errOut, "CPython fires") {
+		t.Errorf("stderr %q, want the not-followed hint alone", errOut)
+	}
+}
+
+// notFollowed: only programs other than the launched one (not libraries,
+// not the launched program) get the hint, once per file.
+func TestNotFollowed(t *testing.T) {
+	prog, lib := testkit.Fixture("usdt_sample"), testkit.Fixture("libusdt_lib.so")
+	sites := []attach.Site{
+		{Path: prog, Probe: "USDT sample:loop"},
+		{Path: prog, Probe: "USDT sample:loop"},
+		{Path: prog, Probe: "USDT sample:sizes"},
+		{Path: lib, Probe: "USDT sample:libonly"},
+	}
+	rest, hints := notFollowed(sites, "/bin/sh", "sh")
+	want := []string{"probekit trace: sample:loop, sample:sizes saw no hit: sh is not " + prog + ", so only a child could run it, and a child is not followed: add -f"}
+	if !slices.Equal(hints, want) || len(rest) != 1 || rest[0].Path != lib {
+		t.Errorf("hints %q, rest %+v; want %q and the library's site", hints, rest, want)
+	}
+	if rest, hints := notFollowed(sites, prog, prog); len(hints) != 0 || len(rest) != len(sites) {
+		t.Errorf("the launched program: hints %q, rest %+v", hints, rest)
 	}
 }

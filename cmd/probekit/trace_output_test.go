@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/record"
@@ -27,6 +28,9 @@ func outputCase(tb testing.TB, asJSON bool, w io.Writer) (*tracer, [][]byte) {
 		tb.Fatal(err)
 	}
 	t := newTracer(&traceRequest{json: asJSON}, w, io.Discard)
+	// Hit times are shown as if CLOCK_MONOTONIC were 0 at
+	// 2023-11-14T22:13:20Z.
+	t.wallBase = 1_700_000_000_000_000_000
 	for _, name := range []string{"loop", "sizes", "sizes"} {
 		p, err := f.Find("sample", name)
 		if err != nil {
@@ -39,13 +43,14 @@ func outputCase(tb testing.TB, asJSON bool, w io.Writer) (*tracer, [][]byte) {
 	sizes := [record.MaxArgs]int64{-5, 250, -1234, 60000, -123456, 4000000000, -1234567890123, -616}
 	var recs [][]byte
 	for _, e := range []record.Event{
-		{Cookie: 0, PID: 4242, TID: 4243, ArgCnt: 4, NArgs: 4, Args: [record.MaxArgs]int64{999999, 1000000, -999999, 999999}},
+		{Cookie: 0, PID: 4242, TID: 4243, ArgCnt: 4, NArgs: 4, Args: [record.MaxArgs]int64{999999, 1000000, -999999, 999999},
+			TimeNS: 5_000_000_123, Comm: [record.CommLen]byte{'s', 'a', 'm', 'p', 'l', 'e'}},
 		{Cookie: 1, PID: 4242, TID: 4242, ArgCnt: 8, NArgs: 8, Args: sizes, Errors: 1 << 2},
 		{Cookie: 2, PID: 1, TID: 1, ArgCnt: 8, NArgs: 8, Args: sizes, StrArgs: 0b11,
 			Strs: [record.MaxStrs][]byte{[]byte("<string>"), []byte("quote\" tab\t \xff")}},
 		{Kind: record.KindUprobe, Cookie: 3, PID: 7, TID: 8, ArgCnt: 6, NArgs: 6, Args: [record.MaxArgs]int64{0, -2, 3, -4, 5, 1 << 62},
-			StrArgs: 1, Strs: [record.MaxStrs][]byte{[]byte("probekit-func-args")}},
-		{Kind: record.KindUretprobe, Cookie: 4, PID: 7, TID: 8, ArgCnt: 1, NArgs: 1, Args: [record.MaxArgs]int64{-1000039702}},
+			StrArgs: 1, Strs: [record.MaxStrs][]byte{[]byte("probekit-func-args")}, TimeNS: 7, Comm: [record.CommLen]byte{'f', '"'}},
+		{Kind: record.KindUretprobe, Cookie: 4, PID: 7, TID: 8, ArgCnt: 1, NArgs: 1, Args: [record.MaxArgs]int64{-1000039702}, TimeNS: 3_600_000_000_000},
 	} {
 		rec, err := e.AppendBinary(nil)
 		if err != nil {
@@ -91,9 +96,9 @@ func TestTraceOutputLines(t *testing.T) {
 	tr.out.flush()
 	lines := strings.Split(out.String(), "\n")
 	for i, want := range []string{
-		fmt.Sprintf(`{"kind":"usdt","provider":"sample","name":"loop","pid":4242,"tid":4243,"address":%d,"args":[999999,1000000,-999999,999999]}`, loop),
-		3: `{"kind":"uprobe","function":"count_char","pid":7,"tid":8,"address":4688,"args":["probekit-func-args",-2,3,-4,5,4611686018427387904]}`,
-		4: `{"kind":"uretprobe","function":"sum6","pid":7,"tid":8,"address":4656,"ret":-1000039702}`,
+		fmt.Sprintf(`{"kind":"usdt","provider":"sample","name":"loop","pid":4242,"tid":4243,"comm":"sample","time_ns":5000000123,"time":"2023-11-14T22:13:25.000000123Z","address":%d,"args":[999999,1000000,-999999,999999]}`, loop),
+		3: `{"kind":"uprobe","function":"count_char","pid":7,"tid":8,"comm":"f\"","time_ns":7,"time":"2023-11-14T22:13:20.000000007Z","address":4688,"args":["probekit-func-args",-2,3,-4,5,4611686018427387904]}`,
+		4: `{"kind":"uretprobe","function":"sum6","pid":7,"tid":8,"comm":"","time_ns":3600000000000,"time":"2023-11-14T23:13:20Z","address":4656,"ret":-1000039702}`,
 	} {
 		if want != "" && lines[i] != want {
 			t.Errorf("JSON line %d:\n%s\nwant\n%s", i, lines[i], want)
@@ -117,10 +122,31 @@ func TestTraceOutputLines(t *testing.T) {
 	}
 }
 
+// --time starts a text line with the hit's wall-clock time and command
+// name.
+func TestTraceOutputTime(t *testing.T) {
+	var out bytes.Buffer
+	tr, recs := outputCase(t, false, &out)
+	tr.req.time = true
+	var ev record.Event
+	for _, r := range recs[:1] {
+		if err := tr.handle(r, &ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr.out.flush()
+	at := time.Unix(1_700_000_005, 123).Format("15:04:05.000000000")
+	want := fmt.Sprintf("%s sample 4242/4243 sample:loop @%#x [999999 1000000 -999999 999999]\n", at, tr.sites[0].loc.Address)
+	if out.String() != want {
+		t.Errorf("text:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
 // The output path allocates nothing per hit, text or JSON.
 func TestTraceOutputNoAlloc(t *testing.T) {
 	for _, asJSON := range []bool{false, true} {
 		tr, recs := outputCase(t, asJSON, io.Discard)
+		tr.req.time = true // text lines with the time
 		var ev record.Event
 		i := 0
 		n := testing.AllocsPerRun(10000, func() {

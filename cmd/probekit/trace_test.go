@@ -75,6 +75,9 @@ type hitLine struct {
 	TID      int               `json:"tid"`
 	Address  uint64            `json:"address"`
 	Args     []json.RawMessage `json:"args"`
+	Comm     string            `json:"comm"`
+	TimeNS   uint64            `json:"time_ns"`
+	Time     time.Time         `json:"time"`
 }
 
 // Launch mode: the fixture fires sample:sizes three times as soon as it

@@ -1,0 +1,137 @@
+package record
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
+
+// KeyKind is what a key part of a keyed count or histogram is (enum
+// key_kind of trace.c).
+type KeyKind uint8
+
+const (
+	// KeyArg is a value (argument N, or a return value) as a number.
+	KeyArg KeyKind = 1
+	// KeyStr is a value read as a pointer to a NUL-terminated string, of
+	// at most KeyStrLen-1 bytes.
+	KeyStr KeyKind = 2
+	// KeyPID and KeyTID are the process and thread ids (initial PID
+	// namespace).
+	KeyPID KeyKind = 3
+	KeyTID KeyKind = 4
+	// KeyComm is the thread's command name (at most 15 bytes).
+	KeyComm KeyKind = 5
+	// KeyProbe is the probe index (the cookie an event would carry).
+	KeyProbe KeyKind = 6
+)
+
+// MaxKeys is the most parts of a key, of which at most one is a KeyStr;
+// KeyStrLen the bytes read for it, its NUL included (TRACE_MAX_KEYS,
+// TRACE_KEY_STR_LEN in trace.c). MaxKeyed is how many keys the map holds.
+const (
+	MaxKeys   = 4
+	KeyStrLen = 64
+	MaxKeyed  = 10240
+)
+
+// KeyPart is one part of a key: its kind and, for KeyArg and KeyStr, the
+// value's number (0-based).
+type KeyPart struct {
+	Kind KeyKind
+	Val  int
+}
+
+// SetKeys makes spec's ModeCount or ModeHist programs count per key
+// tuple (parts, in order) in KeyedMap instead of per probe.
+func SetKeys(spec *ebpf.CollectionSpec, parts []KeyPart) error {
+	if len(parts) > MaxKeys {
+		return fmt.Errorf("record: %d key parts, at most %d", len(parts), MaxKeys)
+	}
+	var v uint64
+	strs := 0
+	for i, p := range parts {
+		if p.Kind < KeyArg || p.Kind > KeyProbe || p.Val < 0 || p.Val >= MaxArgs {
+			return fmt.Errorf("record: key part %d: kind %d, value %d", i, p.Kind, p.Val)
+		}
+		if p.Kind == KeyStr {
+			if strs++; strs > 1 {
+				return errors.New("record: at most one string key part")
+			}
+		}
+		v |= uint64(p.Kind)<<4<<(8*i) | uint64(p.Val)<<(8*i)
+	}
+	if err := spec.Variables[KeySpecName].Set(v); err != nil {
+		return fmt.Errorf("set %s: %w", KeySpecName, err)
+	}
+	return nil
+}
+
+// aggKey is struct agg_key of trace.c.
+type aggKey struct {
+	Probe, Bucket uint32
+	Nums          [MaxKeys]int64
+	Comm          [16]byte
+	Str           [KeyStrLen]byte
+}
+
+// Key is one key tuple of a keyed count or histogram: the fields its
+// parts fill (KeyPart n's number is Nums[n]; Probe is 0 without a
+// KeyProbe part).
+type Key struct {
+	Probe uint32
+	Nums  [MaxKeys]int64
+	Comm  string
+	Str   string
+}
+
+// KeyedEntry is a key's hits (a count: Bucket 0) or its hits in one
+// bucket of its histogram.
+type KeyedEntry struct {
+	Key    Key
+	Bucket int
+	Count  uint64
+}
+
+// Keyed returns the entries of KeyedMap, summed over the CPUs, in the
+// map's order.
+func (o *Objects) Keyed() ([]KeyedEntry, error) {
+	var out []KeyedEntry
+	var k aggKey
+	var per []uint64
+	it := o.KeyedMap.Iterate()
+	for it.Next(&k, &per) {
+		if k.Bucket >= NumBuckets {
+			return nil, fmt.Errorf("record: keyed entry of bucket %d, want below %d", k.Bucket, NumBuckets)
+		}
+		e := KeyedEntry{Key: Key{Probe: k.Probe, Nums: k.Nums, Comm: cString(k.Comm[:]), Str: cString(k.Str[:])}, Bucket: int(k.Bucket)}
+		for _, c := range per {
+			e.Count += c
+		}
+		out = append(out, e)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read the keyed counts: %w", err)
+	}
+	return out, nil
+}
+
+// KeyOverflowCount returns how many hits were not counted because
+// KeyedMap was full.
+func (o *Objects) KeyOverflowCount() (uint64, error) {
+	var n uint64
+	if err := o.KeyOverflow.Lookup(uint32(0), &n); err != nil {
+		return 0, fmt.Errorf("read the key overflow counter: %w", err)
+	}
+	return n, nil
+}
+
+// cString is b up to its first NUL.
+func cString(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}

@@ -1,0 +1,33 @@
+package record
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// aggKey is struct agg_key: the map's key size is its size.
+func TestAggKeyLayout(t *testing.T) {
+	spec, err := Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := spec.Maps["keyed"]
+	if m == nil || int(m.KeySize) != binary.Size(aggKey{}) || m.MaxEntries != MaxKeyed {
+		t.Fatalf("keyed map %+v, want key size %d and %d entries", m, binary.Size(aggKey{}), MaxKeyed)
+	}
+	if m.KeySize != 120 {
+		t.Errorf("key size %d, want 120", m.KeySize)
+	}
+}
+
+// filterTerm is struct filter_term.
+func TestFilterTermLayout(t *testing.T) {
+	spec, err := Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := spec.Maps["filter_terms"]
+	if m == nil || int(m.ValueSize) != binary.Size(filterTerm{}) || m.MaxEntries != MaxFilterTerms {
+		t.Fatalf("filter_terms map %+v, want value size %d and %d entries", m, binary.Size(filterTerm{}), MaxFilterTerms)
+	}
+}
