@@ -108,6 +108,7 @@ testdata: deps $(SDTINC)/sys/sdt.h
 	gcc $(CFLAGS_FX) -o $(BIN)/follow_ticker $(TD)/follow_ticker.c
 	gcc $(CFLAGS_FX) -o $(BIN)/lock_entry $(TD)/lock_entry.c
 	gcc $(CFLAGS_FX) -fno-omit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_chain $(TD)/stack_chain.c
+	gcc $(CFLAGS_FX) -fomit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_chain_nofp $(TD)/stack_chain.c
 	@if [ -x $(TD)/goprog/build.sh ]; then $(TD)/goprog/build.sh; fi
 	@if [ -x $(TD)/cfix/build.sh ]; then $(TD)/cfix/build.sh; fi
 	$(GO) run ./internal/test/tools/golden -o $(TD)/golden $(BIN)/*
