@@ -291,3 +291,19 @@ func framePointer(regs *Regs, mem Memory) (Regs, Stop) {
 	next.Set(RegRSP, bp+16)
 	return next, stopNone
 }
+
+// Sample is a copied user stack with the registers the walk starts
+// from, as stack.bpf.h's probekit_copy_stack takes them (bpf.DecodeStackCopy).
+type Sample struct {
+	IP, SP, BP uint64
+	Stack      StackCopy
+}
+
+// Unwind walks s with the CFI of objs.
+func (s Sample) Unwind(objs Objects) Result {
+	var regs Regs
+	regs.Set(RegRA, s.IP)
+	regs.Set(RegRSP, s.SP)
+	regs.Set(RegRBP, s.BP)
+	return Unwind(regs, s.Stack, objs)
+}

@@ -44,7 +44,7 @@ func newStackRig(t *testing.T) *stackRig {
 	if err := usdt.Prepare(spec); err != nil {
 		t.Fatal(err)
 	}
-	if err := uprobe.Prepare(spec, "stack_entry", "stack_plain"); err != nil {
+	if err := uprobe.Prepare(spec, "stack_entry", "stack_plain", "stack_copy", "stack_count"); err != nil {
 		t.Fatal(err)
 	}
 	coll, err := ebpf.NewCollection(spec)

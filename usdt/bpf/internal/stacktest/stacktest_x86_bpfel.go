@@ -29,13 +29,30 @@ type StacktestBpfUsdtSpec struct {
 	_          [6]byte
 }
 
+type StacktestProbekitStackCount struct {
+	_     structs.HostLayout
+	Count uint64
+	Sum   uint64
+}
+
+type StacktestProbekitStackKey struct {
+	_       structs.HostLayout
+	Pid     uint32
+	Stackid int32
+	Caller  uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	StacktestMapBpfUsdtIpToSpecId      = "__bpf_usdt_ip_to_spec_id"
 	StacktestMapBpfUsdtSpecs           = "__bpf_usdt_specs"
+	StacktestMapStackCounts            = "stack_counts"
+	StacktestMapStackIds               = "stack_ids"
 	StacktestMapStacks                 = "stacks"
+	StacktestProgStackCopy             = "stack_copy"
+	StacktestProgStackCount            = "stack_count"
 	StacktestProgStackEntry            = "stack_entry"
 	StacktestProgStackPlain            = "stack_plain"
 	StacktestProgStackSite             = "stack_site"
@@ -84,6 +101,8 @@ type StacktestSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type StacktestProgramSpecs struct {
+	StackCopy  *ebpf.ProgramSpec `ebpf:"stack_copy"`
+	StackCount *ebpf.ProgramSpec `ebpf:"stack_count"`
 	StackEntry *ebpf.ProgramSpec `ebpf:"stack_entry"`
 	StackPlain *ebpf.ProgramSpec `ebpf:"stack_plain"`
 	StackSite  *ebpf.ProgramSpec `ebpf:"stack_site"`
@@ -95,6 +114,8 @@ type StacktestProgramSpecs struct {
 type StacktestMapSpecs struct {
 	BpfUsdtIpToSpecId *ebpf.MapSpec `ebpf:"__bpf_usdt_ip_to_spec_id"`
 	BpfUsdtSpecs      *ebpf.MapSpec `ebpf:"__bpf_usdt_specs"`
+	StackCounts       *ebpf.MapSpec `ebpf:"stack_counts"`
+	StackIds          *ebpf.MapSpec `ebpf:"stack_ids"`
 	Stacks            *ebpf.MapSpec `ebpf:"stacks"`
 }
 
@@ -127,6 +148,8 @@ func (o *StacktestObjects) Close() error {
 type StacktestMaps struct {
 	BpfUsdtIpToSpecId *ebpf.Map `ebpf:"__bpf_usdt_ip_to_spec_id"`
 	BpfUsdtSpecs      *ebpf.Map `ebpf:"__bpf_usdt_specs"`
+	StackCounts       *ebpf.Map `ebpf:"stack_counts"`
+	StackIds          *ebpf.Map `ebpf:"stack_ids"`
 	Stacks            *ebpf.Map `ebpf:"stacks"`
 }
 
@@ -134,6 +157,8 @@ func (m *StacktestMaps) Close() error {
 	return _StacktestClose(
 		m.BpfUsdtIpToSpecId,
 		m.BpfUsdtSpecs,
+		m.StackCounts,
+		m.StackIds,
 		m.Stacks,
 	)
 }
@@ -149,6 +174,8 @@ type StacktestVariables struct {
 //
 // It can be passed to LoadStacktestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type StacktestPrograms struct {
+	StackCopy  *ebpf.Program `ebpf:"stack_copy"`
+	StackCount *ebpf.Program `ebpf:"stack_count"`
 	StackEntry *ebpf.Program `ebpf:"stack_entry"`
 	StackPlain *ebpf.Program `ebpf:"stack_plain"`
 	StackSite  *ebpf.Program `ebpf:"stack_site"`
@@ -156,6 +183,8 @@ type StacktestPrograms struct {
 
 func (p *StacktestPrograms) Close() error {
 	return _StacktestClose(
+		p.StackCopy,
+		p.StackCount,
 		p.StackEntry,
 		p.StackPlain,
 		p.StackSite,

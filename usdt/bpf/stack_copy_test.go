@@ -1,0 +1,114 @@
+package bpf_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/procmaps"
+	"github.com/probekit/probekit/unwind"
+	"github.com/probekit/probekit/uprobe"
+	"github.com/probekit/probekit/usdt/bpf"
+)
+
+// copyEvent is struct copy_event of stacktest.c: the frame-pointer walk
+// and the stack copy of one hit.
+type copyEvent struct {
+	pid    uint32
+	fp     bpf.Stack
+	sample unwind.Sample
+	copied int64
+}
+
+func (r *stackRig) copies(t *testing.T, want int) []copyEvent {
+	t.Helper()
+	var out []copyEvent
+	deadline := time.Now().Add(5 * time.Second)
+	const head = 24 + 8*bpf.MaxStackDepth
+	for len(out) < want {
+		r.rd.SetDeadline(deadline)
+		rec, err := r.rd.Read()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("%d copies within 5s, want %d", len(out), want)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := rec.RawSample
+		if len(raw) < head+40+bpf.StackCopySize {
+			t.Fatalf("record of %d bytes", len(raw))
+		}
+		ne := binary.NativeEndian
+		fp, err := bpf.DecodeStack(raw[24:], int64(ne.Uint64(raw[8:])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := bpf.DecodeStackCopy(raw[head:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, copyEvent{ne.Uint32(raw), fp, s, int64(ne.Uint64(raw[16:]))})
+	}
+	return out
+}
+
+// The -fomit-frame-pointer chain at the entry of chain_end: the copied
+// stack unwound with the objects' CFI gives the whole chain down to
+// main, then libc's __libc_start_call_main (Debian's libc has
+// .eh_frame; the name is a local symbol of libc6-dbg's debug file, which
+// the symbolizer does not read yet: the frame is checked to be in libc)
+// and __libc_start_main, ending cleanly at _start's undefined return
+// address. The
+// frame-pointer walk of the same hit stops short: after chain_end and
+// its caller (at_entry) rbp holds no frame record.
+func TestStackCopyNoFramePointers(t *testing.T) {
+	r := newStackRig(t)
+	fx := testkit.Fixture("stack_chain_nofp")
+	p := testkit.Start(t, fx)
+	b, err := uprobe.Open(fx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	l, err := b.Entry("chain_end", r.coll.Programs["stack_copy"], &uprobe.Options{PID: p.PID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Fire("chain", 2)
+	l.Close()
+	proc, err := procmaps.Open(p.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := unwind.NewCache().Process(proc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"chain_end", "chain_c", "chain_b", "chain_a", "fire", "run", "main"}
+	for _, ev := range r.copies(t, 2) {
+		if ev.copied < 4096 || ev.pid != uint32(p.PID()) {
+			t.Fatalf("copied %d bytes of pid %d", ev.copied, ev.pid)
+		}
+		res := ev.sample.Unwind(objs)
+		fns, objs := names(t, p.PID(), bpf.Stack(res.Frames))
+		t.Logf("CFI: %v in %v (%v, %d by frame pointer)", fns, objs, res.Stop, res.ByFramePointer)
+		n := len(want)
+		if len(fns) != n+3 || !slices.Equal(fns[:n], want) || objs[n] != "libc.so.6" ||
+			(fns[n] != "" && fns[n] != "__libc_start_call_main") || fns[n+1] != "__libc_start_main" ||
+			fns[n+2] != "_start" || res.Stop != unwind.StopOutermost || res.ByFramePointer != 0 {
+			t.Errorf("unwound by CFI: %v, stop %v (%v); want %v ... _start, outermost", fns, res.Stop, res.Err, want)
+		}
+		fpFns, _ := names(t, p.PID(), ev.fp)
+		t.Logf("frame pointers: %v", fpFns)
+		if len(fpFns) >= len(want) && slices.Equal(fpFns[:len(want)], want) {
+			t.Errorf("the frame-pointer walk found the whole chain %v: the fixture keeps frame pointers", fpFns)
+		}
+		if !slices.Equal(fpFns[:2], want[:2]) {
+			t.Errorf("frame-pointer walk %v, want %v first", fpFns, want[:2])
+		}
+	}
+}
