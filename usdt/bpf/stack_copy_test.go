@@ -112,3 +112,49 @@ func TestStackCopyNoFramePointers(t *testing.T) {
 		}
 	}
 }
+
+// Counting by stack in the kernel, on the frame-pointer chain:
+// chain_end probed for 5 rounds, chain_c for the last 2 of them, give
+// two distinct stacks with counts 5 and 2, most frequent first, each
+// with its caller put back (at_entry).
+func TestStackCounts(t *testing.T) {
+	r := newStackRig(t)
+	fx := testkit.Fixture("stack_chain")
+	p := testkit.Start(t, fx)
+	b, err := uprobe.Open(fx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	prog := r.coll.Programs["stack_count"]
+	l1, err := b.Entry("chain_end", prog, &uprobe.Options{PID: p.PID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l1.Close()
+	p.Fire("chain", 3)
+	l2, err := b.Entry("chain_c", prog, &uprobe.Options{PID: p.PID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	p.Fire("chain", 2)
+	got, err := bpf.ReadStackCounts(r.coll.Maps["stack_ids"], r.coll.Maps["stack_counts"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := []string{"chain_c", "chain_b", "chain_a", "fire", "run", "main"}
+	want := []struct {
+		fns   []string
+		count uint64
+	}{{append([]string{"chain_end"}, chain...), 5}, {chain, 2}}
+	if len(got) != len(want) {
+		t.Fatalf("%d stacks, want %d: %+v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		fns, _ := names(t, p.PID(), got[i].Stack)
+		if len(fns) < len(w.fns) || !slices.Equal(fns[:len(w.fns)], w.fns) || got[i].Count != w.count || got[i].Sum != w.count || got[i].PID != uint32(p.PID()) {
+			t.Errorf("stack %d: %v counted %d (sum %d, pid %d), want %v first, %d", i, fns, got[i].Count, got[i].Sum, got[i].PID, w.fns, w.count)
+		}
+	}
+}
