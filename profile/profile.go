@@ -21,6 +21,10 @@ import (
 	"github.com/google/pprof/profile"
 )
 
+// Profile is a pprof profile (github.com/google/pprof/profile): Write
+// writes it gzipped, as go tool pprof reads it.
+type Profile = profile.Profile
+
 // Stack is one distinct stack and what was counted under it.
 type Stack struct {
 	PID uint32
