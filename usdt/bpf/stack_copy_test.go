@@ -24,7 +24,7 @@ type copyEvent struct {
 	copied int64
 }
 
-func (r *stackRig) copies(t *testing.T, want int) []copyEvent {
+func (r *stackRig) copies(t testing.TB, want int) []copyEvent {
 	t.Helper()
 	var out []copyEvent
 	deadline := time.Now().Add(5 * time.Second)

@@ -31,7 +31,7 @@ type stackRig struct {
 	rd   *ringbuf.Reader
 }
 
-func newStackRig(t *testing.T) *stackRig {
+func newStackRig(t testing.TB) *stackRig {
 	t.Helper()
 	testkit.RequireKernel(t)
 	if runtime.GOARCH != "amd64" {
@@ -44,7 +44,7 @@ func newStackRig(t *testing.T) *stackRig {
 	if err := usdt.Prepare(spec); err != nil {
 		t.Fatal(err)
 	}
-	if err := uprobe.Prepare(spec, "stack_entry", "stack_plain", "stack_copy", "stack_count"); err != nil {
+	if err := uprobe.Prepare(spec, "stack_entry", "stack_plain", "stack_copy", "stack_count", "stack_bare", "stack_copy_only"); err != nil {
 		t.Fatal(err)
 	}
 	coll, err := ebpf.NewCollection(spec)

@@ -5,7 +5,8 @@
  * instruction (at_entry), stack_site for a USDT site, stack_plain for a
  * uprobe without at_entry (what bpf_get_stack alone gives); stack_copy
  * sends the frame-pointer walk and the copied stack top together;
- * stack_count counts hits by stack in the kernel (at_entry). */
+ * stack_count counts hits by stack in the kernel (at_entry);
+ * stack_bare and stack_copy_only are the benchmarks' floor and copy. */
 #include <linux/bpf.h>
 #include <linux/ptrace.h>
 #include <bpf/bpf_helpers.h>
@@ -23,7 +24,7 @@ struct stack_event {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 20);
+	__uint(max_entries, 1 << 23); /* 500 stack copies */
 } stacks SEC(".maps");
 
 static __always_inline int send(struct pt_regs *ctx, int at_entry)
@@ -89,5 +90,26 @@ SEC("uprobe")
 int stack_count(struct pt_regs *ctx)
 {
 	probekit_count_user_stack(ctx, &stack_ids, &stack_counts, 1, 1);
+	return 0;
+}
+
+/* The benchmarks' floor: a uprobe program that does nothing. */
+SEC("uprobe")
+int stack_bare(struct pt_regs *ctx)
+{
+	return 0;
+}
+
+/* The copy alone, without the frame-pointer walk: what user-space
+ * unwinding costs a hit on the BPF side. */
+SEC("uprobe")
+int stack_copy_only(struct pt_regs *ctx)
+{
+	struct probekit_stack_copy *c = bpf_ringbuf_reserve(&stacks, sizeof(*c), 0);
+
+	if (!c)
+		return 0;
+	probekit_copy_stack(ctx, c);
+	bpf_ringbuf_submit(c, 0);
 	return 0;
 }

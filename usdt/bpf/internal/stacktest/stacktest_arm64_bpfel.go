@@ -51,7 +51,9 @@ const (
 	StacktestMapStackCounts            = "stack_counts"
 	StacktestMapStackIds               = "stack_ids"
 	StacktestMapStacks                 = "stacks"
+	StacktestProgStackBare             = "stack_bare"
 	StacktestProgStackCopy             = "stack_copy"
+	StacktestProgStackCopyOnly         = "stack_copy_only"
 	StacktestProgStackCount            = "stack_count"
 	StacktestProgStackEntry            = "stack_entry"
 	StacktestProgStackPlain            = "stack_plain"
@@ -101,11 +103,13 @@ type StacktestSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type StacktestProgramSpecs struct {
-	StackCopy  *ebpf.ProgramSpec `ebpf:"stack_copy"`
-	StackCount *ebpf.ProgramSpec `ebpf:"stack_count"`
-	StackEntry *ebpf.ProgramSpec `ebpf:"stack_entry"`
-	StackPlain *ebpf.ProgramSpec `ebpf:"stack_plain"`
-	StackSite  *ebpf.ProgramSpec `ebpf:"stack_site"`
+	StackBare     *ebpf.ProgramSpec `ebpf:"stack_bare"`
+	StackCopy     *ebpf.ProgramSpec `ebpf:"stack_copy"`
+	StackCopyOnly *ebpf.ProgramSpec `ebpf:"stack_copy_only"`
+	StackCount    *ebpf.ProgramSpec `ebpf:"stack_count"`
+	StackEntry    *ebpf.ProgramSpec `ebpf:"stack_entry"`
+	StackPlain    *ebpf.ProgramSpec `ebpf:"stack_plain"`
+	StackSite     *ebpf.ProgramSpec `ebpf:"stack_site"`
 }
 
 // StacktestMapSpecs contains maps before they are loaded into the kernel.
@@ -174,16 +178,20 @@ type StacktestVariables struct {
 //
 // It can be passed to LoadStacktestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type StacktestPrograms struct {
-	StackCopy  *ebpf.Program `ebpf:"stack_copy"`
-	StackCount *ebpf.Program `ebpf:"stack_count"`
-	StackEntry *ebpf.Program `ebpf:"stack_entry"`
-	StackPlain *ebpf.Program `ebpf:"stack_plain"`
-	StackSite  *ebpf.Program `ebpf:"stack_site"`
+	StackBare     *ebpf.Program `ebpf:"stack_bare"`
+	StackCopy     *ebpf.Program `ebpf:"stack_copy"`
+	StackCopyOnly *ebpf.Program `ebpf:"stack_copy_only"`
+	StackCount    *ebpf.Program `ebpf:"stack_count"`
+	StackEntry    *ebpf.Program `ebpf:"stack_entry"`
+	StackPlain    *ebpf.Program `ebpf:"stack_plain"`
+	StackSite     *ebpf.Program `ebpf:"stack_site"`
 }
 
 func (p *StacktestPrograms) Close() error {
 	return _StacktestClose(
+		p.StackBare,
 		p.StackCopy,
+		p.StackCopyOnly,
 		p.StackCount,
 		p.StackEntry,
 		p.StackPlain,
