@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/probekit/probekit/internal/safeelf"
 )
@@ -124,7 +125,7 @@ type fde struct {
 }
 
 // Table is the call-frame information of one object: its FDEs sorted by
-// address. It keeps the section bytes and 48 bytes per FDE; rows are
+// address. It keeps the section bytes and 56 bytes per FDE; rows are
 // computed by Find on demand.
 type Table struct {
 	section string
@@ -290,7 +291,7 @@ func Parse(data []byte, addr uint64, debug bool, order binary.ByteOrder) (*Table
 		}
 		return 0
 	})
-	t.Size = len(data) + len(t.fdes)*48 + len(cies)*80
+	t.Size = len(data) + len(t.fdes)*int(unsafe.Sizeof(fde{})) + len(cies)*int(unsafe.Sizeof(cie{}))
 	return t, nil
 }
 
