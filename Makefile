@@ -26,7 +26,7 @@ DEPS := systemtap-sdt-dev clang-19 llvm-19 libbpf-dev binutils file gcc libc6-de
 	gcc-powerpc64-linux-gnu libc6-dev-ppc64-cross \
 	binutils-aarch64-linux-gnu linux-libc-dev \
 	python3.11 openjdk-17-jre-headless openjdk-17-jdk-headless postgresql-15 libruby3.1 ruby3.1 php8.2-cli nodejs \
-	util-linux prometheus
+	util-linux prometheus gdb
 
 .PHONY: all deps generate testdata test fuzz bench demo build clean-testdata
 

@@ -1,10 +1,16 @@
 package bpf_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"os"
+	"os/exec"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +28,69 @@ type copyEvent struct {
 	fp     bpf.Stack
 	sample unwind.Sample
 	copied int64
+}
+
+// gdbFrame is a line of gdb's bt: "#N  0xADDR in FUNC ...".
+var gdbFrame = regexp.MustCompile(`(?m)^#(\d+)\s+0x([0-9a-f]+) in (\S+)`)
+
+// compareGDB stops p at chain_end's entry under gdb (attached by pid,
+// a breakpoint, one round fired) and checks that gdb's bt, which
+// unwinds with its own CFI reader and libc6-dbg's debug information,
+// gives the same addresses as frames, frame by frame.
+func compareGDB(t *testing.T, p *testkit.Process, frames []uint64) {
+	t.Helper()
+	gdb, err := exec.LookPath("gdb")
+	if err != nil {
+		testkit.Unavailable(t, "gdb: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gdb, "-p", strconv.Itoa(p.PID()), "-batch", "-nx",
+		"-ex", "set debuginfod enabled off", "-ex", "set backtrace past-main on", "-ex", "break chain_end", "-ex", "continue", "-ex", "bt", "-ex", "detach")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fire once gdb has set its breakpoint ("Breakpoint 1 at"): the
+	// command waits in the fixture's stdin until continue resumes it.
+	var out strings.Builder
+	hits := make(chan error, 1)
+	fired := false
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		if !fired && strings.HasPrefix(sc.Text(), "Breakpoint 1 at") {
+			fired = true
+			go func() { hits <- p.Loop("chain", 1) }()
+		}
+	}
+	werr := cmd.Wait()
+	if !fired {
+		t.Fatalf("gdb set no breakpoint: %v\n%s", werr, out.String())
+	}
+	if err := <-hits; err != nil {
+		t.Fatal(err)
+	}
+	m := gdbFrame.FindAllStringSubmatch(out.String(), -1)
+	if werr != nil || len(m) == 0 {
+		t.Fatalf("gdb: %v\n%s", werr, out.String())
+	}
+	var got []uint64
+	for _, f := range m {
+		a, _ := strconv.ParseUint(f[2], 16, 64)
+		got = append(got, a)
+	}
+	t.Logf("gdb bt: %v", m)
+	if !slices.Equal(got, frames) {
+		t.Errorf("gdb's bt %#x, the CFI unwind %#x", got, frames)
+	}
 }
 
 func (r *stackRig) copies(t testing.TB, want int) []copyEvent {
@@ -64,7 +133,8 @@ func (r *stackRig) copies(t testing.TB, want int) []copyEvent {
 // and __libc_start_main, ending cleanly at _start's undefined return
 // address. The
 // frame-pointer walk of the same hit stops short: after chain_end and
-// its caller (at_entry) rbp holds no frame record.
+// its caller (at_entry) rbp holds no frame record. gdb's bt on the
+// same process stopped at the same place gives the same addresses.
 func TestStackCopyNoFramePointers(t *testing.T) {
 	r := newStackRig(t)
 	fx := testkit.Fixture("stack_chain_nofp")
@@ -89,7 +159,7 @@ func TestStackCopyNoFramePointers(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"chain_end", "chain_c", "chain_b", "chain_a", "fire", "run", "main"}
-	for _, ev := range r.copies(t, 2) {
+	for i, ev := range r.copies(t, 2) {
 		if ev.copied < 4096 || ev.pid != uint32(p.PID()) {
 			t.Fatalf("copied %d bytes of pid %d", ev.copied, ev.pid)
 		}
@@ -101,6 +171,9 @@ func TestStackCopyNoFramePointers(t *testing.T) {
 			(fns[n] != "" && fns[n] != "__libc_start_call_main") || fns[n+1] != "__libc_start_main" ||
 			fns[n+2] != "_start" || res.Stop != unwind.StopOutermost || res.ByFramePointer != 0 {
 			t.Errorf("unwound by CFI: %v, stop %v (%v); want %v ... _start, outermost", fns, res.Stop, res.Err, want)
+		}
+		if i == 0 {
+			compareGDB(t, p, res.Frames)
 		}
 		fpFns, _ := names(t, p.PID(), ev.fp)
 		t.Logf("frame pointers: %v", fpFns)
