@@ -27,40 +27,46 @@ func (r *reader) need(n uint64) error {
 	return nil
 }
 
+// fixed returns the next n bytes.
+func (r *reader) fixed(n uint64) ([]byte, error) {
+	if err := r.need(n); err != nil {
+		return nil, err
+	}
+	b := r.b[r.off : r.off+n]
+	r.off += n
+	return b, nil
+}
+
 func (r *reader) u8() (uint8, error) {
-	if err := r.need(1); err != nil {
+	b, err := r.fixed(1)
+	if err != nil {
 		return 0, err
 	}
-	v := r.b[r.off]
-	r.off++
-	return v, nil
+	return b[0], nil
 }
 
 func (r *reader) u16() (uint16, error) {
-	if err := r.need(2); err != nil {
+	b, err := r.fixed(2)
+	if err != nil {
 		return 0, err
 	}
-	v := r.order.Uint16(r.b[r.off:])
-	r.off += 2
-	return v, nil
+	return r.order.Uint16(b), nil
 }
 
 func (r *reader) u32() (uint32, error) {
-	if err := r.need(4); err != nil {
+	b, err := r.fixed(4)
+	if err != nil {
 		return 0, err
 	}
-	v := r.order.Uint32(r.b[r.off:])
-	r.off += 4
-	return v, nil
+	return r.order.Uint32(b), nil
 }
 
 func (r *reader) u64() (uint64, error) {
-	if err := r.need(8); err != nil {
+	b, err := r.fixed(8)
+	if err != nil {
 		return 0, err
 	}
-	v := r.order.Uint64(r.b[r.off:])
-	r.off += 8
-	return v, nil
+	return r.order.Uint64(b), nil
 }
 
 // uleb reads an unsigned LEB128 (DWARF5 §7.6) of at most 10 bytes.

@@ -223,15 +223,7 @@ func (m *machine) run(ins []byte, row *Row, initial *Row, entry uint64) error {
 			if err != nil {
 				return err
 			}
-			var off int64
-			if op == cfaDefCFA {
-				var u uint64
-				u, err = r.uleb()
-				off = int64(u)
-			} else {
-				off, err = r.sleb()
-				off *= m.cie.dataAlign
-			}
+			off, err := m.cfaOffset(&r, op == cfaDefCFASF)
 			if err != nil {
 				return err
 			}
@@ -243,15 +235,7 @@ func (m *machine) run(ins []byte, row *Row, initial *Row, entry uint64) error {
 			}
 			row.CFA.Reg, row.CFA.Expr = uint16(min(reg, 0xffff)), nil
 		case cfaDefCFAOffset, cfaDefCFAOffsetSF:
-			var off int64
-			if op == cfaDefCFAOffset {
-				var u uint64
-				u, err = r.uleb()
-				off = int64(u)
-			} else {
-				off, err = r.sleb()
-				off *= m.cie.dataAlign
-			}
+			off, err := m.cfaOffset(&r, op == cfaDefCFAOffsetSF)
 			if err != nil {
 				return err
 			}
@@ -285,6 +269,17 @@ func (m *machine) run(ins []byte, row *Row, initial *Row, entry uint64) error {
 		}
 	}
 	return nil
+}
+
+// cfaOffset reads a CFA offset: unsigned and not factored, or, for the
+// _sf forms, signed and factored by the data alignment (DWARF5 §6.4.2.2).
+func (m *machine) cfaOffset(r *reader, sf bool) (int64, error) {
+	if sf {
+		off, err := r.sleb()
+		return off * m.cie.dataAlign, err
+	}
+	u, err := r.uleb()
+	return int64(u), err
 }
 
 // block reads a ULEB128 length and that many bytes.

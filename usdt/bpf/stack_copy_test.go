@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"errors"
 	"os"
 	"os/exec"
 	"regexp"
@@ -96,21 +95,8 @@ func compareGDB(t *testing.T, p *testkit.Process, frames []uint64) {
 func (r *stackRig) copies(t testing.TB, want int) []copyEvent {
 	t.Helper()
 	var out []copyEvent
-	deadline := time.Now().Add(5 * time.Second)
 	const head = 24 + 8*bpf.MaxStackDepth
-	for len(out) < want {
-		r.rd.SetDeadline(deadline)
-		rec, err := r.rd.Read()
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("%d copies within 5s, want %d", len(out), want)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw := rec.RawSample
-		if len(raw) < head+40+bpf.StackCopySize {
-			t.Fatalf("record of %d bytes", len(raw))
-		}
+	for _, raw := range r.records(t, want, head+40+bpf.StackCopySize) {
 		ne := binary.NativeEndian
 		fp, err := bpf.DecodeStack(raw[24:], int64(ne.Uint64(raw[8:])))
 		if err != nil {
@@ -160,7 +146,7 @@ func TestStackCopyNoFramePointers(t *testing.T) {
 	}
 	want := []string{"chain_end", "chain_c", "chain_b", "chain_a", "fire", "run", "main"}
 	for i, ev := range r.copies(t, 2) {
-		if ev.copied < 4096 || ev.pid != uint32(p.PID()) {
+		if ev.copied <= 0 || ev.pid != uint32(p.PID()) { // a stack near its mapping's end gives less than a page
 			t.Fatalf("copied %d bytes of pid %d", ev.copied, ev.pid)
 		}
 		res := ev.sample.Unwind(objs)
