@@ -5,7 +5,6 @@ import (
 	"debug/elf"
 	"errors"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -96,20 +95,3 @@ func TestRecover(t *testing.T) {
 	}
 }
 
-// The fixtures' build-id, as file(1) and readelf -n print it.
-func TestBuildID(t *testing.T) {
-	f, err := os.Open(testkit.Fixture("stack_chain_nofp"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ef, err := NewFile(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := ef.BuildID()
-	out, _ := exec.Command("readelf", "-n", testkit.Fixture("stack_chain_nofp")).Output()
-	if err != nil || len(id) != 40 || !strings.Contains(string(out), "Build ID: "+id) {
-		t.Errorf("build-id %q, %v; readelf -n:\n%s", id, err, out)
-	}
-}
