@@ -25,11 +25,28 @@ var ErrNotOwned = errors.New("not owned by the process's user or root")
 //   - it is not writable by others;
 //   - when p is not root's and the file is root's, it has a single link:
 //     with fs.protected_hardlinks=0 a user can hard-link a root-only file
-//     into a directory it controls, and the link keeps root's ownership.
+//     into a directory it controls, and the link keeps root's ownership;
+//   - and, in that case too, it is not the root of a mount: in a user
+//     namespace of its own (unshare -Urm) a user can bind-mount any file
+//     it can look up, a root-only one included, onto a name it chose.
+//
+// A final symlink is refused, not followed: with fs.protected_symlinks=0
+// (or in a tmpfs of the process's own mount namespace) the process could
+// point the name at any file.
 //
 // These are the rules perf applies to /tmp/perf-PID.map (tools/perf
 // util/symbol.c: the owner must be the user or root), tightened for a
 // reader running as root. A refused file fails with ErrNotOwned.
+//
+// The objects maps names are opened with OpenObject, not OpenOwned: the
+// identity check (device and inode) proves the file is the one mapped,
+// and mmap(2) of a file needs a descriptor open for reading (EACCES
+// otherwise), so what is printed from it is what the process could read
+// itself. Ownership would refuse ordinary cases (a process of one user
+// mapping a library another user installed). The one exception is what
+// execve maps, the executable and its interpreter, which need only
+// execute permission: of an execute-only file (mode 0711), parts the
+// kernel does not map (.symtab) are read all the same.
 func (p *Process) OpenOwned(path string) (*os.File, error) {
 	r, err := p.checkedRoot()
 	if err != nil {
@@ -39,6 +56,10 @@ func (p *Process) OpenOwned(path string) (*os.File, error) {
 	rel := r.relative(path)
 	name := r.prefix + "/" + rel
 	f, err := openRegular(r.fd, rel, unix.O_NOFOLLOW, inRoot, name)
+	if errors.Is(err, unix.ELOOP) {
+		// O_NOFOLLOW on a final symlink (open(2)).
+		return nil, fmt.Errorf("pid %d: %s: %w: a symbolic link, not followed", p.PID, name, ErrNotOwned)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", p.PID, err)
 	}
@@ -69,6 +90,15 @@ func (p *Process) checkOwner(f *os.File) error {
 	}
 	if st.Nlink != 1 {
 		return fmt.Errorf("%w: root's file with %d links, for a process of uid %d", ErrNotOwned, st.Nlink, uids[0])
+	}
+	var stx unix.Statx_t
+	if err := unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS, &stx); err != nil {
+		return err
+	}
+	// STATX_ATTR_MOUNT_ROOT: Linux 5.8 (commit 80340fe3605c); older
+	// kernels leave it out of the mask and the check passes.
+	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+		return fmt.Errorf("%w: root's file mounted on this name, for a process of uid %d", ErrNotOwned, uids[0])
 	}
 	return nil
 }

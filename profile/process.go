@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"encoding/hex"
 	"sort"
 
 	"github.com/probekit/probekit/internal/safeelf"
@@ -102,7 +103,9 @@ func (ps *Processes) buildID(proc *procmaps.Process, o *procmaps.Object) string 
 	id := ""
 	if f, err := proc.OpenObject(o); err == nil {
 		if ef, err := safeelf.NewFile(f); err == nil {
-			id, _ = ef.BuildID()
+			if b, err := ef.BuildID(); err == nil {
+				id = hex.EncodeToString(b)
+			}
 		}
 		f.Close()
 	}

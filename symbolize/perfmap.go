@@ -2,7 +2,9 @@ package symbolize
 
 import (
 	"bytes"
+	"errors"
 	"io"
+	"io/fs"
 	"slices"
 	"strconv"
 )
@@ -17,6 +19,24 @@ import (
 // of the line and possibly with spaces. The file is only appended to;
 // code memory the JIT reuses gets a new line, so of overlapping entries the
 // later one wins. node --perf-basic-prof and Java's perf-map-agent write it.
+
+// The perf map is read on the process's behalf and its names are printed:
+// it is opened with procmaps.(*Process).OpenOwned, so that a process cannot
+// make it name a file it may not read (a symlink, a hard link or a bind
+// mount of a root-only file, another user's file).
+
+// PerfMapErr returns why p's perf map was not read at its last look: an
+// error wrapping procmaps.ErrNotOwned when the file was refused, or one of
+// reading it. It is nil when the map was read, when it does not exist
+// (most processes have none) and before the first address in anonymous
+// executable memory made p look for it.
+func (p *Process) PerfMapErr() error {
+	st := p.perf.Load()
+	if st == nil || st.err == nil || errors.Is(st.err, fs.ErrNotExist) {
+		return nil
+	}
+	return st.err
+}
 
 // Ceilings of the perf map parser: the file belongs to the traced
 // process, which may write anything.

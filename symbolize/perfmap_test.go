@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -378,4 +380,179 @@ time.sleep(60)
 			t.Errorf("%+v, want %s", fr, want)
 		}
 	}
+}
+
+// jitAsNobody runs python3.11 as uid nobody after setup (a shell command
+// run first, as nobody too, with $$ the PID python gets), in a user and
+// mount namespace of its own with a private tmpfs on /tmp when userns is
+// set. Python maps anonymous executable memory and prints its address.
+func jitAsNobody(t *testing.T, userns bool, setup string) (pid int, addr uint64) {
+	t.Helper()
+	py := "/usr/bin/python3.11"
+	if _, err := os.Stat(py); err != nil {
+		testkit.Unavailable(t, "no python3.11 (make deps installs it): %v", err)
+	}
+	const script = `
+import mmap, ctypes, time
+m = mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+print("%x" % ctypes.addressof(ctypes.c_char.from_buffer(m)), flush=True)
+time.sleep(60)
+`
+	argv := []string{"sh", "-c", setup + ` && exec "$0" -c "$1"`, py, script}
+	if userns {
+		argv = append([]string{"unshare", "-Urm"}, argv...)
+		argv[4] = "mount -t tmpfs none /tmp && " + argv[4]
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		os.Remove("/tmp/perf-" + strconv.Itoa(cmd.Process.Pid) + ".map")
+	})
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		lines <- line
+	}()
+	select {
+	case line := <-lines:
+		if _, err := fmt.Sscanf(line, "%x", &addr); err != nil {
+			t.Fatalf("%q: %v; stderr %q", line, err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the JIT did not start within 20s; stderr %q", stderr.String())
+	}
+	return cmd.Process.Pid, addr
+}
+
+// TestSymbolizePerfMapRefused: a process of uid nobody whose
+// /tmp/perf-PID.map is a symlink, a hard link or a bind mount of a
+// root-only file, or a file of another user, gets no name from it: no byte
+// of the file comes out, and PerfMapErr says why. Its own perf map is
+// read (the control).
+func TestSymbolizePerfMapRefused(t *testing.T) {
+	testkit.RequireKernel(t) // root: a process as nobody, chown, the sysctl
+	const secret = "ROOT_ONLY_SECRET_hunter2"
+	dir, err := os.MkdirTemp("", "probekit-perfmap-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// On /tmp's file system for the hard link; covering every address.
+	rootOnly := dir + "/secret"
+	if err := os.WriteFile(rootOnly, []byte("0 7fffffffffffffff "+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	shm, err := os.CreateTemp("/dev/shm", "probekit-secret-")
+	if err != nil {
+		testkit.Unavailable(t, "no /dev/shm: %v", err)
+	}
+	shm.WriteString("0 7fffffffffffffff " + secret + "\n")
+	shm.Chmod(0o600)
+	shm.Close()
+	t.Cleanup(func() { os.Remove(shm.Name()) })
+
+	named := func(t *testing.T, pid int, addr uint64) (Frame, error) {
+		t.Helper()
+		p, err := New(nil).Process(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames, err := p.Symbolize([]uint64{addr + 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return frames[0], p.PerfMapErr()
+	}
+	refused := func(t *testing.T, pid int, addr uint64) {
+		t.Helper()
+		fr, err := named(t, pid, addr)
+		if strings.Contains(fr.String(), secret) || fr.Function != "" {
+			t.Fatalf("%#x named %q from a refused perf map", addr+8, fr.String())
+		}
+		if !errors.Is(err, procmaps.ErrNotOwned) || strings.Contains(err.Error(), secret) {
+			t.Fatalf("PerfMapErr: %v, want procmaps.ErrNotOwned", err)
+		}
+		t.Logf("%v (%v)", fr, err)
+	}
+
+	t.Run("own", func(t *testing.T) {
+		pid, addr := jitAsNobody(t, false, `true`)
+		// The map is written once the address is known.
+		path := "/tmp/perf-" + strconv.Itoa(pid) + ".map"
+		if err := os.WriteFile(path, fmt.Appendf(nil, "%x 100 own_jit\n", addr), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(path, 65534, 65534)
+		fr, err := named(t, pid, addr)
+		if fr.Function != "own_jit" || fr.Offset != 8 || err != nil {
+			t.Fatalf("%+v, %v; want own_jit+0x8", fr, err)
+		}
+	})
+	t.Run("symlink", func(t *testing.T) {
+		pid, addr := jitAsNobody(t, false, `ln -s `+rootOnly+` /tmp/perf-$$.map`)
+		refused(t, pid, addr)
+	})
+	t.Run("hardlink", func(t *testing.T) {
+		restore := protectedHardlinks(t, "0")
+		pid, addr := jitAsNobody(t, false, `ln `+rootOnly+` /tmp/perf-$$.map`)
+		restore()
+		refused(t, pid, addr)
+	})
+	t.Run("other-user", func(t *testing.T) {
+		pid, addr := jitAsNobody(t, false, `true`)
+		path := "/tmp/perf-" + strconv.Itoa(pid) + ".map"
+		if err := os.WriteFile(path, []byte("0 7fffffffffffffff "+secret+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(path, 12345, 12345)
+		refused(t, pid, addr)
+	})
+	t.Run("userns-symlink", func(t *testing.T) {
+		pid, addr := jitAsNobody(t, true, `ln -s `+shm.Name()+` /tmp/perf-$$.map`)
+		refused(t, pid, addr)
+	})
+	t.Run("userns-bind-mount", func(t *testing.T) {
+		pid, addr := jitAsNobody(t, true, `touch /tmp/perf-$$.map && mount --bind `+shm.Name()+` /tmp/perf-$$.map`)
+		refused(t, pid, addr)
+	})
+}
+
+// protectedHardlinks sets fs.protected_hardlinks and returns what puts
+// the old value back (also run when the test ends).
+func protectedHardlinks(t *testing.T, v string) func() {
+	t.Helper()
+	const sysctl = "/proc/sys/fs/protected_hardlinks"
+	old, err := os.ReadFile(sysctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sysctl, []byte(v), 0); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	restore := func() {
+		if !done {
+			done = true
+			if err := os.WriteFile(sysctl, old, 0); err != nil {
+				t.Errorf("restore %s: %v", sysctl, err)
+			}
+		}
+	}
+	t.Cleanup(restore)
+	return restore
 }

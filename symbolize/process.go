@@ -366,7 +366,7 @@ func (p *Process) readPerfMap(old *perfState) (*perfState, error) {
 		path = "/tmp/perf-" + strconv.Itoa(nspid) + ".map"
 	}
 	st := &perfState{path: path}
-	f, err := p.proc.OpenInRoot(path)
+	f, err := p.proc.OpenOwned(path)
 	if err != nil {
 		if isGone(err) {
 			return nil, err

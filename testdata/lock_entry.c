@@ -2,6 +2,8 @@
  * probe_locked starts with a lock-prefixed instruction, which x86-64
  * uprobes refuse to probe (arch_uprobe_analyze_insn: the lock prefix is
  * not allowed); probe_plain_a and probe_plain_b take probes.
+ * probe_plain_a_alias is another name of probe_plain_a: a glob over
+ * both probes that address once.
  *
  *   lock_entry N    calls each of the three N times, then exits 0
  */
@@ -16,6 +18,8 @@ __attribute__((noipa)) long probe_plain_a(long x)
 {
 	return x + 1;
 }
+
+long probe_plain_a_alias(long x) __attribute__((alias("probe_plain_a")));
 
 __attribute__((noipa)) long probe_plain_b(long x)
 {

@@ -39,6 +39,7 @@ type Binary struct {
 	goVersion string
 	segments  safeelf.Segments
 	funcs     *safeelf.Funcs
+	debug     debugInfo // where funcs' static functions came from
 
 	closeOnce sync.Once
 	closeErr  error
@@ -121,7 +122,7 @@ func (b *Binary) parse(r io.ReaderAt) (err error) {
 		return fmt.Errorf("uprobe: %s: no PT_LOAD segment (not an executable or shared library)", b.display)
 	}
 	b.goVersion = goVersion(f, r)
-	if b.funcs, err = f.Functions(); err != nil {
+	if b.funcs, err = b.functions(f); err != nil {
 		return fmt.Errorf("uprobe: %s: %w", b.display, err)
 	}
 	return nil

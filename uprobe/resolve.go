@@ -7,6 +7,7 @@ import (
 	"go/version"
 	"strings"
 
+	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/internal/glob"
 )
 
@@ -116,7 +117,7 @@ func (b *Binary) Convention(fn Function) Convention {
 // stack.
 func (b *Binary) CheckRegisterArgs() error {
 	if m := b.machine; m != elf.EM_X86_64 && m != elf.EM_AARCH64 {
-		return fmt.Errorf("uprobe: %s is built for %s: %w", b.display, m, ErrStackArgs)
+		return fmt.Errorf("uprobe: %s is built for %s: %w (function probes read the argument registers of x86-64 and arm64 programs)", b.display, attach.MachineName(m, b.file.ByteOrder), ErrStackArgs)
 	}
 	return nil
 }

@@ -87,10 +87,6 @@ type ipEntry struct {
 	specID uint32
 	spec   []byte
 	refs   int
-	// owned is set when the link that allocated specID closed while
-	// others still share the entry: the slot is then released with the
-	// entry, not with that link.
-	owned bool
 }
 
 // NewAttacher binds an Attacher to a collection loaded from spec (which
@@ -137,7 +133,8 @@ func NewAttacherWithMaps(spec *ebpf.CollectionSpec, specs, ipToSpecID *ebpf.Map)
 	return a, nil
 }
 
-// SpecsInUse is the number of spec map slots held by live links.
+// SpecsInUse is the number of spec map slots held by live links: one per
+// distinct spec, however many links share it.
 func (a *Attacher) SpecsInUse() int { return a.ids.inUse() }
 
 // Options tune Attach, named as uprobe.Options names the same things. The

@@ -130,9 +130,12 @@
 // be resolved) makes bpf_usdt_arg return -EINVAL for that argument only,
 // and Link.Warnings says why; libbpf fails the whole attach instead.
 // PC-relative operands (sym+8(%rip)) are read relative to the probe's
-// runtime IP, so no PID is needed. Identical specs share a slot within an
-// attach; slots come from a free list and go back on Close, so attach and
-// detach can cycle forever (the tests run 10,000 cycles).
+// runtime IP, so no PID is needed. Identical specs share a slot, within an
+// attach and across attaches (any process, any link of the Attacher), so
+// a file attached in thousands of processes takes the slots of one
+// attach; slots come from a free list and go back when their last link
+// closes, so attach and detach can cycle forever (the tests run 10,000
+// cycles).
 //
 // Semaphores. The kernel raises a location's semaphore when it installs
 // the breakpoint in a process and lowers it when the uprobe goes, even if

@@ -105,7 +105,6 @@ func (h *holding) release() error {
 	h.semaphores = nil
 	a := h.attacher
 	a.mu.Lock()
-	var freed []uint32
 	for _, ip := range h.ips {
 		e := a.ipRefs[ip]
 		if e == nil {
@@ -115,30 +114,17 @@ func (h *holding) release() error {
 			continue
 		}
 		delete(a.ipRefs, ip)
-		if e.owned {
-			freed = append(freed, e.specID)
-		}
 		if err := a.ipMap.Delete(ip); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			errs = append(errs, fmt.Errorf("delete %#x from %s: %w", ip, ipMapName, err))
 		}
 	}
-	// A slot still named by a shared IP entry stays allocated until the
-	// entry goes.
-	for _, id := range h.specIDs {
-		held := false
-		for _, e := range a.ipRefs {
-			if e.specID == id {
-				e.owned, held = true, true
-			}
-		}
-		if !held {
-			freed = append(freed, id)
-		}
-	}
 	a.mu.Unlock()
-	// The slots' contents are left as they are: nothing refers to them
-	// once the uprobes are gone, and the next attach overwrites.
-	a.ids.release(freed)
+	// A shared IP entry names a slot of the same spec bytes (mapIPs
+	// refuses others), which every link sharing the entry holds a
+	// reference on: the slot outlives the entry. The slots' contents are
+	// left as they are: nothing refers to a freed one once the uprobes
+	// are gone, and the next attach of another spec overwrites it.
+	a.ids.release(h.specIDs)
 	h.ips, h.specIDs = nil, nil
 	return errors.Join(errs...)
 }

@@ -1,7 +1,7 @@
 package usdt
 
-// The plan phase of an attach: a spec per location, deduplicated within
-// the attach, written to spec map slots.
+// The plan phase of an attach: a spec per location, deduplicated, written
+// to spec map slots shared with other attaches of the same spec.
 
 import (
 	"fmt"
@@ -75,16 +75,17 @@ func (a *Attacher) plan(h *holding, objs []object, opts *Options, userSema bool)
 		}
 	}
 
-	ids, err := a.ids.alloc(len(encoded))
+	// Slots are shared with every attach of an identical spec.
+	ids, err := a.ids.acquire(encoded, func(id uint32, b []byte) error {
+		if err := a.specs.Update(id, b, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("write spec %d to %s: %w", id, specsMapName, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	h.specIDs = ids
-	for k, b := range encoded {
-		if err := a.specs.Update(ids[k], b, ebpf.UpdateAny); err != nil {
-			return nil, fmt.Errorf("write spec %d to %s: %w", ids[k], specsMapName, err)
-		}
-	}
 	for i := range sites {
 		sites[i].specID = ids[sites[i].specID]
 	}

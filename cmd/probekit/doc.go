@@ -118,7 +118,8 @@
 // exits, after printing every event; a bare CMD name prefers an ELF
 // binary on PATH over a wrapper script, and a CMD that fails (a non-zero
 // exit, a signal) makes the trace fail after its hits. -p PID traces one
-// running process until it exits; -n COUNT exits after COUNT hits.
+// running process until it exits; -n COUNT exits after COUNT hits (-n 0
+// is refused: without -n there is no limit).
 // Without -p or CMD every process running TARGET is traced until
 // interrupted. Function probes need BPF cookies (Linux 5.15).
 //

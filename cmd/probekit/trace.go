@@ -33,7 +33,7 @@ func init() {
 		name:    "trace",
 		usage:   traceUsage,
 		summary: "print every hit of the USDT probes (globs allowed in PROVIDER and NAME) with its decoded arguments, of the functions (globs allowed in FUNC) with their argument registers, and of their returns with the return value; with -- CMD, launch CMD stopped until attached, trace only it, and exit when it exits; with -f, the descendants of CMD or of -p PID too, each attached before it runs; TARGET \"*\" or a glob (python3*): every such object of -p PID or of the -f tree, now and later, or without either of every process on the host",
-		run:     runTrace,
+		runIO:   runTrace,
 	})
 }
 
@@ -75,7 +75,7 @@ func parseTrace(args []string) (*traceRequest, error) {
 	req := &traceRequest{cmd: cmd}
 	fs.BoolVar(&req.json, "json", false, "one JSON object per hit")
 	pid := pidFlag(fs, "trace only this process")
-	fs.IntVar(&req.count, "n", 0, "exit after COUNT hits")
+	fs.IntVar(&req.count, "n", 0, "exit after COUNT hits (at least 1; without -n, no limit)")
 	strs := fs.String("str", "", "comma-separated argument numbers (from 1) to print as strings")
 	ring := fs.String("ring-size", "", "the ring buffer's size: a power of two with K, M or G (default 16M)")
 	count := fs.Bool("count", false, "count the hits of each probe in the kernel; print the counts at exit")
@@ -144,8 +144,10 @@ func parseTrace(args []string) (*traceRequest, error) {
 	switch {
 	case len(pos) == 0:
 		return nil, usagef("want at least one PROBE: [usdt:]TARGET:PROVIDER:NAME, uprobe:TARGET:FUNC or uretprobe:TARGET:FUNC")
-	case req.count < 0:
-		return nil, usagef("-n %d: want a count", req.count)
+	case req.count < 0 || req.count == 0 && nSet(fs):
+		// 0 is the default, no limit; written out it is refused rather
+		// than read as "no limit" or "exit at once".
+		return nil, usagef("-n %d: want a count of at least 1 (without -n, no limit)", req.count)
 	case req.pid != 0 && len(cmd) > 0:
 		return nil, usagef("-p and -- CMD exclude each other")
 	case req.follow && req.pid == 0 && len(cmd) == 0:
@@ -176,7 +178,14 @@ func parseTrace(args []string) (*traceRequest, error) {
 	return req, nil
 }
 
-func runTrace(args []string, stdout io.Writer) error {
+// nSet reports whether -n was given.
+func nSet(fs *flag.FlagSet) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "n" })
+	return set
+}
+
+func runTrace(args []string, stdout, stderr io.Writer) error {
 	req, err := parseTrace(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(stdout, "usage: probekit "+traceUsage)
@@ -189,7 +198,7 @@ func runTrace(args []string, stdout io.Writer) error {
 		}
 		return usagef("%v", err)
 	}
-	return trace(req, stdout)
+	return trace(req, stdout, stderr)
 }
 
 // traceSite is what an event's cookie stands for: a USDT location or a
@@ -217,6 +226,9 @@ type traceSite struct {
 	head, mid, end []byte
 	// hits counts the events of this site (trace_hint.go reads them).
 	hits int
+	// skipped: the function of this site was left out of its glob's
+	// attachment (uprobe.Options.Skip); counts and hints ignore it.
+	skipped bool
 }
 
 // lineForm is what the lines of one output format share.
@@ -248,9 +260,16 @@ type tracer struct {
 	// sitesMu, set by trace -f and selector targets, guards sites, which
 	// grow while the loop runs (trace_follow.go).
 	sitesMu *sync.RWMutex
+	// errOut is where warnings go.
+	errOut io.Writer
 }
 
-func trace(req *traceRequest, stdout io.Writer) (err error) {
+// warnf prints a warning line.
+func (t *tracer) warnf(format string, args ...any) {
+	fmt.Fprintf(t.errOut, "probekit trace: warning: "+format+"\n", args...)
+}
+
+func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("tracing needs root (loading BPF programs and attaching uprobes): %w", os.ErrPermission)
 	}
@@ -280,6 +299,9 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	// The same call as uprobe.Prepare: both programs get this kernel's
 	// attach type.
 	if err := usdt.Prepare(spec); err != nil {
+		return err
+	}
+	if err := sizeTraceMaps(spec); err != nil {
 		return err
 	}
 	if err := spec.Variables[record.StrMaskName].Set(req.strMask); err != nil {
@@ -312,7 +334,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 			return err
 		}
 	}
-	t := newTracer(req, stdout)
+	t := newTracer(req, stdout, stderr)
 	if req.follow || followSelectors(req) {
 		return t.follow(objs, att, proc)
 	}
@@ -358,7 +380,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 		}
 		links = append(links, l)
 		for _, w := range l.Warnings() {
-			fmt.Fprintln(os.Stderr, "probekit trace: warning:", w)
+			t.warnf("%s", w)
 		}
 	}
 	// Attached: the files may go (the kernel holds what it needs).
@@ -401,7 +423,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	if err := t.run(objs, rd, stop, exited); err != nil {
 		return err
 	}
-	t.hintSilent(os.Stderr, links)
+	t.hintSilent(t.errOut, links)
 	if t.exitErr != nil {
 		// Every event is printed; the command failed (a crash under the
 		// probes would show here).
@@ -424,9 +446,9 @@ func (t *tracer) run(objs *record.Objects, rd *ringbuf.Reader, stop <-chan os.Si
 	}
 	if n, err := objs.DroppedCount(); err == nil && n > 0 {
 		if rd != nil {
-			fmt.Fprintf(os.Stderr, "probekit trace: %d events lost (ring buffer full; a larger --ring-size keeps more)\n", n)
+			fmt.Fprintf(t.errOut, "probekit trace: %d events lost (ring buffer full; a larger --ring-size keeps more)\n", n)
 		} else {
-			fmt.Fprintf(os.Stderr, "probekit trace: %d hits not counted (no value to count, or the histogram map full)\n", n)
+			fmt.Fprintf(t.errOut, "probekit trace: %d hits not counted (no value to count, or the histogram map full)\n", n)
 		}
 	}
 	return nil
@@ -453,8 +475,8 @@ func closeLinks(links []*attach.Link) {
 	wg.Wait()
 }
 
-func newTracer(req *traceRequest, stdout io.Writer) *tracer {
-	t := &tracer{req: req, out: output{w: stdout, buf: make([]byte, 0, outputChunk+record.MaxEventSize*8)}, form: &textForm}
+func newTracer(req *traceRequest, stdout, stderr io.Writer) *tracer {
+	t := &tracer{req: req, out: output{w: stdout, buf: make([]byte, 0, outputChunk+record.MaxEventSize*8)}, form: &textForm, errOut: stderr}
 	if req.json {
 		t.form = &jsonForm
 	}
@@ -695,9 +717,12 @@ func parseSize(s string) (int, error) {
 			num = num[:n-1]
 		}
 	}
-	v, err := strconv.ParseUint(num, 10, 32)
-	if err != nil || v == 0 || bits.Len64(v)+shift > 31 {
+	v, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || v == 0 {
 		return 0, errors.New("want a size such as 16M, 256K or 1G")
+	}
+	if bits.Len64(v)+shift > 31 {
+		return 0, fmt.Errorf("too large: at most %dM", record.MaxRingSize>>20)
 	}
 	return int(v) << shift, nil
 }

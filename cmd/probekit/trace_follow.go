@@ -252,7 +252,7 @@ func (t *tracer) followSites(p probe.Spec) (*siteCookies, error) {
 // and a failure as a warning on stderr.
 func (t *tracer) printFollow(w *lockedWriter, e follow.Event) {
 	if e.Kind == follow.Failed {
-		fmt.Fprintf(os.Stderr, "probekit trace: warning: pid %d: %s: %v\n", e.PID, e.Probe, e.Err)
+		t.warnf("pid %d: %s: %v", e.PID, e.Probe, e.Err)
 		return
 	}
 	probe := e.Probe.Provider + ":" + e.Probe.Name

@@ -3,7 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -85,7 +85,11 @@ func (fa *funcAttacher) attach(p probe.Spec) (*attach.Link, error) {
 		return nil, err
 	}
 	var skipped skippedFuncs
-	opts := &uprobe.Options{FunctionCookie: fs.cookie, Skip: skipped.add}
+	skip := func(fn uprobe.Function, err error) {
+		skipped.add(fn, err)
+		fa.t.sites[fs.index[fn.Address]].skipped = true
+	}
+	opts := &uprobe.Options{FunctionCookie: fs.cookie, Skip: skip}
 	if len(fs.fns) == 1 {
 		opts.Skip = nil // a single function's error is the error
 	}
@@ -97,7 +101,7 @@ func (fa *funcAttacher) attach(p probe.Spec) (*attach.Link, error) {
 	} else {
 		l, err = b.Entries(fs.fns, fa.prog, opts)
 	}
-	skipped.warn(p, len(fs.fns))
+	skipped.warn(fa.t, p, len(fs.fns))
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +112,8 @@ func (fa *funcAttacher) attach(p probe.Spec) (*attach.Link, error) {
 // cookie trace_func reads at each.
 type funcSites struct {
 	fns    []uprobe.Function
-	byAddr map[uint64]uint64
+	byAddr map[uint64]uint64 // cookie by address
+	index  map[uint64]int    // site index by address
 	first  uint64
 }
 
@@ -133,7 +138,7 @@ func (t *tracer) funcSites(b *uprobe.Binary, p probe.Spec) (*funcSites, error) {
 	if n := len(t.sites) + len(fns); t.req.mode == record.ModeCount && n > record.MaxCounted {
 		return nil, fmt.Errorf("--count counts at most %d probe sites, these probes have %d or more", record.MaxCounted, n)
 	}
-	fs := &funcSites{fns: fns, byAddr: make(map[uint64]uint64, len(fns))}
+	fs := &funcSites{fns: fns, byAddr: make(map[uint64]uint64, len(fns)), index: make(map[uint64]int, len(fns))}
 	warned := false
 	for i, fn := range fns {
 		regs, strMask := record.RegsC, t.req.strMask
@@ -144,12 +149,13 @@ func (t *tracer) funcSites(b *uprobe.Binary, p probe.Spec) (*funcSites, error) {
 			regs = record.RegsGo
 		case conv == uprobe.ConventionGoStack && !warned:
 			warned = true
-			fmt.Fprintf(os.Stderr, "probekit trace: warning: %s was built with %s, which passes Go arguments on the stack: the registers printed are not the arguments\n", p.Target, b.GoVersion())
+			t.warnf("%s was built with %s, which passes Go arguments on the stack: the registers printed are not the arguments", p.Target, b.GoVersion())
 		}
 		cookie, err := record.FuncCookie(uint32(len(t.sites)), regs, p.Kind, strMask)
 		if err != nil {
 			return nil, err
 		}
+		fs.index[fn.Address] = len(t.sites)
 		t.funcSite(p.Kind, funcName(fn), fn.Address)
 		fs.byAddr[fn.Address] = cookie
 		if i == 0 {
@@ -184,7 +190,7 @@ func (s *skippedFuncs) add(fn uprobe.Function, err error) {
 }
 
 // warn prints one line for the functions of p left out.
-func (s *skippedFuncs) warn(p probe.Spec, of int) {
+func (s *skippedFuncs) warn(t *tracer, p probe.Spec, of int) {
 	if s.n == 0 {
 		return
 	}
@@ -192,8 +198,8 @@ func (s *skippedFuncs) warn(p probe.Spec, of int) {
 	for r, n := range s.reasons {
 		parts = append(parts, fmt.Sprintf("%d: %s (%s, ...)", n, r, s.example[r]))
 	}
-	fmt.Fprintf(os.Stderr, "probekit trace: warning: %s: skipped %d of the %d functions matching %q: %s\n",
-		p.Target, s.n, of, p.Func, strings.Join(parts, "; "))
+	slices.Sort(parts)
+	t.warnf("%s: skipped %d of the %d functions matching %q: %s", p.Target, s.n, of, p.Func, strings.Join(parts, "; "))
 }
 
 // funcName is how lines name fn: without its version unless that is a

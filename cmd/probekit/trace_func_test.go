@@ -358,3 +358,36 @@ func TestTraceFuncErrors(t *testing.T) {
 		t.Errorf("-p: exit %d, %q", r.code, r.errOut)
 	}
 }
+
+// TestTraceGlobSitesSame: trace and trace -f resolve a glob alike
+// (uprobe.Binary.Resolve): on a binary where probe_plain_a_alias is
+// another name of probe_plain_a, both attach one site per address, named
+// by the same rule, and count the same hits; a function the kernel
+// refuses is skipped with one warning, not counted, and does not fail
+// the others.
+func TestTraceGlobSitesSame(t *testing.T) {
+	testkit.RequireKernel(t)
+	fx := testkit.Fixture("lock_entry")
+	const want = "COUNT  PROBE\n    7  uprobe:probe_plain_a\n    7  uprobe:probe_plain_b\n"
+	for _, args := range [][]string{
+		{"--count", "uprobe:" + fx + ":probe_plain*", "--", fx, "7"},
+		{"-f", "--count", "uprobe:" + fx + ":probe_plain*", "--", fx, "7"},
+	} {
+		r := runTraceWithin(t, 30*time.Second, args...)
+		got := r.out
+		if i := strings.Index(got, "COUNT"); i >= 0 {
+			got = got[i:] // after -f's attach and detach lines
+		}
+		if r.code != 0 || got != want {
+			t.Errorf("trace %v: exit %d, %q, stderr %q; want %q", args, r.code, r.out, r.errOut, want)
+		}
+	}
+	if runtime.GOARCH != "amd64" {
+		return
+	}
+	r := runTraceWithin(t, 30*time.Second, "--count", "uprobe:"+fx+":probe_*", "--", fx, "7")
+	const warn = `skipped 1 of the 3 functions matching "probe_*": 1: the kernel cannot probe this site (probe_locked, ...)`
+	if r.code != 0 || r.out != want || !strings.Contains(r.errOut, warn) {
+		t.Errorf("probe_*: exit %d, %q, stderr %q; want %q and the warning %q", r.code, r.out, r.errOut, want, warn)
+	}
+}
