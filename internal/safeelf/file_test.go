@@ -94,3 +94,4 @@ func TestRecover(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+

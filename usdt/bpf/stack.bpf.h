@@ -107,4 +107,145 @@ static __always_inline long probekit_user_stack(void *ctx, __u64 *buf, __u32 siz
 	return n / 8 + 1;
 }
 
+/* --- Stacks without frame pointers: copy the stack top ---------------
+ *
+ *   struct probekit_stack_copy *c = bpf_ringbuf_reserve(&rb, sizeof(*c), 0);
+ *   long n = probekit_copy_stack(ctx, c);
+ *
+ * copies the registers rip, rsp and rbp and the top of the user stack
+ * for package unwind to walk in user space with each object's call-frame
+ * information (bpf.DecodeStackCopy reads it back). The copy starts at
+ * rsp's page: data[i] is the byte at base + i, and the bytes from rsp to
+ * base + size are the stack (size is a multiple of 4096; bytes below rsp
+ * in the first page are not read). The pages are read one at a time,
+ * each with one bpf_probe_read_user (Linux 5.5), so a stack whose end
+ * is nearer than PROBEKIT_STACK_COPY_PAGES pages still gives the pages
+ * it has. Returns the bytes copied from rsp, or a negative error when
+ * not even rsp's page could be read. x86-64 only (pages are 4 KiB).
+ *
+ * The destination must be map memory (a ring buffer record or a per-CPU
+ * array value): the BPF stack is 512 bytes. Define
+ * PROBEKIT_STACK_COPY_PAGES before the include to copy more or less; 4
+ * pages (12-16 KiB from rsp) hold the frames of most C programs. */
+#ifndef PROBEKIT_STACK_COPY_PAGES
+#define PROBEKIT_STACK_COPY_PAGES 4
+#endif
+#define PROBEKIT_STACK_COPY_SIZE (PROBEKIT_STACK_COPY_PAGES * 4096)
+
+struct probekit_stack_copy {
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u64 base; /* sp rounded down to its page: the address of data[0] */
+	__u32 size; /* bytes of data read, from base */
+	__u32 pad;
+	__u8 data[PROBEKIT_STACK_COPY_SIZE];
+};
+
+static __always_inline long probekit_copy_stack(void *ctx, struct probekit_stack_copy *c)
+{
+#if defined(__TARGET_ARCH_x86)
+#if defined(__VMLINUX_H__)
+	const struct pt_regs *r = ctx;
+	__u64 sp = r->sp;
+	c->ip = r->ip;
+	c->bp = r->bp;
+#else
+	const struct pt_regs *r = ctx;
+	__u64 sp = r->rsp;
+	c->ip = r->rip;
+	c->bp = r->rbp;
+#endif
+	__u64 in = sp & 4095;
+
+	c->sp = sp;
+	c->base = sp - in;
+	c->size = 0;
+	/* in is at most 4095 and the read at most 4096 - in: both bounds
+	 * are what the verifier checks against data's size. */
+	if (bpf_probe_read_user(c->data + in, 4096 - in, (const void *)sp))
+		return -14; /* EFAULT */
+	c->size = 4096;
+	for (__u32 i = 1; i < PROBEKIT_STACK_COPY_PAGES; i++) {
+		if (bpf_probe_read_user(c->data + i * 4096, 4096, (const void *)(c->base + i * 4096)))
+			break;
+		c->size += 4096;
+	}
+	return c->size - in;
+#else
+	return -95; /* EOPNOTSUPP */
+#endif
+}
+
+/* --- Stacks counted in the kernel -------------------------------------
+ *
+ *   PROBEKIT_STACK_COUNT_MAPS(stacks, counts, 10240);
+ *   ...
+ *   probekit_count_user_stack(ctx, &stacks, &counts, at_entry, value);
+ *
+ * counts a hit, and adds value to a sum, under the thread's process and
+ * user stack, with no event per hit: the kernel's frame-pointer walk
+ * (bpf_get_stackid with BPF_F_USER_STACK, Linux 4.6) stores each
+ * distinct stack once in a BPF_MAP_TYPE_STACK_TRACE map and returns its
+ * id; counts maps (pid, id, caller) to a struct probekit_stack_count.
+ * With at_entry, the caller (the return address at the stack pointer,
+ * see probekit_user_stack) is part of the key, since the kernel's walk
+ * misses it there; bpf.ReadStackCounts puts it back in second place.
+ * Returns 0, or a negative error (of bpf_get_stackid: -EEXIST/-ENOMEM
+ * when the stack map is full, -EFAULT for an unreadable stack). */
+struct probekit_stack_key {
+	__u32 pid;
+	__s32 stackid;
+	__u64 caller; /* 0 without at_entry */
+};
+
+struct probekit_stack_count {
+	__u64 count;
+	__u64 sum;
+};
+
+#define PROBEKIT_STACK_COUNT_MAPS(stacks_name, counts_name, entries)           \
+	struct {                                                              \
+		__uint(type, BPF_MAP_TYPE_STACK_TRACE);                       \
+		__uint(max_entries, entries);                                 \
+		__uint(key_size, sizeof(__u32));                              \
+		__uint(value_size, PROBEKIT_STACK_MAX_DEPTH * sizeof(__u64)); \
+	} stacks_name SEC(".maps");                                           \
+	struct {                                                              \
+		__uint(type, BPF_MAP_TYPE_HASH);                              \
+		__uint(max_entries, entries);                                 \
+		__type(key, struct probekit_stack_key);                      \
+		__type(value, struct probekit_stack_count);                  \
+	} counts_name SEC(".maps")
+
+static __always_inline long probekit_count_user_stack(void *ctx, void *stacks, void *counts, int at_entry, __u64 value)
+{
+	struct probekit_stack_key k = {};
+	struct probekit_stack_count *c, one = { 1, value };
+	long id;
+
+	id = bpf_get_stackid(ctx, stacks, BPF_F_USER_STACK);
+	if (id < 0)
+		return id;
+	k.pid = bpf_get_current_pid_tgid() >> 32;
+	k.stackid = id;
+	if (at_entry && __probekit_stack_return_address(ctx, &k.caller))
+		k.caller = 0;
+	c = bpf_map_lookup_elem(counts, &k);
+	if (c) {
+		__sync_fetch_and_add(&c->count, 1);
+		__sync_fetch_and_add(&c->sum, value);
+		return 0;
+	}
+	if (bpf_map_update_elem(counts, &k, &one, BPF_NOEXIST) == 0)
+		return 0;
+	/* Another CPU inserted the key meanwhile. */
+	c = bpf_map_lookup_elem(counts, &k);
+	if (!c)
+		return -12; /* ENOMEM: the map is full */
+	__sync_fetch_and_add(&c->count, 1);
+	__sync_fetch_and_add(&c->sum, value);
+	return 0;
+}
+
 #endif /* __PROBEKIT_STACK_BPF_H__ */

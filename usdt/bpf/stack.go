@@ -1,8 +1,15 @@
 package bpf
 
 import (
+	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"slices"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/probekit/probekit/unwind"
 )
 
 // MaxStackDepth is the most frames probekit_user_stack returns
@@ -55,4 +62,89 @@ func (s Stack) LookupAddresses() []uint64 {
 		out[i] = a
 	}
 	return out
+}
+
+// StackCopySize is the data size of struct probekit_stack_copy with the
+// default PROBEKIT_STACK_COPY_PAGES (4 pages of 4 KiB).
+const StackCopySize = 4 * 4096
+
+// stackCopyHeader is the size of struct probekit_stack_copy's fields
+// before data: ip, sp, bp, base, size, pad.
+const stackCopyHeader = 8*4 + 4 + 4
+
+// DecodeStackCopy reads a struct probekit_stack_copy (host byte order)
+// as probekit_copy_stack filled it, whatever its PROBEKIT_STACK_COPY_PAGES:
+// the registers and the stack bytes from rsp on, for unwind.Sample's
+// Unwind. A copy whose size or base does not match its rsp is refused.
+func DecodeStackCopy(raw []byte) (unwind.Sample, error) {
+	if len(raw) < stackCopyHeader {
+		return unwind.Sample{}, fmt.Errorf("stack copy of %d bytes, shorter than its %d-byte header", len(raw), stackCopyHeader)
+	}
+	ne := binary.NativeEndian
+	s := unwind.Sample{IP: ne.Uint64(raw), SP: ne.Uint64(raw[8:]), BP: ne.Uint64(raw[16:])}
+	base, size := ne.Uint64(raw[24:]), uint64(ne.Uint32(raw[32:]))
+	data := raw[stackCopyHeader:]
+	switch {
+	case size == 0:
+		return s, fmt.Errorf("stack copy at rsp %#x: not even its page was readable", s.SP)
+	case size > uint64(len(data)) || s.SP < base || s.SP-base >= size:
+		return s, fmt.Errorf("stack copy of %d bytes at %#x in a record of %d does not hold rsp %#x", size, base, len(data), s.SP)
+	}
+	s.Stack = unwind.StackCopy{Addr: s.SP, Data: data[s.SP-base : size]}
+	return s, nil
+}
+
+// CountedStack is one distinct user stack counted by stack.bpf.h's
+// probekit_count_user_stack: the process, the stack (innermost first,
+// as Stack), the hits and the sum of their values.
+type CountedStack struct {
+	PID   uint32
+	Stack Stack
+	Count uint64
+	Sum   uint64
+}
+
+// ReadStackCounts reads the maps of PROBEKIT_STACK_COUNT_MAPS: each key
+// of counts with its stack from stacks, the caller put back in second
+// place where the key holds one (at_entry) and the kernel's walk did
+// not give it. The result is sorted by count, most frequent first. A
+// stack id no longer in stacks (a full map evicts nothing, but a
+// reader may race a delete) is skipped.
+func ReadStackCounts(stacks, counts *ebpf.Map) ([]CountedStack, error) {
+	var (
+		key struct {
+			PID     uint32
+			StackID int32
+			Caller  uint64
+		}
+		val struct{ Count, Sum uint64 }
+		out []CountedStack
+	)
+	raw := make([]byte, 8*MaxStackDepth)
+	it := counts.Iterate()
+	for it.Next(&key, &val) {
+		if err := stacks.Lookup(uint32(key.StackID), raw); err != nil {
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				continue
+			}
+			return nil, fmt.Errorf("stack %d: %w", key.StackID, err)
+		}
+		var s Stack
+		for i := 0; i < MaxStackDepth; i++ {
+			a := binary.NativeEndian.Uint64(raw[8*i:])
+			if a == 0 {
+				break
+			}
+			s = append(s, a)
+		}
+		if key.Caller != 0 && len(s) > 0 && (len(s) < 2 || s[1] != key.Caller) {
+			s = slices.Insert(s, 1, key.Caller)
+		}
+		out = append(out, CountedStack{PID: key.PID, Stack: s, Count: val.Count, Sum: val.Sum})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading stack counts: %w", err)
+	}
+	slices.SortStableFunc(out, func(a, b CountedStack) int { return cmp.Compare(b.Count, a.Count) })
+	return out, nil
 }

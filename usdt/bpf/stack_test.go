@@ -31,7 +31,7 @@ type stackRig struct {
 	rd   *ringbuf.Reader
 }
 
-func newStackRig(t *testing.T) *stackRig {
+func newStackRig(t testing.TB) *stackRig {
 	t.Helper()
 	testkit.RequireKernel(t)
 	if runtime.GOARCH != "amd64" {
@@ -44,7 +44,7 @@ func newStackRig(t *testing.T) *stackRig {
 	if err := usdt.Prepare(spec); err != nil {
 		t.Fatal(err)
 	}
-	if err := uprobe.Prepare(spec, "stack_entry", "stack_plain"); err != nil {
+	if err := uprobe.Prepare(spec, "stack_entry", "stack_plain", "stack_copy", "stack_count", "stack_bare", "stack_copy_only"); err != nil {
 		t.Fatal(err)
 	}
 	coll, err := ebpf.NewCollection(spec)
@@ -66,24 +66,33 @@ type stackEvent struct {
 	stack    bpf.Stack
 }
 
-// stacks reads the stacks sent until none comes for a while.
-func (r *stackRig) stacks(t *testing.T, want int) []stackEvent {
+// records reads want records of at least size bytes within 5s.
+func (r *stackRig) records(t testing.TB, want, size int) [][]byte {
 	t.Helper()
-	var out []stackEvent
+	var out [][]byte
 	deadline := time.Now().Add(5 * time.Second)
 	for len(out) < want {
 		r.rd.SetDeadline(deadline)
 		rec, err := r.rd.Read()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("%d stacks within 5s, want %d", len(out), want)
+			t.Fatalf("%d records within 5s, want %d", len(out), want)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw := rec.RawSample
-		if len(raw) < 16+8*bpf.MaxStackDepth {
-			t.Fatalf("record of %d bytes", len(raw))
+		if len(rec.RawSample) < size {
+			t.Fatalf("record of %d bytes, want %d", len(rec.RawSample), size)
 		}
+		out = append(out, rec.RawSample)
+	}
+	return out
+}
+
+// stacks reads want stack_events.
+func (r *stackRig) stacks(t *testing.T, want int) []stackEvent {
+	t.Helper()
+	var out []stackEvent
+	for _, raw := range r.records(t, want, 16+8*bpf.MaxStackDepth) {
 		ne := binary.NativeEndian
 		s, err := bpf.DecodeStack(raw[16:], int64(ne.Uint64(raw[8:])))
 		if err != nil {

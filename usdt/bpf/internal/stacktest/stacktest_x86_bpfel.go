@@ -29,13 +29,32 @@ type StacktestBpfUsdtSpec struct {
 	_          [6]byte
 }
 
+type StacktestProbekitStackCount struct {
+	_     structs.HostLayout
+	Count uint64
+	Sum   uint64
+}
+
+type StacktestProbekitStackKey struct {
+	_       structs.HostLayout
+	Pid     uint32
+	Stackid int32
+	Caller  uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	StacktestMapBpfUsdtIpToSpecId      = "__bpf_usdt_ip_to_spec_id"
 	StacktestMapBpfUsdtSpecs           = "__bpf_usdt_specs"
+	StacktestMapStackCounts            = "stack_counts"
+	StacktestMapStackIds               = "stack_ids"
 	StacktestMapStacks                 = "stacks"
+	StacktestProgStackBare             = "stack_bare"
+	StacktestProgStackCopy             = "stack_copy"
+	StacktestProgStackCopyOnly         = "stack_copy_only"
+	StacktestProgStackCount            = "stack_count"
 	StacktestProgStackEntry            = "stack_entry"
 	StacktestProgStackPlain            = "stack_plain"
 	StacktestProgStackSite             = "stack_site"
@@ -84,9 +103,13 @@ type StacktestSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type StacktestProgramSpecs struct {
-	StackEntry *ebpf.ProgramSpec `ebpf:"stack_entry"`
-	StackPlain *ebpf.ProgramSpec `ebpf:"stack_plain"`
-	StackSite  *ebpf.ProgramSpec `ebpf:"stack_site"`
+	StackBare     *ebpf.ProgramSpec `ebpf:"stack_bare"`
+	StackCopy     *ebpf.ProgramSpec `ebpf:"stack_copy"`
+	StackCopyOnly *ebpf.ProgramSpec `ebpf:"stack_copy_only"`
+	StackCount    *ebpf.ProgramSpec `ebpf:"stack_count"`
+	StackEntry    *ebpf.ProgramSpec `ebpf:"stack_entry"`
+	StackPlain    *ebpf.ProgramSpec `ebpf:"stack_plain"`
+	StackSite     *ebpf.ProgramSpec `ebpf:"stack_site"`
 }
 
 // StacktestMapSpecs contains maps before they are loaded into the kernel.
@@ -95,6 +118,8 @@ type StacktestProgramSpecs struct {
 type StacktestMapSpecs struct {
 	BpfUsdtIpToSpecId *ebpf.MapSpec `ebpf:"__bpf_usdt_ip_to_spec_id"`
 	BpfUsdtSpecs      *ebpf.MapSpec `ebpf:"__bpf_usdt_specs"`
+	StackCounts       *ebpf.MapSpec `ebpf:"stack_counts"`
+	StackIds          *ebpf.MapSpec `ebpf:"stack_ids"`
 	Stacks            *ebpf.MapSpec `ebpf:"stacks"`
 }
 
@@ -127,6 +152,8 @@ func (o *StacktestObjects) Close() error {
 type StacktestMaps struct {
 	BpfUsdtIpToSpecId *ebpf.Map `ebpf:"__bpf_usdt_ip_to_spec_id"`
 	BpfUsdtSpecs      *ebpf.Map `ebpf:"__bpf_usdt_specs"`
+	StackCounts       *ebpf.Map `ebpf:"stack_counts"`
+	StackIds          *ebpf.Map `ebpf:"stack_ids"`
 	Stacks            *ebpf.Map `ebpf:"stacks"`
 }
 
@@ -134,6 +161,8 @@ func (m *StacktestMaps) Close() error {
 	return _StacktestClose(
 		m.BpfUsdtIpToSpecId,
 		m.BpfUsdtSpecs,
+		m.StackCounts,
+		m.StackIds,
 		m.Stacks,
 	)
 }
@@ -149,13 +178,21 @@ type StacktestVariables struct {
 //
 // It can be passed to LoadStacktestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type StacktestPrograms struct {
-	StackEntry *ebpf.Program `ebpf:"stack_entry"`
-	StackPlain *ebpf.Program `ebpf:"stack_plain"`
-	StackSite  *ebpf.Program `ebpf:"stack_site"`
+	StackBare     *ebpf.Program `ebpf:"stack_bare"`
+	StackCopy     *ebpf.Program `ebpf:"stack_copy"`
+	StackCopyOnly *ebpf.Program `ebpf:"stack_copy_only"`
+	StackCount    *ebpf.Program `ebpf:"stack_count"`
+	StackEntry    *ebpf.Program `ebpf:"stack_entry"`
+	StackPlain    *ebpf.Program `ebpf:"stack_plain"`
+	StackSite     *ebpf.Program `ebpf:"stack_site"`
 }
 
 func (p *StacktestPrograms) Close() error {
 	return _StacktestClose(
+		p.StackBare,
+		p.StackCopy,
+		p.StackCopyOnly,
+		p.StackCount,
 		p.StackEntry,
 		p.StackPlain,
 		p.StackSite,

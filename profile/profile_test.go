@@ -1,0 +1,133 @@
+package profile
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/probekit/probekit/internal/test/testkit"
+)
+
+func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }
+
+// table is a Symbolizer from a fixed address table, for the format
+// tests; Processes is tested on a live process.
+type table map[uint64]Location
+
+func (tb table) Locate(pid uint32, addrs []uint64) ([]Location, error) {
+	out := make([]Location, len(addrs))
+	for i, a := range addrs {
+		out[i] = tb[a]
+	}
+	return out, nil
+}
+
+var prog = &Mapping{Start: 0x400000, Limit: 0x500000, File: "/usr/bin/prog", BuildID: "abcdef0123"}
+
+func fn(name string, line int64) Location {
+	return Location{Lines: []Line{{Function: name, File: "prog.c", Line: line}}, Mapping: prog}
+}
+
+// Three paths: main>outer>emit>write 3 times, main>outer>write 2 (the
+// same write), and main>other, with emit inlined into outer at
+// 0x400300 (two lines at one location); one frame unknown.
+var (
+	sym = table{
+		0x400100: fn("write", 10),
+		0x400200: {Lines: []Line{{"emit", "prog.c", 20}, {"outer", "prog.c", 30}}, Mapping: prog},
+		0x400210: fn("outer", 31),
+		0x400400: fn("main", 40),
+		0x400500: fn("other", 50),
+	}
+	stacks = []Stack{
+		{PID: 7, Frames: []uint64{0x400100, 0x400200, 0x400400}, Count: 3, Sum: 300},
+		{PID: 7, Frames: []uint64{0x400100, 0x400210, 0x400400}, Count: 2, Sum: 20},
+		{PID: 7, Frames: []uint64{0x400500, 0x400400}, Count: 1, Sum: 1},
+		{PID: 8, Frames: []uint64{0x400500, 0x4fffff, 0x400400}, Count: 4, Sum: 4},
+	}
+)
+
+func TestFolded(t *testing.T) {
+	p, err := Build(stacks, sym, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteFolded(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"main;0x4fffff;other 4",
+		"main;other 1",
+		"main;outer;emit;write 3",
+		"main;outer;write 2",
+	}
+	got := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(got) != len(want) {
+		t.Fatalf("folded:\n%s\nwant:\n%s", b.String(), strings.Join(want, "\n"))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("line %d: %q, want %q", i+1, got[i], want[i])
+		}
+	}
+}
+
+// The written file is read by go tool pprof: -top shows each function's
+// flat count, -traces each path with its count and inlined frames.
+func TestPprofTool(t *testing.T) {
+	p, err := Build(stacks, sym, &Options{CountName: "calls", SumName: "bytes", SumUnit: "bytes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One mapping per process.
+	if len(p.Mapping) != 2 {
+		t.Errorf("%d mappings, want 2", len(p.Mapping))
+	}
+	for _, m := range p.Mapping {
+		if m.BuildID != "abcdef0123" || m.File != "/usr/bin/prog" {
+			t.Errorf("mapping %+v", m)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "prog.pprof")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	run := func(args ...string) string {
+		out, err := exec.Command("go", append([]string{"tool", "pprof", "-symbolize=none", "-sample_index=calls"}, append(args, path)...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go tool pprof %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	top := run("-top")
+	for _, w := range []struct {
+		fn   string
+		flat int
+	}{{"write", 5}, {"other", 5}} {
+		if !regexp.MustCompile(`(?m)^\s+` + strconv.Itoa(w.flat) + `\s.*\s` + w.fn + `$`).MatchString(top) {
+			t.Errorf("-top: no %s with flat %d:\n%s", w.fn, w.flat, top)
+		}
+	}
+	traces := run("-traces")
+	// Each trace: the count on its first line, then one function per
+	// line innermost first; inlined frames marked "(inline)".
+	for _, w := range []string{
+		`3\s+write\n\s+emit \(inline\)\n\s+outer\n\s+main\n`,
+		`2\s+write\n\s+outer\n\s+main\n`,
+	} {
+		if !regexp.MustCompile(w).MatchString(traces) {
+			t.Errorf("-traces: no %q:\n%s", w, traces)
+		}
+	}
+}

@@ -1,0 +1,47 @@
+package unwind
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// BenchmarkLoad loads the CFI of Debian's libc and python3.11:
+// table-bytes is the memory the table holds (Table.Size: the section
+// plus the FDE index), fdes the FDE count.
+func BenchmarkLoad(b *testing.B) {
+	for _, path := range []string{libc, "/usr/bin/python3.11"} {
+		b.Run(filepath.Base(path), func(b *testing.B) {
+			if _, err := os.Stat(path); err != nil {
+				b.Skip(err)
+			}
+			f := openELF(b, path)
+			var t *Table
+			for b.Loop() {
+				var err error
+				if t, err = Load(f); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(t.Size), "table-bytes")
+			b.ReportMetric(float64(t.Len()), "fdes")
+		})
+	}
+}
+
+// BenchmarkFind is one row look-up in libc's table, over its FDEs in
+// turn (the CIE's and the FDE's instructions run up to the address).
+func BenchmarkFind(b *testing.B) {
+	t, err := Load(openELF(b, libc))
+	if err != nil {
+		b.Fatal(err)
+	}
+	i := 0
+	for b.Loop() {
+		e := &t.fdes[i%len(t.fdes)]
+		if _, err := t.Find(e.start + (e.end-e.start)/2); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

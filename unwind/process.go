@@ -1,0 +1,148 @@
+package unwind
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/probekit/probekit/internal/safeelf"
+	"github.com/probekit/probekit/procmaps"
+)
+
+// Cache holds the tables of the objects it has loaded, by file
+// identity, for every process that maps them.
+type Cache struct {
+	mu     sync.Mutex
+	tables map[procmaps.FileID]cached
+}
+
+type cached struct {
+	t    *Table
+	segs safeelf.Segments
+	err  error
+}
+
+// NewCache returns an empty cache.
+func NewCache() *Cache { return &Cache{tables: map[procmaps.FileID]cached{}} }
+
+// Size is the memory the cached tables hold, in bytes.
+func (c *Cache) Size() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, e := range c.tables {
+		if e.t != nil {
+			n += e.t.Size
+		}
+	}
+	return n
+}
+
+// ProcessObjects are a process's executable mappings with their
+// tables: the Objects an Unwind of that process looks addresses up in.
+type ProcessObjects struct {
+	cache *Cache
+	proc  *procmaps.Process
+	maps  []mapped
+	// Errors are the objects whose CFI could not be read (they unwind
+	// by frame pointers), by path.
+	Errors map[string]error
+}
+
+type mapped struct {
+	start, end, off uint64
+	t               *Table
+	segs            safeelf.Segments
+}
+
+// Process reads p's mappings and the CFI of each executable object.
+func (c *Cache) Process(p *procmaps.Process) (*ProcessObjects, error) {
+	o := &ProcessObjects{cache: c, proc: p}
+	return o, o.Refresh()
+}
+
+// Refresh re-reads the mappings, for objects mapped since (dlopen).
+func (o *ProcessObjects) Refresh() error {
+	objs, err := o.proc.Objects()
+	if err != nil {
+		return err
+	}
+	maps, _, err := o.proc.Mappings()
+	if err != nil {
+		return err
+	}
+	o.Errors = map[string]error{}
+	var out []mapped
+	for i := range objs {
+		ob := &objs[i]
+		e := o.cache.load(o.proc, ob)
+		if e.err != nil {
+			o.Errors[ob.Path] = e.err
+		}
+		for _, m := range ob.Mappings {
+			if m.Perms&procmaps.Exec != 0 {
+				out = append(out, mapped{start: m.Start, end: m.End, off: m.Offset, t: e.t, segs: e.segs})
+			}
+		}
+	}
+	// Executable memory that is no file: the vDSO, JIT code. It is
+	// walked by frame pointers.
+	for _, m := range maps {
+		if m.Perms&procmaps.Exec != 0 && !m.FileBacked() {
+			out = append(out, mapped{start: m.Start, end: m.End})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].start < out[j].start })
+	o.maps = out
+	return nil
+}
+
+func (c *Cache) load(p *procmaps.Process, ob *procmaps.Object) cached {
+	c.mu.Lock()
+	e, ok := c.tables[ob.ID()]
+	c.mu.Unlock()
+	if ok {
+		return e
+	}
+	e = readObject(p, ob)
+	c.mu.Lock()
+	c.tables[ob.ID()] = e
+	c.mu.Unlock()
+	return e
+}
+
+func readObject(p *procmaps.Process, ob *procmaps.Object) cached {
+	f, err := p.OpenObject(ob)
+	if err != nil {
+		return cached{err: err}
+	}
+	defer f.Close()
+	ef, err := safeelf.NewFile(f)
+	if err != nil {
+		return cached{err: fmt.Errorf("%s: %w", ob.Path, err)}
+	}
+	e := cached{segs: ef.Loads()}
+	if e.t, err = Load(ef); err != nil {
+		e.err = fmt.Errorf("%s: %w", ob.Path, err)
+	}
+	return e
+}
+
+// Lookup finds the table and bias of the object mapped at pc.
+func (o *ProcessObjects) Lookup(pc uint64) (*Table, uint64, bool) {
+	i := sort.Search(len(o.maps), func(i int) bool { return o.maps[i].end > pc })
+	if i == len(o.maps) || pc < o.maps[i].start {
+		return nil, 0, false
+	}
+	m := &o.maps[i]
+	if m.t == nil {
+		return nil, 0, true
+	}
+	// The file offset of pc, then its link-time address through the
+	// segment holding that offset (gABI "Program Header").
+	vaddr, ok := m.segs.Address(pc-m.start+m.off, true)
+	if !ok {
+		return nil, 0, true
+	}
+	return m.t, pc - vaddr, true
+}
