@@ -123,7 +123,7 @@ func (b *Binary) parse(r io.ReaderAt) (err error) {
 		return fmt.Errorf("uprobe: %s: no PT_LOAD segment (not an executable or shared library)", b.display)
 	}
 	b.goVersion = goVersion(f, r)
-	if b.funcs, err = f.Functions(); err != nil {
+	if b.funcs, err = b.functions(f); err != nil {
 		return fmt.Errorf("uprobe: %s: %w", b.display, err)
 	}
 	return nil

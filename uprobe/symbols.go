@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/probekit/probekit/debuginfo"
 	"github.com/probekit/probekit/internal/safeelf"
 )
 
@@ -227,4 +228,16 @@ func (b *Binary) symbolType(name string) (typ elf.SymType, ok bool) {
 		})
 	}
 	return typ, ok
+}
+
+// functions reads the function table of f, joined with the static
+// functions of its debug file when f is stripped (debuginfo.Functions):
+// a libc with Debian's libc6-dbg offers _int_malloc. Only local debug
+// files are searched (inside the process's root first, for OpenProcess):
+// opening a binary never waits for the network.
+func (b *Binary) functions(f *safeelf.File) (*safeelf.Funcs, error) {
+	if b.target == nil {
+		return f.Functions()
+	}
+	return debuginfo.Functions(f, b.target.File, b.target.Path, &debuginfo.Options{Process: b.proc, Offline: true})
 }
