@@ -10,6 +10,8 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/probekit/probekit/internal/safeelf"
 )
 
 // DWARF line tables and inlined frames: for a link-time address, the
@@ -90,16 +92,17 @@ var ErrNoLines = errors.New("no DWARF (.debug_info)")
 // Lines is the DWARF of one file, read lazily. It is safe for concurrent
 // use; lookups of units already read take no lock.
 type Lines struct {
-	d       *dwarf.Data
-	order   binary.ByteOrder
-	lineSec []byte
-	lineSz  int // len of .debug_line
-	units   []lineUnit
-	ranges  []unitRange // sorted by lo
-	max     int64
-	total   atomic.Int64
-	sweep   sync.Mutex
-	hand    int
+	d        *dwarf.Data
+	order    binary.ByteOrder
+	lineSec  []byte
+	secBytes int64
+	lineSz   int // len of .debug_line
+	units    []lineUnit
+	ranges   []unitRange // sorted by lo
+	max      int64
+	total    atomic.Int64
+	sweep    sync.Mutex
+	hand     int
 }
 
 type lineUnit struct {
@@ -122,6 +125,23 @@ type unitRange struct {
 // instance, its abstract instance, the declaration).
 const maxNameDepth = 8
 
+// maxDWARFSection bounds one DWARF section read (decompressed) from a
+// file. libc's largest, .debug_info, is 5.8 MiB; large C++ programs have
+// .debug_info sections of hundreds of MiB.
+const maxDWARFSection = 1 << 30
+
+// OpenLinesELF is OpenLines over the DWARF sections of ef (plain, or
+// compressed: SHF_COMPRESSED with zlib or zstd, or .zdebug_*). ef is read
+// now; the section bytes are kept, the file is not.
+func OpenLinesELF(ef *safeelf.File, opts *LinesOptions) (*Lines, error) {
+	return OpenLines(func(name string) ([]byte, error) {
+		return ef.DebugSection(".debug_"+name, maxDWARFSection)
+	}, opts)
+}
+
+// SectionBytes is the size of the DWARF sections the Lines keeps.
+func (l *Lines) SectionBytes() int64 { return l.secBytes }
+
 // OpenLines reads the unit index of the DWARF sections section returns.
 // section is called with names without ".debug_" ("info", "abbrev",
 // "line", "str", "line_str", "ranges", "rnglists", "addr",
@@ -129,12 +149,14 @@ const maxNameDepth = 8
 // nil when the file lacks it. The bytes are kept, not copied.
 func OpenLines(section func(name string) ([]byte, error), opts *LinesOptions) (l *Lines, err error) {
 	sec := map[string][]byte{}
+	secBytes := int64(0)
 	for _, n := range []string{"info", "abbrev", "line", "str", "line_str", "ranges", "rnglists", "addr", "str_offsets", "aranges"} {
 		b, err := section(n)
 		if err != nil {
 			return nil, fmt.Errorf(".debug_%s: %w", n, err)
 		}
 		sec[n] = b
+		secBytes += int64(len(b))
 	}
 	if len(sec["info"]) == 0 {
 		return nil, ErrNoLines
@@ -150,6 +172,7 @@ func OpenLines(section func(name string) ([]byte, error), opts *LinesOptions) (l
 		}
 	}
 	l = &Lines{d: d, order: d.Reader().ByteOrder(), lineSec: sec["line"], lineSz: len(sec["line"]), max: DefaultLinesMaxBytes}
+	l.secBytes = secBytes
 	if opts != nil && opts.MaxBytes > 0 {
 		l.max = opts.MaxBytes
 	}

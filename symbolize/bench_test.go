@@ -84,8 +84,8 @@ func BenchmarkProcessWarm(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	frames := make([]Frame, len(addrs))
-	if err := p.SymbolizeInto(frames, addrs); err != nil {
+	frames, err := p.SymbolizeInto(make([]Frame, 0, 4*len(addrs)), addrs)
+	if err != nil {
 		b.Fatal(err)
 	}
 	if frames[0].Function == "" {
@@ -94,7 +94,7 @@ func BenchmarkProcessWarm(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if err := p.SymbolizeInto(frames, addrs); err != nil {
+		if frames, err = p.SymbolizeInto(frames[:0], addrs); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -549,16 +549,16 @@ func TestSymbolizeRecorded(t *testing.T) {
 	}
 	fx.Kill()
 	addrs := []uint64{mainAddr + 1, libAddr + 2}
-	frames := make([]Frame, 2)
-	if err := preloaded.SymbolizeInto(frames, addrs); !errors.Is(err, procmaps.ErrProcessGone) {
+	if _, err := preloaded.SymbolizeInto(nil, addrs); !errors.Is(err, procmaps.ErrProcessGone) {
 		t.Fatalf("SymbolizeInto after exit: %v", err)
 	}
-	if err := preloaded.SymbolizeRecorded(frames, addrs); err != nil {
+	frames, err := preloaded.SymbolizeRecorded(nil, addrs)
+	if err != nil {
 		t.Fatal(err)
 	}
 	checkFrame(t, frames[0], "main", 1, exe)
 	checkFrame(t, frames[1], "usdt_lib_fire_shared", 2, lib)
-	if err := cold.SymbolizeRecorded(frames, addrs); err != nil {
+	if frames, err = cold.SymbolizeRecorded(frames[:0], addrs); err != nil {
 		t.Fatal(err)
 	}
 	checkFrame(t, frames[0], "", 0, exe)
