@@ -123,7 +123,7 @@ func loadTable(id procmaps.FileID, f io.ReaderAt, src *debugSource, maxBytes int
 		if s := ef.Section(".gopclntab"); s != nil {
 			t.bytes += int64(s.Size)
 		}
-		t.bytes += int64(len(t.goTab.Funcs)) * 40
+		t.bytes += int64(len(t.goTab.Funcs))*40 + t.goTab.InlineBytes()
 	}
 	// The function index and, once built, the address index.
 	t.bytes += int64(funcs.Len()) * (40 + 40)
@@ -351,14 +351,25 @@ func isGone(err error) bool {
 	return errors.Is(err, procmaps.ErrProcessGone) || errors.Is(err, procmaps.ErrProcessChanged)
 }
 
-// goFrames is frames for Go code: the function from the table (or
-// pclntab), file and line from pclntab.
+// goFrames is frames for Go code: the inline chain from pclntab's inline
+// trees, file and line from pclntab; the physical function keeps the
+// table's name and offset (pclntab's when the table lacks it).
 func (t *table) goFrames(dst []Frame, fr Frame, vaddr uint64, named bool) []Frame {
-	file, line, fn := t.goTab.LineAt(vaddr)
-	if line > 0 {
-		fr.File, fr.Line = file, line
+	var buf [16]safeelf.GoFrame
+	gfs := t.goTab.Frames(buf[:0], vaddr)
+	if len(gfs) == 0 {
+		return append(dst, fr)
 	}
-	if !named && fn != "" {
+	last := gfs[len(gfs)-1]
+	for _, g := range gfs[:len(gfs)-1] {
+		f := fr
+		f.Function, f.Offset, f.File, f.Line, f.Inlined = g.Function, 0, g.File, g.Line, true
+		dst = append(dst, f)
+	}
+	if last.Line > 0 {
+		fr.File, fr.Line = last.File, last.Line
+	}
+	if !named {
 		// Only pclntab knows it (a function .symtab lacks).
 		for _, g := range t.goFuncs(vaddr) {
 			fr.Function, fr.Offset = g.Name, vaddr-g.Entry

@@ -48,6 +48,9 @@ type GoTable struct {
 	TextStart uint64
 
 	tab *gosym.Table
+	// For the inline trees (goinline.go).
+	data []byte
+	inl  *goInline
 }
 
 // GoTable reads and decodes .gopclntab. It fails with ErrNoSymbols when
@@ -76,13 +79,14 @@ func (f *File) GoTable() (gt *GoTable, err error) {
 	if err != nil {
 		return nil, errorf(sec.Offset, ".gopclntab: %v", err)
 	}
-	gt = &GoTable{TextStart: text, tab: tab, Funcs: make([]GoFunc, 0, len(tab.Funcs))}
+	gt = &GoTable{TextStart: text, tab: tab, Funcs: make([]GoFunc, 0, len(tab.Funcs)), data: data}
 	for _, fn := range tab.Funcs {
 		if fn.End <= fn.Entry || fn.Name == "" {
 			continue
 		}
 		gt.Funcs = append(gt.Funcs, GoFunc{Name: fn.Name, Entry: fn.Entry, End: fn.End})
 	}
+	gt.inl = gt.readInline(f, sec)
 	return gt, nil
 }
 
