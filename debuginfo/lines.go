@@ -489,6 +489,8 @@ func (t *unitTable) frames(dst []SourceFrame, pc uint64) []SourceFrame {
 		if nd.parent == chain[n-1] && holds(nd.ranges, pc) {
 			chain[n] = j
 			n++
+		} else if nd.end > j+1 {
+			j = nd.end - 1 // not in this call: skip the calls inside it
 		}
 	}
 	for k := n - 1; k >= 0; k-- {

@@ -167,7 +167,7 @@ func (t *table) frames(dst []Frame, base Frame, vaddr uint64, dem bool) []Frame 
 	if t.lines == nil {
 		return append(dst, fr)
 	}
-	var buf [16]debuginfo.SourceFrame
+	var buf [8]debuginfo.SourceFrame
 	sfs, err := t.lines.Frames(buf[:0], vaddr)
 	if err != nil || len(sfs) == 0 {
 		return append(dst, fr)
@@ -355,7 +355,7 @@ func isGone(err error) bool {
 // trees, file and line from pclntab; the physical function keeps the
 // table's name and offset (pclntab's when the table lacks it).
 func (t *table) goFrames(dst []Frame, fr Frame, vaddr uint64, named bool) []Frame {
-	var buf [16]safeelf.GoFrame
+	var buf [8]safeelf.GoFrame
 	gfs := t.goTab.Frames(buf[:0], vaddr)
 	if len(gfs) == 0 {
 		return append(dst, fr)
