@@ -141,3 +141,31 @@ func inlinedNamesAgree(got []SourceFrame, eu []a2lFrame) bool {
 	}
 	return true
 }
+
+// TestLinesSplitDWARF: a skeleton unit (gcc -gsplit-dwarf), its .dwo not
+// read: file and line from the skeleton's line table, no function and no
+// inlined frames (Lines documents it).
+func TestLinesSplitDWARF(t *testing.T) {
+	path := linesFixture("lines_c_split")
+	l, err := OpenLines(elfSections(t, path), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := funcAddrs(t, path, []string{"outer"}, 0)
+	lined := 0
+	for _, a := range addrs {
+		got, err := l.Frames(nil, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) > 1 || len(got) == 1 && got[0].Function != "" {
+			t.Fatalf("%#x: %+v, want no function from a skeleton unit", a, got)
+		}
+		if len(got) == 1 && got[0].Line > 0 && strings.HasSuffix(got[0].File, ".c") || len(got) == 1 && strings.HasSuffix(got[0].File, ".h") {
+			lined++
+		}
+	}
+	if lined == 0 {
+		t.Fatalf("no address of outer has a line")
+	}
+}
