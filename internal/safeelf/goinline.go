@@ -194,38 +194,14 @@ func (f *File) goFuncBase(pcln *Section, gofuncWord int) (uint64, bool) {
 
 // relocatedWordWithAddend finds, in section s, the address of a word an
 // R_*_RELATIVE relocation sets to value.
-func (f *File) relocatedWordWithAddend(s *Section, value uint64) (uint64, bool) {
-	var relative uint32
-	switch f.Machine {
-	case elf.EM_X86_64:
-		relative = uint32(elf.R_X86_64_RELATIVE)
-	case elf.EM_AARCH64:
-		relative = uint32(elf.R_AARCH64_RELATIVE)
-	default:
-		return 0, false
-	}
-	if f.Class != elf.ELFCLASS64 {
-		return 0, false
-	}
-	bo := f.ByteOrder
-	for i := range f.Sections {
-		r := &f.Sections[i]
-		if r.Type != elf.SHT_RELA {
-			continue
+func (f *File) relocatedWordWithAddend(s *Section, value uint64) (at uint64, found bool) {
+	f.relativeRelocs(func(off, addend uint64) bool {
+		if addend == value && off >= s.Addr && off < s.Addr+s.Size {
+			at, found = off, true
 		}
-		data, err := f.ReadAt(r.Offset, r.Size, maxRelaScan)
-		if err != nil {
-			continue
-		}
-		for i := 0; i+24 <= len(data); i += 24 {
-			off := bo.Uint64(data[i:])
-			if bo.Uint64(data[i+16:]) == value && elf.R_TYPE64(bo.Uint64(data[i+8:])) == relative &&
-				off >= s.Addr && off < s.Addr+s.Size {
-				return off, true
-			}
-		}
-	}
-	return 0, false
+		return !found
+	})
+	return at, found
 }
 
 // Frames appends pc's frames to dst, innermost first: a frame per
