@@ -136,3 +136,25 @@ func TestSymbolizeStreamProcessExits(t *testing.T) {
 		t.Fatalf("exit %d, output %q, stderr %s", code, out.String(), errb.String())
 	}
 }
+
+// TestSymbolizeInlinedJSON: --json gives a frame per inlined call with
+// "file", "line" and "inlined", innermost first (scale from a header,
+// inlined into inner, mid and outer of the DWARF 5 C fixture).
+func TestSymbolizeInlinedJSON(t *testing.T) {
+	path := filepath.Join("..", "..", "testdata", "lines", "bin", "lines_c_v5")
+	start, _ := testkit.SymbolOffset(t, path, "outer")
+	var in strings.Builder
+	for a := start; a < start+64; a++ {
+		fmt.Fprintf(&in, "%x\n", a)
+	}
+	symbolizeStdin = strings.NewReader(in.String())
+	defer func() { symbolizeStdin = os.Stdin }()
+	code, out, stderr := runCmd("symbolize", "--json", "-e", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := `"function":"scale","offset":0,"object":"` + path + `","file":"lines_inline.h","line":4,"inlined":true}`
+	if !strings.Contains(out, want) || !strings.Contains(out, `"function":"mid"`) || !strings.Contains(out, `"file":"lines.c","line":`) {
+		t.Fatalf("no inline chain with %s in:\n%s", want, out)
+	}
+}
