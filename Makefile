@@ -115,6 +115,7 @@ testdata: deps $(SDTINC)/sys/sdt.h
 	@if [ -x $(TD)/goprog/build.sh ]; then $(TD)/goprog/build.sh; fi
 	@if [ -x $(TD)/cfix/build.sh ]; then $(TD)/cfix/build.sh; fi
 	$(TD)/debuginfo/build.sh
+	$(TD)/lines/build.sh
 	$(GO) run ./internal/test/tools/golden -o $(TD)/golden $(BIN)/*
 	$(GO) run ./internal/test/tools/golden -o $(TD)/golden -name python3.11 /usr/bin/python3.11
 	argspec/testdata/regen.sh

@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"debug/elf"
 	"math/rand/v2"
 	"os"
 	"testing"
@@ -84,8 +85,8 @@ func BenchmarkProcessWarm(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	frames := make([]Frame, len(addrs))
-	if err := p.SymbolizeInto(frames, addrs); err != nil {
+	frames, err := p.SymbolizeInto(make([]Frame, 0, 4*len(addrs)), addrs)
+	if err != nil {
 		b.Fatal(err)
 	}
 	if frames[0].Function == "" {
@@ -94,7 +95,7 @@ func BenchmarkProcessWarm(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if err := p.SymbolizeInto(frames, addrs); err != nil {
+		if frames, err = p.SymbolizeInto(frames[:0], addrs); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -136,5 +137,44 @@ func BenchmarkFirstProcess(b *testing.B) {
 		if err != nil || frames[0].Function == "" {
 			b.Fatal(frames, err)
 		}
+	}
+}
+
+// BenchmarkFileWarmLines: warm lookups of random libc addresses with
+// libc6-dbg's DWARF (file:line and inline chains) into a reused slice,
+// against the same File without debug information (NoDebugInfo).
+func BenchmarkFileWarmLines(b *testing.B) {
+	ef, err := elf.Open(libcPath)
+	if err != nil {
+		b.Skip(err)
+	}
+	text := ef.Section(".text")
+	ef.Close()
+	rng := rand.New(rand.NewPCG(1, 1))
+	addrs := make([]uint64, 4096)
+	for i := range addrs {
+		addrs[i] = text.Addr + rng.Uint64N(text.Size)
+	}
+	for _, c := range []struct {
+		name string
+		opts *Options
+	}{{"lines", nil}, {"symbols-only", &Options{NoDebugInfo: true}}} {
+		b.Run(c.name, func(b *testing.B) {
+			f, err := New(c.opts).File(libcPath)
+			if err != nil {
+				b.Fatal(err)
+			}
+			frames := make([]Frame, 0, 64)
+			for _, a := range addrs { // warm: every unit read
+				frames = f.Frames(frames[:0], a)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				frames = f.Frames(frames[:0], addrs[i&4095])
+				i++
+			}
+		})
 	}
 }

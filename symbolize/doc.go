@@ -12,8 +12,33 @@
 //	}
 //
 // Each Frame has the object (the file's path as the process maps it),
-// the function, the offset in it, and for Go code the source file and line
-// from .gopclntab.
+// the function, the offset in it, and the source file and line. Where the
+// compiler inlined calls, an address has a frame per function of its
+// inline chain, innermost first, as addr2line -f -i prints them: the
+// inlined ones have Inlined set and, as File and Line, the innermost the
+// address's position and each outer one the call site of the call one
+// level in.
+//
+// # Source lines and inlined calls
+//
+// For C, C++ and Rust they come from DWARF (debuginfo.Lines: DWARF 2 to 5,
+// line tables and DW_TAG_inlined_subroutine trees), in the file itself or
+// in the debug file debuginfo.Find finds for it (by build ID, by
+// .gnu_debuglink with its CRC checked, from debuginfod when turned on;
+// inside the process's root first). A stripped file's static functions
+// come from its debug file's .symtab. The DWARF sections are read with the
+// table; a compilation unit's line table and tree only when an address
+// needs them. For Go they come from .gopclntab: the line table and the
+// inline trees the runtime's tracebacks use (runtime.CallersFrames).
+// Options.NoDebugInfo reads only the files' own symbol tables.
+//
+// # Stacks
+//
+// Process.Stack names a call stack (an instruction pointer, then return
+// addresses) with one rule: a return address is looked up at the byte
+// before it, inside the call, so its frames are the caller's function and
+// the call's file and line; the frames keep the return address as Address,
+// and Offset reaches it. Stacks keeps a Process per PID for a tracer.
 //
 // # Processes
 //
@@ -65,6 +90,6 @@
 // table that has served 16Ki lookups gets an address index (function
 // boundaries as 32-bit offsets with a bucket array), after which a lookup
 // takes about 15 ns and allocates nothing (BenchmarkFileWarm).
-//
-// Source lines of C and C++ (DWARF) are not read.
+// The DWARF sections of a file are charged with its table, plus the
+// ceiling of its unit tables (MaxTableBytes/16, at least 1 MiB).
 package symbolize

@@ -161,25 +161,26 @@ func (p *Process) Refresh() error {
 // PID is the process's PID.
 func (p *Process) PID() int { return p.proc.PID }
 
-// Symbolize returns a frame for each runtime address, in order. An
-// address outside every mapping makes it read the maps again (the
-// process may have loaded a library since; at most every 10 ms); one still
-// outside gets a frame with only its address. It fails, naming no function, with an
-// error matching procmaps.ErrProcessGone or ErrProcessChanged when the
-// process exited or its PID was reused: the process's identity is
-// checked after the addresses are looked up.
+// Symbolize returns the frames of each runtime address, in order: one
+// per address, or its inline chain (see Frame). An address outside every
+// mapping makes it read the maps again (the process may have loaded a
+// library since; at most every 10 ms); one still outside gets a frame
+// with only its address. It fails, naming no function, with an error
+// matching procmaps.ErrProcessGone or ErrProcessChanged when the process
+// exited or its PID was reused: the process's identity is checked after
+// the addresses are looked up.
 func (p *Process) Symbolize(addrs []uint64) ([]Frame, error) {
-	frames := make([]Frame, len(addrs))
-	if err := p.SymbolizeInto(frames, addrs); err != nil {
+	frames, err := p.SymbolizeInto(make([]Frame, 0, len(addrs)), addrs)
+	if err != nil {
 		return nil, err
 	}
 	return frames, nil
 }
 
-// SymbolizeInto is Symbolize into frames (len(frames) >= len(addrs)),
-// which it does not allocate.
-func (p *Process) SymbolizeInto(frames []Frame, addrs []uint64) error {
-	return p.symbolize(frames, addrs, true)
+// SymbolizeInto is Symbolize appending to dst; with room in dst it
+// allocates nothing. On error it returns dst unchanged.
+func (p *Process) SymbolizeInto(dst []Frame, addrs []uint64) ([]Frame, error) {
+	return p.symbolize(dst, addrs, true, false)
 }
 
 // SymbolizeRecorded is SymbolizeInto for addresses recorded while the
@@ -188,8 +189,29 @@ func (p *Process) SymbolizeInto(frames []Frame, addrs []uint64) error {
 // the process was known to be the one opened, and its end is not an
 // error. A file whose table was not read before the end leaves its frames
 // with the object only; Preload at attach time reads them all.
-func (p *Process) SymbolizeRecorded(frames []Frame, addrs []uint64) error {
-	return p.symbolize(frames, addrs, false)
+func (p *Process) SymbolizeRecorded(dst []Frame, addrs []uint64) ([]Frame, error) {
+	return p.symbolize(dst, addrs, false, false)
+}
+
+// Stack is SymbolizeInto for a call stack, innermost first: stack[0] is
+// where the thread was, each later address a return address (what a
+// frame-pointer walk or bpf_get_stack gives).
+//
+// The one rule for return addresses: each is named at the byte before it,
+// which lies in the call instruction, so its frames are the caller's
+// function and the call's file and line (what addr2line prints for the
+// return address minus one; the return address itself may already be the
+// first byte of the next function, after a call that does not return).
+// The frames keep the return address as their Address, and Offset is
+// from the function's start to the return address.
+func (p *Process) Stack(dst []Frame, stack []uint64) ([]Frame, error) {
+	return p.symbolize(dst, stack, true, true)
+}
+
+// StackRecorded is Stack for a stack recorded while the process ran (see
+// SymbolizeRecorded).
+func (p *Process) StackRecorded(dst []Frame, stack []uint64) ([]Frame, error) {
+	return p.symbolize(dst, stack, false, true)
 }
 
 // Preload reads the tables of every executable file the process maps (and
@@ -206,49 +228,71 @@ func (p *Process) Preload() error {
 			continue
 		}
 		var fr Frame
-		if err := p.frame(&fr, m, m.start); err != nil {
+		if _, _, err := p.frame(&fr, m, m.start); err != nil {
 			return err
 		}
 	}
 	return p.proc.Check()
 }
 
-func (p *Process) symbolize(frames []Frame, addrs []uint64, live bool) error {
-	if len(frames) < len(addrs) {
-		return errors.New("symbolize: fewer frames than addresses")
-	}
+func (p *Process) symbolize(dst []Frame, addrs []uint64, live, stack bool) ([]Frame, error) {
+	start := len(dst)
 	sn := p.snap.Load()
 	refreshed := false
 	for i, a := range addrs {
-		m := sn.find(a)
+		look := a
+		if stack && i > 0 && a > 0 {
+			look = a - 1 // in the call instruction (see Stack)
+		}
+		m := sn.find(look)
 		if m == nil && !refreshed && time.Since(sn.read) >= mapsRecheck {
 			refreshed = true
 			if fresh, err := p.refresh(); err == nil {
 				sn = fresh
 			} else if live || !isGone(err) {
-				return err
+				return dst[:start], err
 			}
-			m = sn.find(a)
+			m = sn.find(look)
 		}
-		fr := &frames[i]
-		*fr = Frame{Address: a}
+		fr := Frame{Address: look}
 		if m == nil {
+			dst = append(dst, Frame{Address: a})
 			continue
 		}
-		if err := p.frame(fr, m, a); err != nil && (live || !isGone(err)) {
-			return err
+		n := len(dst)
+		t, vaddr, err := p.frame(&fr, m, look)
+		if err != nil && (live || !isGone(err)) {
+			return dst[:start], err
+		}
+		if t != nil {
+			dst = t.frames(dst, fr, vaddr, p.s.demangle && t != p.vdsoTab.Load())
+		} else {
+			dst = append(dst, fr)
+		}
+		if look != a {
+			for k := n; k < len(dst); k++ {
+				dst[k].Address = a
+				if dst[k].Function != "" && !dst[k].Inlined {
+					dst[k].Offset += a - look
+				}
+			}
 		}
 	}
 	if !live {
-		return nil
+		return dst, nil
 	}
-	return p.proc.Check()
+	if err := p.proc.Check(); err != nil {
+		return dst[:start], err
+	}
+	return dst, nil
 }
 
-func (p *Process) frame(fr *Frame, m *mapping, addr uint64) error {
+// frame fills fr's object (and function, for JIT code) for addr in m,
+// and returns the table and link-time address that name it, if any.
+func (p *Process) frame(fr *Frame, m *mapping, addr uint64) (*table, uint64, error) {
 	if m.obj == nil && m.name == "[vdso]" {
 		fr.Object = m.name
-		return p.vdso(fr, m, addr)
+		return p.vdso(m, addr)
 	}
 	if m.obj == nil {
 		fr.Object = m.name
@@ -256,9 +300,9 @@ func (p *Process) frame(fr *Frame, m *mapping, addr uint64) error {
 			fr.Object = "[anon]"
 		}
 		if m.perms&procmaps.Exec != 0 && (m.name == "" || strings.HasPrefix(m.name, "[anon")) {
-			return p.jit(fr, addr)
+			return nil, 0, p.jit(fr, addr)
 		}
-		return nil
+		return nil, 0, nil
 	}
 	o := m.obj
 	fr.Object = o.o.Path
@@ -270,16 +314,16 @@ func (p *Process) frame(fr *Frame, m *mapping, addr uint64) error {
 	}
 	if t == nil {
 		if o.failed.Load() {
-			return p.jitIf(exec, fr, addr)
+			return nil, 0, p.jitIf(exec, fr, addr)
 		}
 		var err error
 		if t, err = p.table(o); err != nil {
 			if isGone(err) {
-				return err
+				return nil, 0, err
 			}
 			o.failed.Store(true)
 			// Unreadable: the object is named, the function not.
-			return p.jitIf(exec, fr, addr)
+			return nil, 0, p.jitIf(exec, fr, addr)
 		}
 	} else if !t.ref.Load() {
 		t.ref.Store(true)
@@ -287,21 +331,26 @@ func (p *Process) frame(fr *Frame, m *mapping, addr uint64) error {
 	if t.funcs == nil {
 		// Not ELF: code in shared anonymous memory ("/dev/zero
 		// (deleted)") or a memfd, which JITs use too.
-		return p.jitIf(exec, fr, addr)
+		return nil, 0, p.jitIf(exec, fr, addr)
 	}
 	off := m.offset + (addr - m.start)
 	vaddr, ok := t.loads.Address(off, exec)
 	if !ok {
-		return nil
+		return nil, 0, nil
 	}
-	t.frame(fr, vaddr, p.s.demangle)
-	return nil
+	return t, vaddr, nil
 }
 
 // table returns o's table, reading the file through the process's root
 // (procmaps.OpenObject: identity checked, map_files for deleted files).
 func (p *Process) table(o *object) (*table, error) {
-	t, err := p.s.cache.get(o.o.ID(), func() (*os.File, error) { return p.proc.OpenObject(&o.o) })
+	t, err := p.s.cache.get(o.o.ID(), func() (*os.File, *debugSource, error) {
+		f, err := p.proc.OpenObject(&o.o)
+		if err != nil {
+			return nil, nil, err
+		}
+		return f, p.s.source(f, o.o.Path, p.proc), nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -427,18 +476,18 @@ const maxVDSO = 1 << 20
 // image the kernel maps into every process, read from the process's
 // memory (/proc/PID/mem). Its table is shared by the processes whose
 // images are identical.
-func (p *Process) vdso(fr *Frame, m *mapping, addr uint64) error {
+func (p *Process) vdso(m *mapping, addr uint64) (*table, uint64, error) {
 	t := p.vdsoTab.Load()
 	if t == nil {
 		var err error
 		if t, err = p.readVDSO(m); err != nil {
-			return err
+			return nil, 0, err
 		}
 	}
 	if vaddr, ok := t.loads.Address(addr-m.start, true); ok {
-		t.frame(fr, vaddr, false)
+		return t, vaddr, nil
 	}
-	return nil
+	return nil, 0, nil
 }
 
 func (p *Process) readVDSO(m *mapping) (*table, error) {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/probekit/probekit/debuginfo"
 	"github.com/probekit/probekit/procmaps"
 )
 
@@ -29,6 +30,18 @@ type Options struct {
 	// ceiling is still read. A Process or File keeps the tables it used:
 	// a dropped table it uses again is put back (not read again).
 	MaxTableBytes int64
+	// DebugInfo tells where debug files are looked for
+	// (debuginfo.Find): the build-ID and debuglink directories, and
+	// debuginfod, which is used only when DebugInfo.DebuginfodURLs or
+	// $DEBUGINFOD_URLS names a server and DebugInfo.Offline is not set.
+	// Its Process is set by Symbolizer.Process. The debug file gives a
+	// stripped file's static functions (its .symtab) and the DWARF source
+	// lines and inlined calls of C, C++ and Rust.
+	DebugInfo debuginfo.Options
+	// NoDebugInfo reads only the files' own symbol tables: no debug
+	// file is looked for, no DWARF read (Go's pclntab still gives
+	// lines).
+	NoDebugInfo bool
 }
 
 // Symbolizer turns addresses into functions. Tables are read once per
@@ -38,6 +51,7 @@ type Options struct {
 // concurrent use.
 type Symbolizer struct {
 	demangle bool
+	debug    *debuginfo.Options // nil with NoDebugInfo
 	cache    cache
 	// vdso is the last vDSO image read and its table (every process on
 	// one kernel maps the same image).
@@ -51,7 +65,7 @@ func (s *Symbolizer) vdsoTable(img []byte) *table {
 	s.vdsoMu.Lock()
 	defer s.vdsoMu.Unlock()
 	if s.vdsoTab == nil || !bytes.Equal(s.vdsoImg, img) {
-		s.vdsoImg, s.vdsoTab = img, loadTable(procmaps.FileID{}, bytes.NewReader(img))
+		s.vdsoImg, s.vdsoTab = img, loadTable(procmaps.FileID{}, bytes.NewReader(img), nil, s.cache.max)
 	}
 	return s.vdsoTab
 }
@@ -65,10 +79,32 @@ func New(opts *Options) *Symbolizer {
 	if o.MaxTableBytes <= 0 {
 		o.MaxTableBytes = DefaultMaxTableBytes
 	}
-	return &Symbolizer{demangle: o.Demangle, cache: cache{max: o.MaxTableBytes}}
+	s := &Symbolizer{demangle: o.Demangle, cache: cache{max: o.MaxTableBytes}}
+	if !o.NoDebugInfo {
+		d := o.DebugInfo
+		s.debug = &d
+	}
+	return s
 }
 
-// Frame is one symbolized address.
+// source returns where the table of the object f (at path, as proc sees
+// it; proc nil for a host file) looks for debug information.
+func (s *Symbolizer) source(f *os.File, path string, proc *procmaps.Process) *debugSource {
+	if s.debug == nil {
+		return nil
+	}
+	src := &debugSource{obj: f, path: path, opts: *s.debug}
+	src.opts.Process = proc
+	return src
+}
+
+// Frame is one symbolized address, or one frame of its inline chain.
+//
+// Where the compiler inlined calls, an address has a frame per function
+// of the chain, innermost first, as addr2line -f -i prints them: each but
+// the last has Inlined set and is the function inlined into the next
+// frame's; the last is the function that holds the code. All frames of
+// one address have its Address and Object.
 type Frame struct {
 	// Address is the address as given.
 	Address uint64
@@ -79,26 +115,40 @@ type Frame struct {
 	// path as the process sees it (/tmp/perf-PID.map). "" when no
 	// mapping holds the address.
 	Object string
-	// Function is the name of the function holding the address, ""
-	// when unknown. Offset is the address's offset in it.
+	// Function is the name of the function holding the address (for an
+	// inlined frame, of the inlined function), "" when unknown: from
+	// DWARF when it describes the address (as addr2line names it), else
+	// from the symbol table (.symtab, .dynsym, the debug file's .symtab,
+	// .gopclntab). Offset is the address's offset from the start of the
+	// function (of the function's address range holding it, for a
+	// function split in parts); 0 in inlined frames.
 	Function string
 	Offset   uint64
-	// File and Line are the source position, from .gopclntab for Go
-	// code; "" and 0 otherwise.
+	// File and Line are the source position: of the address in the
+	// innermost frame, of the inlined call in each outer one (the call
+	// site, DW_AT_call_file and DW_AT_call_line). From DWARF for C, C++
+	// and Rust, from .gopclntab for Go; "" and 0 when unknown.
 	File string
 	Line int
+	// Inlined is set when the function was inlined into the next
+	// frame's (see Frame).
+	Inlined bool
 }
 
-// String formats f as one line: address, function+offset, object and
-// file:line when known.
+// String formats f as one line: address, function+offset (for an inlined
+// frame "function (inlined)"), object and file:line when known.
 func (f Frame) String() string {
 	b := make([]byte, 0, 96)
 	b = append(b, "0x"...)
 	b = strconv.AppendUint(b, f.Address, 16)
 	b = append(b, ' ')
-	if f.Function == "" {
+	switch {
+	case f.Function == "":
 		b = append(b, "??"...)
-	} else {
+	case f.Inlined:
+		b = append(b, f.Function...)
+		b = append(b, " (inlined)"...)
+	default:
 		b = append(b, f.Function...)
 		b = append(b, "+0x"...)
 		b = strconv.AppendUint(b, f.Offset, 16)
@@ -138,7 +188,7 @@ func (s *Symbolizer) File(path string) (*File, error) {
 		return nil, err
 	}
 	id := fileID(st)
-	t, err := s.cache.get(id, func() (*os.File, error) { return f, nil })
+	t, err := s.cache.get(id, func() (*os.File, *debugSource, error) { return f, s.source(f, path, nil), nil })
 	if t == nil || t.funcs == nil || err != nil {
 		f.Close() // no-op when the table read it
 		if err == nil {
@@ -152,17 +202,27 @@ func (s *Symbolizer) File(path string) (*File, error) {
 	return file, nil
 }
 
-// Symbolize returns a frame for each link-time address, in order.
+// Symbolize returns the frames of each link-time address, in order: one
+// per address, or its inline chain (see Frame).
 func (f *File) Symbolize(addrs []uint64) []Frame {
-	frames := make([]Frame, len(addrs))
-	for i, a := range addrs {
-		frames[i] = f.Frame(a)
+	frames := make([]Frame, 0, len(addrs))
+	for _, a := range addrs {
+		frames = f.Frames(frames, a)
 	}
 	return frames
 }
 
-// Frame symbolizes one link-time address.
+// Frame symbolizes one link-time address: the first frame of Frames (the
+// innermost function, inlined or not).
 func (f *File) Frame(addr uint64) Frame {
+	var buf [8]Frame
+	return f.Frames(buf[:0], addr)[0]
+}
+
+// Frames appends the frames of the link-time address addr to dst (one,
+// or its inline chain, innermost first) and returns it; with room in dst
+// it allocates nothing.
+func (f *File) Frames(dst []Frame, addr uint64) []Frame {
 	fr := Frame{Address: addr, Object: f.path}
 	t := f.t.Load()
 	if t.evicted.Load() {
@@ -171,6 +231,5 @@ func (f *File) Frame(addr uint64) Frame {
 	} else if !t.ref.Load() {
 		t.ref.Store(true)
 	}
-	t.frame(&fr, addr, f.s.demangle)
-	return fr
+	return t.frames(dst, fr, addr, f.s.demangle)
 }

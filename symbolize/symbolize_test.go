@@ -549,18 +549,71 @@ func TestSymbolizeRecorded(t *testing.T) {
 	}
 	fx.Kill()
 	addrs := []uint64{mainAddr + 1, libAddr + 2}
-	frames := make([]Frame, 2)
-	if err := preloaded.SymbolizeInto(frames, addrs); !errors.Is(err, procmaps.ErrProcessGone) {
+	if _, err := preloaded.SymbolizeInto(nil, addrs); !errors.Is(err, procmaps.ErrProcessGone) {
 		t.Fatalf("SymbolizeInto after exit: %v", err)
 	}
-	if err := preloaded.SymbolizeRecorded(frames, addrs); err != nil {
+	frames, err := preloaded.SymbolizeRecorded(nil, addrs)
+	if err != nil {
 		t.Fatal(err)
 	}
 	checkFrame(t, frames[0], "main", 1, exe)
 	checkFrame(t, frames[1], "usdt_lib_fire_shared", 2, lib)
-	if err := cold.SymbolizeRecorded(frames, addrs); err != nil {
+	if frames, err = cold.SymbolizeRecorded(frames[:0], addrs); err != nil {
 		t.Fatal(err)
 	}
 	checkFrame(t, frames[0], "", 0, exe)
 	checkFrame(t, frames[1], "", 0, lib)
+}
+
+// TestGoInlinedFrames: a stripped Go program (functions only in
+// .gopclntab, moduledata found without symbols) gives the same frames as
+// the program with its symbol table, inlined calls included, for every
+// 3rd byte of its code.
+func TestGoInlinedFrames(t *testing.T) {
+	s := New(nil)
+	full, err := s.File(testkit.Fixture("goprog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stripped, err := s.File(testkit.Fixture("goprog_stripped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := textOf(t, testkit.Fixture("goprog"))
+	inlined := 0
+	var a, b []Frame
+	for pc := lo; pc < hi; pc += 3 {
+		a, b = full.Frames(a[:0], pc), stripped.Frames(b[:0], pc)
+		if len(a) != len(b) {
+			t.Fatalf("%#x: %v, stripped %v", pc, a, b)
+		}
+		for i := range a {
+			// The physical function's name comes from .symtab in one,
+			// pclntab in the other, which spell some names apart
+			// (internal/cpu.cpuid.abi0, untracedG.7 for untracedG·7).
+			if a[i].Inlined && a[i].Function != b[i].Function || a[i].File != b[i].File || a[i].Line != b[i].Line || a[i].Inlined != b[i].Inlined {
+				t.Fatalf("%#x frame %d: %v, stripped %v", pc, i, a[i], b[i])
+			}
+		}
+		inlined += len(a) - 1
+	}
+	if inlined == 0 {
+		t.Fatal("no inlined frames in goprog")
+	}
+	t.Logf("%d inlined frames", inlined)
+}
+
+// textOf is the address range of file's .text.
+func textOf(t *testing.T, file string) (lo, hi uint64) {
+	t.Helper()
+	f, err := elf.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sec := f.Section(".text")
+	if sec == nil {
+		t.Fatalf("%s: no .text", file)
+	}
+	return sec.Addr, sec.Addr + sec.Size
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ianlancetaylor/demangle"
+	"github.com/probekit/probekit/debuginfo"
 	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/procmaps"
 )
@@ -19,6 +20,9 @@ type table struct {
 	id    procmaps.FileID
 	funcs *safeelf.Funcs   // nil when the file could not be read
 	goTab *safeelf.GoTable // nil for a file without .gopclntab
+	// lines is the DWARF of the file or of its debug file (nil when
+	// neither has any, and for Go, whose lines come from goTab).
+	lines *debuginfo.Lines
 	loads safeelf.Segments
 	err   error // why funcs is nil
 	bytes int64 // estimated memory, charged against Options.MaxTableBytes
@@ -29,6 +33,8 @@ type table struct {
 	evicted atomic.Bool
 	// demangled caches demangled names by function index (string).
 	demangled sync.Map
+	// demangledNames caches demangled DWARF names by name.
+	demangledNames sync.Map
 	// lookups counts lookups until the index is built; idx is the index
 	// (see indexAfter), building is set while one lookup builds it.
 	lookups  atomic.Int64
@@ -40,9 +46,25 @@ type table struct {
 // the function index (about 40 bytes a function are added per function).
 const tableOverhead = 4 << 10
 
+// debugSource is where loadTable looks for a file's debug information:
+// the open object, its path (as the process sees it) and the process.
+// nil means none (the vDSO image, or Options.NoDebugInfo).
+type debugSource struct {
+	obj  *os.File
+	path string
+	opts debuginfo.Options
+}
+
+// linesShare is the fraction of Options.MaxTableBytes one file's DWARF
+// unit tables may take (debuginfo.LinesOptions.MaxBytes): a table is
+// charged its DWARF sections plus that ceiling.
+const linesShare = 16
+
 // loadTable reads the function table of the ELF file f (left open: the
-// caller closes it).
-func loadTable(id procmaps.FileID, f io.ReaderAt) *table {
+// caller closes it) and, with src, the debug information debuginfo.Find
+// finds for it: the debug file's .symtab when f is stripped (its static
+// functions), and the DWARF line tables and inlined calls.
+func loadTable(id procmaps.FileID, f io.ReaderAt, src *debugSource, maxBytes int64) *table {
 	t := &table{id: id, bytes: tableOverhead}
 	ef, err := safeelf.NewFile(f)
 	if err != nil {
@@ -50,7 +72,23 @@ func loadTable(id procmaps.FileID, f io.ReaderAt) *table {
 		return t
 	}
 	t.loads = ef.Loads()
-	funcs, err := ef.Functions()
+	var dbg *safeelf.File // the file holding the DWARF: ef, or its debug file
+	if src != nil {
+		if d, err := debuginfo.Find(src.obj, src.path, &src.opts); err == nil {
+			if d.Source == debuginfo.SourceSelf {
+				dbg = ef
+			} else if dbg, err = safeelf.NewFile(d); err != nil {
+				dbg = nil
+			}
+			defer d.Close()
+		}
+	}
+	var funcs *safeelf.Funcs
+	if dbg != nil && dbg != ef {
+		funcs, err = ef.FunctionsWith(dbg)
+	} else {
+		funcs, err = ef.Functions()
+	}
 	if err != nil {
 		t.err = err
 		return t
@@ -64,8 +102,20 @@ func loadTable(id procmaps.FileID, f io.ReaderAt) *table {
 			t.goTab = gt
 		}
 	}
+	if t.goTab == nil && dbg != nil {
+		// A file whose DWARF does not read keeps its functions.
+		lmax := max(maxBytes/linesShare, 1<<20)
+		if l, err := debuginfo.OpenLinesELF(dbg, &debuginfo.LinesOptions{MaxBytes: lmax}); err == nil {
+			t.lines = l
+			t.bytes += l.SectionBytes() + lmax
+		}
+	}
+	syms := ef
+	if t.funcs.SymtabFromDebug {
+		syms = dbg
+	}
 	for _, name := range []string{".symtab", ".strtab", ".dynsym", ".dynstr"} {
-		if s := ef.Section(name); s != nil && s.Type != elf.SHT_NOBITS {
+		if s := syms.Section(name); s != nil && s.Type != elf.SHT_NOBITS {
 			t.bytes += int64(s.Size)
 		}
 	}
@@ -73,19 +123,22 @@ func loadTable(id procmaps.FileID, f io.ReaderAt) *table {
 		if s := ef.Section(".gopclntab"); s != nil {
 			t.bytes += int64(s.Size)
 		}
-		t.bytes += int64(len(t.goTab.Funcs)) * 40
+		t.bytes += int64(len(t.goTab.Funcs))*40 + t.goTab.InlineBytes()
 	}
 	// The function index and, once built, the address index.
 	t.bytes += int64(funcs.Len()) * (40 + 40)
 	return t
 }
 
-// frame fills fr (Function, Offset, File, Line) for the link-time address
-// vaddr of the file.
-func (t *table) frame(fr *Frame, vaddr uint64, dem bool) {
+// frames appends the frames of the link-time address vaddr of the file
+// to dst: the inline chain, innermost first, each a copy of base (Address
+// and Object) with Function, Offset, File, Line and Inlined set. Without
+// DWARF (or pclntab inline data) that is one frame.
+func (t *table) frames(dst []Frame, base Frame, vaddr uint64, dem bool) []Frame {
 	if t.funcs == nil {
-		return
+		return append(dst, base)
 	}
+	fr := base
 	var i int
 	var ok bool
 	if x := t.idx.Load(); x != nil {
@@ -109,17 +162,37 @@ func (t *table) frame(fr *Frame, vaddr uint64, dem bool) {
 		}
 	}
 	if t.goTab != nil {
-		file, line, fn := t.goTab.LineAt(vaddr)
-		if line > 0 {
-			fr.File, fr.Line = file, line
+		return t.goFrames(dst, fr, vaddr, ok)
+	}
+	if t.lines == nil {
+		return append(dst, fr)
+	}
+	var buf [8]debuginfo.SourceFrame
+	sfs, err := t.lines.Frames(buf[:0], vaddr)
+	if err != nil || len(sfs) == 0 {
+		return append(dst, fr)
+	}
+	for k, sf := range sfs {
+		f := base
+		f.File, f.Line, f.Inlined = sf.File, sf.Line, sf.Inlined
+		switch {
+		case sf.Function == "" && k == len(sfs)-1:
+			// No DWARF function (assembly, padding): the table's.
+			f.Function, f.Offset = fr.Function, fr.Offset
+		case dem && isMangled(sf.Function):
+			f.Function = t.demangleName(sf.Function)
+		default:
+			f.Function = sf.Function
 		}
-		if !ok && fn != "" {
-			// Only pclntab knows it (a function .symtab lacks).
-			for _, g := range t.goFuncs(vaddr) {
-				fr.Function, fr.Offset = g.Name, vaddr-g.Entry
+		if k == len(sfs)-1 && sf.Function != "" {
+			f.Offset = fr.Offset
+			if sf.Entry != 0 && sf.Entry <= vaddr {
+				f.Offset = vaddr - sf.Entry
 			}
 		}
+		dst = append(dst, f)
 	}
+	return dst
 }
 
 // goFuncs returns the pclntab function holding pc, if any (0 or 1).
@@ -144,6 +217,19 @@ func (t *table) goFuncs(pc uint64) []safeelf.GoFunc {
 // ("_R") mangled name.
 func isMangled(name string) bool {
 	return len(name) > 2 && name[0] == '_' && (name[1] == 'Z' || name[1] == 'R')
+}
+
+// demangleName demangles a DWARF linkage name (cached by name).
+func (t *table) demangleName(name string) string {
+	if v, ok := t.demangledNames.Load(name); ok {
+		return v.(string)
+	}
+	d, err := demangle.ToString(name)
+	if err != nil {
+		d = name
+	}
+	t.demangledNames.Store(name, d)
+	return d
 }
 
 func (t *table) demangle(i int, name string) string {
@@ -181,7 +267,7 @@ type slot struct{ t *table }
 
 // get returns the table of id, reading it with open on a miss. Callers
 // that miss concurrently share one read.
-func (c *cache) get(id procmaps.FileID, open func() (*os.File, error)) (*table, error) {
+func (c *cache) get(id procmaps.FileID, open func() (*os.File, *debugSource, error)) (*table, error) {
 	if v, ok := c.tables.Load(id); ok {
 		t := v.(*slot).t
 		if !t.ref.Load() {
@@ -202,11 +288,11 @@ func (c *cache) get(id procmaps.FileID, open func() (*os.File, error)) (*table, 
 		c.loading.Delete(id)
 		close(l.done)
 	}()
-	f, err := open()
+	f, src, err := open()
 	if err != nil {
 		return nil, err
 	}
-	t := loadTable(id, f)
+	t := loadTable(id, f, src, c.max)
 	f.Close()
 	l.t = t
 	c.insert(t)
@@ -263,4 +349,31 @@ func (c *cache) insertLocked(t *table) {
 // unnamed.
 func isGone(err error) bool {
 	return errors.Is(err, procmaps.ErrProcessGone) || errors.Is(err, procmaps.ErrProcessChanged)
+}
+
+// goFrames is frames for Go code: the inline chain from pclntab's inline
+// trees, file and line from pclntab; the physical function keeps the
+// table's name and offset (pclntab's when the table lacks it).
+func (t *table) goFrames(dst []Frame, fr Frame, vaddr uint64, named bool) []Frame {
+	var buf [8]safeelf.GoFrame
+	gfs := t.goTab.Frames(buf[:0], vaddr)
+	if len(gfs) == 0 {
+		return append(dst, fr)
+	}
+	last := gfs[len(gfs)-1]
+	for _, g := range gfs[:len(gfs)-1] {
+		f := fr
+		f.Function, f.Offset, f.File, f.Line, f.Inlined = g.Function, 0, g.File, g.Line, true
+		dst = append(dst, f)
+	}
+	if last.Line > 0 {
+		fr.File, fr.Line = last.File, last.Line
+	}
+	if !named {
+		// Only pclntab knows it (a function .symtab lacks).
+		for _, g := range t.goFuncs(vaddr) {
+			fr.Function, fr.Offset = g.Name, vaddr-g.Entry
+		}
+	}
+	return append(dst, fr)
 }

@@ -32,7 +32,7 @@ var symbolizeStdin io.Reader = os.Stdin
 func runSymbolize(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("symbolize", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	jsonOut := fs.Bool("json", false, "one JSON object per address")
+	jsonOut := fs.Bool("json", false, "one JSON object per frame")
 	dem := fs.Bool("C", false, "demangle C++ and Rust names")
 	fs.BoolVar(dem, "demangle", false, "demangle C++ and Rust names")
 	pid := pidFlag(fs, "process whose runtime addresses these are")
@@ -45,66 +45,163 @@ func runSymbolize(args []string, stdout io.Writer) error {
 		return usagef("give exactly one of -p PID and -e FILE")
 	}
 	var addrs []uint64
-	if len(pos) > 0 {
-		addrs = make([]uint64, 0, len(pos))
-		for _, a := range pos {
-			v, err := parseAddr(a)
-			if err != nil {
-				return usagef("%v", err)
-			}
-			addrs = append(addrs, v)
+	for _, a := range pos {
+		v, err := parseAddr(a)
+		if err != nil {
+			return usagef("%v", err)
 		}
-	} else {
-		sc := bufio.NewScanner(symbolizeStdin)
-		for n := 1; sc.Scan(); n++ {
-			line := strings.TrimSpace(sc.Text())
-			if line == "" {
-				continue
-			}
-			v, err := parseAddr(line)
-			if err != nil {
-				return fmt.Errorf("stdin line %d: %w", n, err)
-			}
-			addrs = append(addrs, v)
-		}
-		if err := sc.Err(); err != nil {
-			return err
-		}
+		addrs = append(addrs, v)
 	}
+	sy := &symbolizer{out: bufio.NewWriterSize(stdout, 64<<10), json: *jsonOut}
 	s := symbolize.New(&symbolize.Options{Demangle: *dem})
-	var frames []symbolize.Frame
 	if *exe != "" {
-		f, err := s.File(*exe)
-		if err != nil {
+		if sy.file, err = s.File(*exe); err != nil {
 			return err
 		}
-		frames = f.Symbolize(addrs)
-	} else {
-		p, err := s.Process(*pid)
-		if err != nil {
-			return err
-		}
-		if frames, err = p.Symbolize(addrs); err != nil {
-			return err
-		}
+	} else if sy.proc, err = s.Process(*pid); err != nil {
+		return err
 	}
-	buf := make([]byte, 0, 64<<10)
-	for _, fr := range frames {
-		if *jsonOut {
-			buf = appendFrameJSON(buf, fr)
-		} else {
-			buf = append(buf, fr.String()...)
+	if len(pos) > 0 {
+		if err := sy.name(addrs); err != nil {
+			sy.out.Flush()
+			return err
 		}
-		buf = append(buf, '\n')
-		if len(buf) > 60<<10 {
-			if _, err := stdout.Write(buf); err != nil {
+		return sy.out.Flush()
+	}
+	return sy.stream(symbolizeStdin)
+}
+
+// symbolizer prints the frames of addresses as they come.
+type symbolizer struct {
+	file   *symbolize.File
+	proc   *symbolize.Process
+	out    *bufio.Writer
+	json   bool
+	frames []symbolize.Frame
+}
+
+// maxBatch bounds the addresses named at once: a process's liveness is
+// checked once per batch.
+const maxBatch = 4096
+
+// stream names the addresses of in, one per line, printing as it goes:
+// the addresses read are named and printed (and the output flushed)
+// whenever no more input is waiting, so a caller that writes a line
+// and waits gets its answer. A line that is not an address gets an
+// error line in the output in its place ("error: stdin line N: ...", or
+// {"error":...,"input_line":N}) and the others are still named; the
+// command then fails, after all of its input, saying how many. A process
+// that exits stops the stream with that error, after the output of the
+// addresses named before.
+func (sy *symbolizer) stream(in io.Reader) error {
+	r := bufio.NewReaderSize(in, 64<<10)
+	var batch []uint64
+	bad, total := 0, 0
+	var first error
+	flush := func() error {
+		if len(batch) > 0 {
+			if err := sy.name(batch); err != nil {
 				return err
 			}
-			buf = buf[:0]
+			batch = batch[:0]
+		}
+		return nil
+	}
+	for n := 1; ; n++ {
+		line, rerr := r.ReadSlice('\n')
+		long := false
+		for rerr == bufio.ErrBufferFull {
+			// A line longer than the buffer is no address: skip it.
+			long = true
+			_, rerr = r.ReadSlice('\n')
+		}
+		if rerr != nil && rerr != io.EOF {
+			flush()
+			sy.out.Flush()
+			return fmt.Errorf("stdin line %d: %w", n, rerr)
+		}
+		text := strings.TrimSpace(string(line))
+		if long {
+			text = "(a line of more than 64 KiB)"
+		}
+		if text != "" {
+			total++
+			v, err := parseAddr(text)
+			if long {
+				err = errors.New("line too long")
+			}
+			if err != nil {
+				bad++
+				err = fmt.Errorf("stdin line %d: %w", n, err)
+				if first == nil {
+					first = err
+				}
+				if ferr := flush(); ferr != nil {
+					sy.out.Flush()
+					return ferr
+				}
+				sy.lineError(n, err)
+			} else {
+				batch = append(batch, v)
+			}
+		}
+		if rerr == io.EOF || r.Buffered() == 0 || len(batch) >= maxBatch {
+			if err := flush(); err != nil {
+				sy.out.Flush()
+				return err
+			}
+			if rerr == io.EOF || r.Buffered() == 0 {
+				if err := sy.out.Flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if rerr == io.EOF {
+			break
 		}
 	}
-	_, err = stdout.Write(buf)
-	return err
+	if bad > 0 {
+		return fmt.Errorf("%d of %d lines are not addresses (the first: %w)", bad, total, first)
+	}
+	return nil
+}
+
+func (sy *symbolizer) lineError(n int, err error) {
+	if sy.json {
+		b := append([]byte(`{"error":`), appendJSON(nil, err.Error(), false)...)
+		b = append(b, `,"input_line":`...)
+		b = strconv.AppendInt(b, int64(n), 10)
+		sy.out.Write(append(b, "}\n"...))
+		return
+	}
+	sy.out.WriteString("error: " + err.Error() + "\n")
+}
+
+// name symbolizes addrs and prints their frames.
+func (sy *symbolizer) name(addrs []uint64) error {
+	var err error
+	if sy.file != nil {
+		sy.frames = sy.frames[:0]
+		for _, a := range addrs {
+			sy.frames = sy.file.Frames(sy.frames, a)
+		}
+	} else if sy.frames, err = sy.proc.SymbolizeInto(sy.frames[:0], addrs); err != nil {
+		return err
+	}
+	var b []byte
+	for _, fr := range sy.frames {
+		b = b[:0]
+		if sy.json {
+			b = appendFrameJSON(b, fr)
+		} else {
+			b = append(b, fr.String()...)
+		}
+		b = append(b, '\n')
+		if _, err := sy.out.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // parseAddr parses a hexadecimal address, with or without 0x (addr2line
@@ -119,8 +216,9 @@ func parseAddr(s string) (uint64, error) {
 }
 
 // appendFrameJSON appends fr as one JSON object: address (a "0x..."
-// string), function ("" when unknown), offset, object, and file and line
-// when known.
+// string), function ("" when unknown), offset, object, file and line
+// when known, and "inlined":true for a function inlined into the next
+// frame's.
 func appendFrameJSON(b []byte, fr symbolize.Frame) []byte {
 	b = append(b, `{"address":"0x`...)
 	b = strconv.AppendUint(b, fr.Address, 16)
@@ -130,11 +228,6 @@ func appendFrameJSON(b []byte, fr symbolize.Frame) []byte {
 	b = strconv.AppendUint(b, fr.Offset, 10)
 	b = append(b, `,"object":`...)
 	b = appendJSON(b, fr.Object, false)
-	if fr.Line > 0 {
-		b = append(b, `,"file":`...)
-		b = appendJSON(b, fr.File, false)
-		b = append(b, `,"line":`...)
-		b = strconv.AppendInt(b, int64(fr.Line), 10)
-	}
+	b = appendSourceJSON(b, fr)
 	return append(b, '}')
 }

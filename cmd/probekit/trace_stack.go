@@ -8,91 +8,33 @@ import (
 	"github.com/probekit/probekit/symbolize"
 )
 
-// maxStackProcs bounds the processes whose maps --stack keeps (a trace of
-// every process running a library sees many); past it they are all
-// dropped and read again as hits come.
-const maxStackProcs = 1024
-
-// stackNamer symbolizes the user stacks of --stack, per process.
+// stackNamer symbolizes the user stacks of --stack (symbolize.Stacks),
+// reusing one frame buffer from hit to hit.
 type stackNamer struct {
-	sym   *symbolize.Symbolizer
-	procs map[uint32]*symbolize.Process
-	// addrs and frames are the current stack's lookup addresses and
-	// frames, reused from hit to hit.
-	addrs  []uint64
+	stacks *symbolize.Stacks
 	frames []symbolize.Frame
 }
 
 func newStackNamer() *stackNamer {
 	return &stackNamer{
-		sym:    symbolize.New(nil),
-		procs:  map[uint32]*symbolize.Process{},
-		frames: make([]symbolize.Frame, record.MaxFrames),
+		stacks: symbolize.New(nil).Stacks(),
+		frames: make([]symbolize.Frame, 0, 2*record.MaxFrames),
 	}
 }
 
-// watch starts naming the stacks of p now: its files' tables are read
-// while it runs, so that its hits are named even when they are read after
-// it exited (a launched command that ends at once).
-func (n *stackNamer) watch(p *procmaps.Process) {
-	sp, err := n.sym.ProcessOf(p)
-	if err != nil {
-		return // its hits will say why: addresses only
-	}
-	sp.Preload()
-	n.add(uint32(p.PID), sp)
-}
+// watch starts naming the stacks of p now (symbolize.Stacks.Watch).
+func (n *stackNamer) watch(p *procmaps.Process) { n.stacks.Watch(p) }
 
-// symbolize returns ev's stack, symbolized in its process. Frames past the
-// first are return addresses: each is looked up at the address before it
-// (in its call instruction), then reported with the return address and
-// the offset of it. Names come from the tables read while the process
-// ran (SymbolizeRecorded), so a process that exited since its hit is still
-// named; one never seen alive gives frames with their address only.
+// symbolize returns ev's stack, symbolized in its process: a frame per
+// address, and per inlined call (symbolize.Process.Stack says how return
+// addresses are named).
 func (n *stackNamer) symbolize(ev *record.Event) []symbolize.Frame {
-	st := ev.Stack()
-	n.addrs = append(n.addrs[:0], st.LookupAddresses()...)
-	frames := n.frames[:len(st)]
-	p, err := n.process(ev.PID)
-	if err == nil {
-		err = p.SymbolizeRecorded(frames, n.addrs)
-	}
-	if err != nil {
-		delete(n.procs, ev.PID)
-		for i := range frames {
-			frames[i] = symbolize.Frame{}
-		}
-	}
-	for i := range frames {
-		if frames[i].Function != "" && frames[i].Address != st[i] {
-			frames[i].Offset += st[i] - frames[i].Address
-		}
-		frames[i].Address = st[i]
-	}
-	return frames
+	n.frames = n.stacks.Name(n.frames[:0], int(ev.PID), ev.Stack())
+	return n.frames
 }
 
-func (n *stackNamer) process(pid uint32) (*symbolize.Process, error) {
-	if p, ok := n.procs[pid]; ok {
-		return p, nil
-	}
-	p, err := n.sym.Process(int(pid))
-	if err != nil {
-		return nil, err
-	}
-	p.Preload() // the process may exit before its next hit is read
-	n.add(pid, p)
-	return p, nil
-}
-
-func (n *stackNamer) add(pid uint32, p *symbolize.Process) {
-	if len(n.procs) >= maxStackProcs {
-		clear(n.procs)
-	}
-	n.procs[pid] = p
-}
-
-// appendStackJSON appends ,"stack":[{"address","function","offset","object"}...].
+// appendStackJSON appends ,"stack":[{"address","function","offset","object"
+// and, when known, "file","line","inlined"}...].
 func appendStackJSON(b []byte, frames []symbolize.Frame) []byte {
 	b = append(b, `,"stack":[`...)
 	for i, f := range frames {
@@ -107,13 +49,30 @@ func appendStackJSON(b []byte, frames []symbolize.Frame) []byte {
 		b = strconv.AppendUint(b, f.Offset, 10)
 		b = append(b, `,"object":`...)
 		b = appendJSON(b, f.Object, false)
+		b = appendSourceJSON(b, f)
 		b = append(b, '}')
 	}
 	return append(b, ']')
 }
 
+// appendSourceJSON appends ,"file","line" when the line is known and
+// ,"inlined":true for an inlined frame.
+func appendSourceJSON(b []byte, f symbolize.Frame) []byte {
+	if f.Line > 0 {
+		b = append(b, `,"file":`...)
+		b = appendJSON(b, f.File, false)
+		b = append(b, `,"line":`...)
+		b = strconv.AppendInt(b, int64(f.Line), 10)
+	}
+	if f.Inlined {
+		b = append(b, `,"inlined":true`...)
+	}
+	return b
+}
+
 // appendStackText appends a line per frame, indented by four spaces:
-// address, function+offset, object (symbolize.Frame's String).
+// address, function+offset, object, file:line (symbolize.Frame's
+// String); an inlined frame's function is followed by "(inlined)".
 func appendStackText(b []byte, frames []symbolize.Frame) []byte {
 	for _, f := range frames {
 		b = append(b, "    "...)

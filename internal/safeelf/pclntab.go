@@ -48,6 +48,9 @@ type GoTable struct {
 	TextStart uint64
 
 	tab *gosym.Table
+	// For the inline trees (goinline.go).
+	data []byte
+	inl  *goInline
 }
 
 // GoTable reads and decodes .gopclntab. It fails with ErrNoSymbols when
@@ -76,13 +79,14 @@ func (f *File) GoTable() (gt *GoTable, err error) {
 	if err != nil {
 		return nil, errorf(sec.Offset, ".gopclntab: %v", err)
 	}
-	gt = &GoTable{TextStart: text, tab: tab, Funcs: make([]GoFunc, 0, len(tab.Funcs))}
+	gt = &GoTable{TextStart: text, tab: tab, Funcs: make([]GoFunc, 0, len(tab.Funcs)), data: data}
 	for _, fn := range tab.Funcs {
 		if fn.End <= fn.Entry || fn.Name == "" {
 			continue
 		}
 		gt.Funcs = append(gt.Funcs, GoFunc{Name: fn.Name, Entry: fn.Entry, End: fn.End})
 	}
+	gt.inl = gt.readInline(f, sec)
 	return gt, nil
 }
 
@@ -168,7 +172,20 @@ func (f *File) goTextStart(sec *Section, data []byte) (uint64, error) {
 // relativeAddend finds the R_X86_64_RELATIVE / R_AARCH64_RELATIVE
 // relocation (ELF64 RELA) targeting vaddr and returns its addend, the
 // link-time value the dynamic loader stores there.
-func (f *File) relativeAddend(vaddr uint64) (uint64, bool, error) {
+func (f *File) relativeAddend(vaddr uint64) (v uint64, found bool, err error) {
+	err = f.relativeRelocs(func(off, addend uint64) bool {
+		if off == vaddr {
+			v, found = addend, true
+		}
+		return !found
+	})
+	return v, found, err
+}
+
+// relativeRelocs calls yield with the target and addend of each
+// R_X86_64_RELATIVE / R_AARCH64_RELATIVE relocation (ELF64 RELA) until it
+// returns false.
+func (f *File) relativeRelocs(yield func(off, addend uint64) bool) error {
 	var relative uint32
 	switch f.Machine {
 	case elf.EM_X86_64:
@@ -176,10 +193,10 @@ func (f *File) relativeAddend(vaddr uint64) (uint64, bool, error) {
 	case elf.EM_AARCH64:
 		relative = uint32(elf.R_AARCH64_RELATIVE)
 	default:
-		return 0, false, nil
+		return nil
 	}
 	if f.Class != elf.ELFCLASS64 {
-		return 0, false, nil
+		return nil
 	}
 	bo := f.ByteOrder
 	for i := range f.Sections {
@@ -189,13 +206,13 @@ func (f *File) relativeAddend(vaddr uint64) (uint64, bool, error) {
 		}
 		data, err := f.ReadAt(s.Offset, s.Size, maxRelaScan)
 		if err != nil {
-			return 0, false, fmt.Errorf("%s: %w", s.Name, err)
+			return fmt.Errorf("%s: %w", s.Name, err)
 		}
 		for i := 0; i+24 <= len(data); i += 24 { // Elf64_Rela: r_offset, r_info, r_addend
-			if bo.Uint64(data[i:]) == vaddr && elf.R_TYPE64(bo.Uint64(data[i+8:])) == relative {
-				return bo.Uint64(data[i+16:]), true, nil
+			if elf.R_TYPE64(bo.Uint64(data[i+8:])) == relative && !yield(bo.Uint64(data[i:]), bo.Uint64(data[i+16:])) {
+				return nil
 			}
 		}
 	}
-	return 0, false, nil
+	return nil
 }

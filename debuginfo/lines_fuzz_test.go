@@ -1,0 +1,76 @@
+package debuginfo
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"github.com/probekit/probekit/internal/safeelf"
+)
+
+// frameAll looks up addresses of every unit range of l and around them.
+func frameAll(l *Lines) {
+	var buf []SourceFrame
+	for i, r := range l.ranges {
+		if i >= 256 {
+			break
+		}
+		for _, a := range []uint64{r.lo, r.lo + 1, (r.lo + r.hi) / 2, r.hi - 1, r.hi} {
+			buf, _ = l.Frames(buf[:0], a)
+		}
+	}
+}
+
+// FuzzLinesELF: hostile ELF files through OpenLinesELF, the entry point
+// symbolize uses, and lookups of every unit's addresses: no panic, no
+// unbounded allocation, errors located.
+func FuzzLinesELF(f *testing.F) {
+	for _, p := range []string{linesFixture("lines_c_v5"), linesFixture("lines_cc_v4"), "../testdata/debuginfo/bin/dbg_v5.zlib.debug"} {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ef, err := safeelf.NewFile(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		l, err := OpenLinesELF(ef, &LinesOptions{MaxBytes: 1 << 20})
+		if err != nil {
+			return
+		}
+		frameAll(l)
+	})
+}
+
+// FuzzLinesSections: hostile .debug_info, .debug_abbrev and .debug_line
+// (the rest of a real file's sections kept), seeded from a DWARF 5
+// fixture.
+func FuzzLinesSections(f *testing.F) {
+	sec := elfSections(f, linesFixture("lines_c_v5"))
+	get := func(n string) []byte { b, _ := sec(n); return b }
+	f.Add(get("info"), get("abbrev"), get("line"))
+	sec4 := elfSections(f, linesFixture("lines_c_v4"))
+	get4 := func(n string) []byte { b, _ := sec4(n); return b }
+	f.Add(get4("info"), get4("abbrev"), get4("line"))
+	f.Fuzz(func(t *testing.T, info, abbrev, line []byte) {
+		l, err := OpenLines(func(n string) ([]byte, error) {
+			switch n {
+			case "info":
+				return info, nil
+			case "abbrev":
+				return abbrev, nil
+			case "line":
+				return line, nil
+			}
+			return get(n), nil
+		}, &LinesOptions{MaxBytes: 1 << 20})
+		if err != nil {
+			if _, ok := err.(*LinesError); !ok && err != ErrNoLines {
+				t.Fatalf("unlocated error %T: %v", err, err)
+			}
+			return
+		}
+		frameAll(l)
+	})
+}

@@ -1,0 +1,87 @@
+package symbolize
+
+import (
+	"sync"
+
+	"github.com/probekit/probekit/procmaps"
+)
+
+// MaxStackProcesses bounds the processes a Stacks keeps (a trace of every
+// process running a library sees many); past it they are all dropped and
+// opened again as their stacks come.
+const MaxStackProcesses = 1024
+
+// Stacks names the call stacks a tracer records, in many processes: it
+// keeps a Process per PID, whose tables are read while the process runs
+// (Watch, or the first stack of the PID), so stacks read after the
+// process exited are still named. Safe for concurrent use.
+type Stacks struct {
+	sym   *Symbolizer
+	mu    sync.Mutex
+	procs map[int]*Process
+}
+
+// Stacks returns a namer of stacks over s's tables.
+func (s *Symbolizer) Stacks() *Stacks {
+	return &Stacks{sym: s, procs: map[int]*Process{}}
+}
+
+// Watch starts naming the stacks of p now: its files' tables are read
+// while it runs (Preload), so that its stacks are named even when they
+// are read after it exited (a launched command that ends at once). A
+// process that cannot be read is skipped: its stacks get addresses only.
+func (st *Stacks) Watch(p *procmaps.Process) {
+	sp, err := st.sym.ProcessOf(p)
+	if err != nil {
+		return
+	}
+	sp.Preload()
+	st.add(p.PID, sp)
+}
+
+// Name appends the frames of stack, recorded in process pid, to dst (see
+// Process.Stack for the rule on return addresses; names come from the
+// tables read while the process ran, as Process.StackRecorded). A process
+// never seen alive gives a frame per address with its Address only.
+func (st *Stacks) Name(dst []Frame, pid int, stack []uint64) []Frame {
+	p, err := st.process(pid)
+	n := len(dst)
+	if err == nil {
+		if dst, err = p.StackRecorded(dst, stack); err == nil {
+			return dst
+		}
+		st.mu.Lock()
+		delete(st.procs, pid)
+		st.mu.Unlock()
+	}
+	dst = dst[:n]
+	for _, a := range stack {
+		dst = append(dst, Frame{Address: a})
+	}
+	return dst
+}
+
+func (st *Stacks) process(pid int) (*Process, error) {
+	st.mu.Lock()
+	p, ok := st.procs[pid]
+	st.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := st.sym.Process(pid)
+	if err != nil {
+		return nil, err
+	}
+	p.Preload() // the process may exit before its next stack is read
+	st.add(pid, p)
+	return p, nil
+}
+
+func (st *Stacks) add(pid int, p *Process) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.procs) >= MaxStackProcesses {
+		clear(st.procs)
+	}
+	st.procs[pid] = p
+}

@@ -1,0 +1,26 @@
+#!/bin/sh
+# Builds the line-table fixtures into testdata/lines/bin, each carrying its
+# own DWARF:
+#   lines_c_v4, lines_c_v5       lines.c, gcc -g -O2, DWARF 4 / DWARF 5
+#   lines_cc_v4, lines_cc_v5     lines.cc, g++ -g -O2, DWARF 4 / DWARF 5
+#   lines_c_split                lines.c, gcc -g -O2 -gsplit-dwarf: a skeleton
+#                                unit; its .dwo is removed (Lines reads none)
+#   lines_rs                     lines.rs, rustc -g -C opt-level=2, LTO (when
+#                                rustc is installed; the built file is
+#                                committed)
+# -ffile-prefix-map (--remap-path-prefix for rustc) keeps the DWARF the
+# same in any checkout.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+bin="$here/bin"
+mkdir -p "$bin"
+cd "$here"
+for v in 4 5; do
+	${CC:-gcc} -O2 -g -gdwarf-$v -ffile-prefix-map="$here"=. -o "$bin/lines_c_v$v" lines.c
+	${CXX:-g++} -O2 -g -gdwarf-$v -ffile-prefix-map="$here"=. -o "$bin/lines_cc_v$v" lines.cc
+done
+${CC:-gcc} -O2 -g -gsplit-dwarf -ffile-prefix-map="$here"=. -o "$bin/lines_c_split" lines.c
+rm -f "$bin"/*.dwo ./*.dwo
+if command -v rustc >/dev/null; then
+	rustc -g -C opt-level=2 -C lto=fat -C panic=abort -C codegen-units=1 --remap-path-prefix="$here"=. -o "$bin/lines_rs" lines.rs
+fi
