@@ -26,7 +26,8 @@ DEPS := systemtap-sdt-dev clang-19 llvm-19 libbpf-dev binutils file gcc libc6-de
 	gcc-powerpc64-linux-gnu libc6-dev-ppc64-cross \
 	binutils-aarch64-linux-gnu linux-libc-dev \
 	python3.11 openjdk-17-jre-headless openjdk-17-jdk-headless postgresql-15 libruby3.1 ruby3.1 php8.2-cli nodejs \
-	util-linux prometheus
+	util-linux prometheus \
+	libc6-dbg elfutils debuginfod
 
 .PHONY: all deps generate testdata test fuzz bench demo build clean-testdata
 
@@ -106,10 +107,13 @@ testdata: deps $(SDTINC)/sys/sdt.h
 	gcc $(CFLAGS_FX) -o $(BIN)/usdt_nops $(TD)/usdt_nops.c
 	gcc $(CFLAGS_FX) -o $(BIN)/func_args $(TD)/func_args.c
 	gcc $(CFLAGS_FX) -o $(BIN)/follow_ticker $(TD)/follow_ticker.c
+	gcc $(CFLAGS_FX) -o $(BIN)/lock_entry $(TD)/lock_entry.c
 	gcc $(CFLAGS_FX) -o $(BIN)/follow_fork $(TD)/follow_fork.c
 	gcc $(CFLAGS_FX) -fno-omit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_chain $(TD)/stack_chain.c
+	gcc $(CFLAGS_FX) -o $(BIN)/recurse $(TD)/recurse.c
 	@if [ -x $(TD)/goprog/build.sh ]; then $(TD)/goprog/build.sh; fi
 	@if [ -x $(TD)/cfix/build.sh ]; then $(TD)/cfix/build.sh; fi
+	$(TD)/debuginfo/build.sh
 	$(GO) run ./internal/test/tools/golden -o $(TD)/golden $(BIN)/*
 	$(GO) run ./internal/test/tools/golden -o $(TD)/golden -name python3.11 /usr/bin/python3.11
 	argspec/testdata/regen.sh

@@ -46,12 +46,12 @@ func CheckMachine(name string, m elf.Machine, bo binary.ByteOrder) error {
 		return nil // a host we know nothing of: let the kernel decide
 	}
 	return fmt.Errorf("%s is built for %s and this host is %s: %w (it cannot run here, so its probes would never fire)",
-		name, describeMachine(m, bo), describeMachine(host[0].m, host[0].bo), ErrForeignMachine)
+		name, MachineName(m, bo), MachineName(host[0].m, host[0].bo), ErrForeignMachine)
 }
 
-// describeMachine names a machine as uname does, with the byte order
+// MachineName names a machine as uname does, with the byte order
 // where EM_PPC64 serves both.
-func describeMachine(m elf.Machine, bo binary.ByteOrder) string {
+func MachineName(m elf.Machine, bo binary.ByteOrder) string {
 	switch m {
 	case elf.EM_X86_64:
 		return "x86_64"

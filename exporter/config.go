@@ -1,19 +1,20 @@
 package exporter
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/probekit/probekit/follow"
 	"github.com/probekit/probekit/probe"
+	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
 )
 
@@ -48,8 +49,18 @@ type Metric struct {
 	// Labels are read from arguments at each hit, in the order written.
 	Labels []Label
 	// MaxSeries is the most label value combinations kept; further ones
-	// add to one series whose label values are all "other".
+	// add to one series whose label values are all "other" and which has
+	// one more label, OverflowLabel="true" (so that a real value "other"
+	// stays a series of its own).
 	MaxSeries int
+	// SeriesIdle is how long a series keeps its place while it counts
+	// nothing: at a scrape past that, it is removed from the BPF map
+	// (probekit_export_series_evicted_total), so that new label values
+	// take its place instead of folding into the overflow series. Zero
+	// is DefaultSeriesIdle; a negative duration keeps every series for
+	// good. A series evicted that comes back starts from zero, which
+	// Prometheus reads as a counter reset.
+	SeriesIdle time.Duration
 	// Line is where the metric starts in the file.
 	Line int
 }
@@ -57,16 +68,32 @@ type Metric struct {
 // Latency reports whether m is a latency histogram.
 func (m *Metric) Latency() bool { return m.End != nil }
 
-// Label is a label whose value is an argument of the probe (of the
-// start probe of a latency histogram).
+// Label is a label whose value is read at each hit of the probe (of the
+// start probe of a latency histogram): an argument, or the process.
 type Label struct {
 	Name string
+	// Source is where the value comes from; LabelArg (the zero value)
+	// is the argument Arg.
+	Source LabelSource
 	// Arg is the argument, numbered from 0.
 	Arg int
 	// String reads the argument as a pointer to a NUL-terminated string
 	// (at most LabelStrLen-1 bytes kept), instead of an integer.
 	String bool
 }
+
+// LabelSource is where a label's value comes from.
+type LabelSource uint8
+
+const (
+	// LabelArg is an argument of the probe.
+	LabelArg LabelSource = iota
+	// LabelPID is the process id (the thread group id) of the hit.
+	LabelPID
+	// LabelComm is the command name of the hit's thread (its comm, at
+	// most 15 bytes): a metric's one string label.
+	LabelComm
+)
 
 // Value of Metric.Value.
 const (
@@ -106,6 +133,10 @@ const (
 	// hash map).
 	DefaultMaxSeries = 100
 	MaxMaxSeries     = 10000
+	// DefaultSeriesIdle is a series' idle time before eviction by
+	// default: longer than any usual scrape interval, so that a series
+	// that counts between two scrapes is never evicted.
+	DefaultSeriesIdle = 10 * time.Minute
 	// MaxConfigSize bounds the file read.
 	MaxConfigSize = 4 << 20
 	// maxArgs is the most arguments a USDT probe has; a function probe
@@ -156,7 +187,10 @@ func (e *ConfigError) Error() string {
 
 // LoadConfig reads and checks the configuration file at path.
 func LoadConfig(path string, parse ProbeParser) (*Config, error) {
-	f, err := os.Open(path)
+	// Regular files only, opened without blocking: a FIFO given as the
+	// configuration would otherwise hang the start, or a reload and with
+	// it the signal loop.
+	f, err := procmaps.OpenFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -201,19 +235,63 @@ func ParseConfig(path string, data []byte, parse ProbeParser) (*Config, error) {
 	if len(list.Content) > MaxMetrics {
 		return nil, p.errorf(list, "metrics", "%d metrics, at most %d", len(list.Content), MaxMetrics)
 	}
-	names := map[string]int{}
 	for i, n := range list.Content {
 		m, err := p.metric(n, fmt.Sprintf("metrics[%d]", i))
 		if err != nil {
 			return nil, err
 		}
-		if line, ok := names[m.Name]; ok {
-			return nil, p.errorf(n, fmt.Sprintf("metrics[%d].name", i), "%q is defined twice (first on line %d)", m.Name, line)
-		}
-		names[m.Name] = m.Line
 		cfg.Metrics = append(cfg.Metrics, m)
 	}
+	if err := cfg.checkNames(); err != nil {
+		return nil, err
+	}
 	return cfg, nil
+}
+
+// reservedPrefixes are the names of the metrics an Exporter serves
+// itself: its health metrics and, in its own registry, the Go runtime's
+// and the process's collectors. A configured metric of such a name would
+// be dropped at the scrape.
+var reservedPrefixes = []string{"probekit_export_", "go_", "process_", "promhttp_"}
+
+// exposedNames are the sample names metric m writes in the text
+// exposition format: a histogram NAME writes NAME_bucket, NAME_sum and
+// NAME_count.
+func exposedNames(m *Metric) []string {
+	if m.Type == Histogram {
+		return []string{m.Name, m.Name + "_bucket", m.Name + "_sum", m.Name + "_count"}
+	}
+	return []string{m.Name}
+}
+
+// checkNames refuses a metric whose name is reserved, or whose samples
+// have the name of another metric's samples: the registry would drop
+// both at the scrape while the page is still served.
+func (c *Config) checkNames() error {
+	taken := map[string]*Metric{}
+	for i, m := range c.Metrics {
+		field := fmt.Sprintf("metrics[%d].name", i)
+		for _, r := range reservedPrefixes {
+			if strings.HasPrefix(m.Name, r) {
+				return &ConfigError{Path: c.Path, Line: m.Line, Field: field,
+					Msg: fmt.Sprintf("%q: names starting with %s are the exporter's own (%s)", m.Name, r, strings.Join(reservedPrefixes, ", "))}
+			}
+		}
+		for _, n := range exposedNames(m) {
+			if o := taken[n]; o != nil {
+				what := fmt.Sprintf("%q is defined twice", m.Name)
+				if o.Name != m.Name || n != m.Name {
+					what = fmt.Sprintf("%q writes samples named %s, as %q does", m.Name, n, o.Name)
+				}
+				return &ConfigError{Path: c.Path, Line: m.Line, Field: field,
+					Msg: fmt.Sprintf("%s (first on line %d)", what, o.Line)}
+			}
+		}
+		for _, n := range exposedNames(m) {
+			taken[n] = m
+		}
+	}
+	return nil
 }
 
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
@@ -281,14 +359,14 @@ var (
 	labelName  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 )
 
-var metricFields = []string{"name", "help", "type", "probe", "value", "buckets", "end", "labels", "max_series"}
+var metricFields = []string{"name", "help", "type", "probe", "value", "buckets", "end", "labels", "max_series", "series_idle"}
 
 func (p *configParser) metric(n *yaml.Node, field string) (*Metric, error) {
 	f, err := p.mapping(n, field, metricFields)
 	if err != nil {
 		return nil, err
 	}
-	m := &Metric{Line: n.Line, Value: NoValue, MaxSeries: DefaultMaxSeries}
+	m := &Metric{Line: n.Line, Value: NoValue, MaxSeries: DefaultMaxSeries, SeriesIdle: DefaultSeriesIdle}
 	for _, k := range []string{"name", "type", "probe"} {
 		if f[k] == nil {
 			return nil, p.errorf(n, join(field, k), "missing")
@@ -340,6 +418,17 @@ func (p *configParser) metric(n *yaml.Node, field string) (*Metric, error) {
 			return nil, p.errorf(v, join(field, "max_series"), "%q: want a number from 1 to %d", s, MaxMaxSeries)
 		}
 	}
+	if v := f["series_idle"]; v != nil {
+		s, err := p.str(v, join(field, "series_idle"))
+		if err != nil {
+			return nil, err
+		}
+		if s == "never" {
+			m.SeriesIdle = -1
+		} else if m.SeriesIdle, err = time.ParseDuration(s); err != nil || m.SeriesIdle <= 0 {
+			return nil, p.errorf(v, join(field, "series_idle"), "%q: want a positive duration (90s, 10m) or never", s)
+		}
+	}
 	return m, nil
 }
 
@@ -351,9 +440,6 @@ func (p *configParser) probe(n *yaml.Node, field string) (*Probe, string, error)
 	pr, err := p.parse(s)
 	if err != nil {
 		return nil, "", p.errorf(n, field, "%v", err)
-	}
-	if follow.Selector(pr.Target) && pr.Kind != record.KindUSDT {
-		return nil, "", p.errorf(n, field, "%q: a TARGET \"*\" or glob takes USDT probes; uprobe and uretprobe need a named target", s)
 	}
 	if pr.Kind != record.KindUSDT && strings.ContainsAny(pr.Func, `*?[\`) {
 		return nil, "", p.errorf(n, field, "%q: a metric probes one function: no glob in FUNC", s)
@@ -439,6 +525,9 @@ func (p *configParser) buckets(m *Metric, n *yaml.Node, field string) error {
 		if e.Kind != yaml.ScalarNode || err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 			return p.errorf(e, fmt.Sprintf("%s[%d]", field, i), "%q: want a finite number", e.Value)
 		}
+		if m.Latency() && v <= 0 {
+			return p.errorf(e, fmt.Sprintf("%s[%d]", field, i), "%v: a latency bound is a positive number of seconds", v)
+		}
 		if i > 0 && v <= m.Buckets[i-1] {
 			return p.errorf(e, fmt.Sprintf("%s[%d]", field, i), "%v: want bounds in increasing order", v)
 		}
@@ -447,14 +536,14 @@ func (p *configParser) buckets(m *Metric, n *yaml.Node, field string) error {
 	return nil
 }
 
-var labelFields = []string{"arg", "string"}
+var labelFields = []string{"arg", "string", "source"}
 
 func (p *configParser) labels(m *Metric, n *yaml.Node, field string) error {
 	if n == nil {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		return p.errorf(n, field, "want a mapping of label names to {arg: N, string: BOOL}")
+		return p.errorf(n, field, "want a mapping of label names to {arg: N, string: BOOL} or {source: pid|comm}")
 	}
 	if len(n.Content)/2 > MaxLabels {
 		return p.errorf(n, field, "%d labels, at most %d", len(n.Content)/2, MaxLabels)
@@ -463,7 +552,7 @@ func (p *configParser) labels(m *Metric, n *yaml.Node, field string) error {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		lf := join(field, k.Value)
-		if !labelName.MatchString(k.Value) || k.Value == "le" || strings.HasPrefix(k.Value, "__") {
+		if !labelName.MatchString(k.Value) || k.Value == "le" || k.Value == OverflowLabel || strings.HasPrefix(k.Value, "__") {
 			return p.errorf(k, lf, "%q is not a label name this metric can have", k.Value)
 		}
 		for _, l := range m.Labels {
@@ -475,12 +564,28 @@ func (p *configParser) labels(m *Metric, n *yaml.Node, field string) error {
 		if err != nil {
 			return err
 		}
-		if f["arg"] == nil {
+		l := Label{Name: k.Value}
+		if src := f["source"]; src != nil {
+			switch src.Value {
+			case "pid":
+				l.Source = LabelPID
+			case "comm":
+				l.Source = LabelComm
+			case "arg":
+			default:
+				return p.errorf(src, join(lf, "source"), "%q: want pid, comm or arg", src.Value)
+			}
+			if l.Source != LabelArg && (f["arg"] != nil || f["string"] != nil) {
+				return p.errorf(src, join(lf, "source"), "source %s reads no argument: no arg or string", src.Value)
+			}
+		}
+		if l.Source == LabelArg && f["arg"] == nil {
 			return p.errorf(v, join(lf, "arg"), "missing")
 		}
-		l := Label{Name: k.Value}
-		if l.Arg, err = p.argument(f["arg"], join(lf, "arg"), m.Probe); err != nil {
-			return err
+		if l.Source == LabelArg {
+			if l.Arg, err = p.argument(f["arg"], join(lf, "arg"), m.Probe); err != nil {
+				return err
+			}
 		}
 		if s := f["string"]; s != nil {
 			var b bool
@@ -489,12 +594,157 @@ func (p *configParser) labels(m *Metric, n *yaml.Node, field string) error {
 			}
 			l.String = b
 		}
-		if l.String {
+		if l.String || l.Source == LabelComm {
 			if strs++; strs > 1 {
-				return p.errorf(k, lf, "at most one label is a string")
+				return p.errorf(k, lf, "at most one label is a string (comm is one)")
 			}
 		}
 		m.Labels = append(m.Labels, l)
 	}
 	return nil
+}
+
+// Check makes a configuration built in Go (not read from a file) ready
+// for Apply and refuses what a file would be refused for. It fills the
+// defaults a file leaves out: MaxSeries 0 is DefaultMaxSeries, a
+// histogram without Buckets has the default ones, and Value is NoValue
+// where it is not read (a counter, a latency histogram). ProbeText, when
+// empty, is the probe as written by probe.Spec's syntax.
+func (c *Config) Check() error {
+	if len(c.Metrics) == 0 || len(c.Metrics) > MaxMetrics {
+		return &ConfigError{Path: c.Path, Field: "metrics", Msg: fmt.Sprintf("%d metrics: want 1 to %d", len(c.Metrics), MaxMetrics)}
+	}
+	for i, m := range c.Metrics {
+		if err := m.check(); err != nil {
+			return &ConfigError{Path: c.Path, Line: m.Line, Field: fmt.Sprintf("metrics[%d]", i), Msg: err.Error()}
+		}
+	}
+	return c.checkNames()
+}
+
+// check is Config.Check for one metric.
+func (m *Metric) check() error {
+	switch {
+	case !metricName.MatchString(m.Name):
+		return fmt.Errorf("name %q is not a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)", m.Name)
+	case m.Type != Counter && m.Type != Histogram:
+		return fmt.Errorf("type %q: want counter or histogram", m.Type)
+	case m.Probe == nil:
+		return errors.New("no probe")
+	case m.End != nil && m.Type != Histogram:
+		return errors.New("end: only a histogram measures latency")
+	case m.MaxSeries < 0 || m.MaxSeries > MaxMaxSeries:
+		return fmt.Errorf("max_series %d: want 1 to %d", m.MaxSeries, MaxMaxSeries)
+	case len(m.Labels) > MaxLabels:
+		return fmt.Errorf("%d labels, at most %d", len(m.Labels), MaxLabels)
+	}
+	for _, p := range []*Probe{m.Probe, m.End} {
+		if p == nil {
+			continue
+		}
+		if err := checkProbe(p); err != nil {
+			return err
+		}
+	}
+	if m.ProbeText == "" {
+		m.ProbeText = probeText(m.Probe)
+	}
+	if m.End != nil && m.EndText == "" {
+		m.EndText = probeText(m.End)
+	}
+	if m.MaxSeries == 0 {
+		m.MaxSeries = DefaultMaxSeries
+	}
+	if m.SeriesIdle == 0 {
+		m.SeriesIdle = DefaultSeriesIdle
+	}
+	switch {
+	case m.Type == Counter || m.Latency():
+		m.Value = NoValue
+	case m.Value == RetValue && m.Probe.Kind != record.KindUretprobe:
+		return errors.New("value ret: only a uretprobe has a return value")
+	case m.Value != RetValue && m.Probe.Kind == record.KindUretprobe:
+		return errors.New("value: a uretprobe has only its return value (RetValue)")
+	case m.Value != RetValue && (m.Value < 0 || m.Value >= argLimit(m.Probe.Kind)):
+		return fmt.Errorf("value %d: want an argument number from 0 to %d", m.Value, argLimit(m.Probe.Kind)-1)
+	}
+	if m.Type == Histogram && m.Buckets == nil {
+		m.Buckets = defaultValueBuckets
+		if m.Latency() {
+			m.Buckets = defaultLatencyBuckets
+		}
+	}
+	if m.Type != Histogram && m.Buckets != nil {
+		return errors.New("buckets: only a histogram has buckets")
+	}
+	if len(m.Buckets) > MaxBuckets {
+		return fmt.Errorf("%d buckets, at most %d", len(m.Buckets), MaxBuckets)
+	}
+	for i, b := range m.Buckets {
+		switch {
+		case math.IsNaN(b) || math.IsInf(b, 0):
+			return fmt.Errorf("buckets[%d]: %v: want a finite number", i, b)
+		case m.Latency() && b <= 0:
+			return fmt.Errorf("buckets[%d]: %v: a latency bound is a positive number of seconds", i, b)
+		case i > 0 && b <= m.Buckets[i-1]:
+			return fmt.Errorf("buckets[%d]: %v: want bounds in increasing order", i, b)
+		}
+	}
+	strs := 0
+	for i, l := range m.Labels {
+		if !labelName.MatchString(l.Name) || l.Name == "le" || l.Name == OverflowLabel || strings.HasPrefix(l.Name, "__") {
+			return fmt.Errorf("labels[%d]: %q is not a label name this metric can have", i, l.Name)
+		}
+		for _, o := range m.Labels[:i] {
+			if o.Name == l.Name {
+				return fmt.Errorf("labels[%d]: %q given twice", i, l.Name)
+			}
+		}
+		switch {
+		case l.Source > LabelComm:
+			return fmt.Errorf("labels[%d]: unknown source %d", i, l.Source)
+		case l.Source != LabelArg && l.String:
+			return fmt.Errorf("labels[%d]: source pid or comm reads no argument: String is false", i)
+		case l.Source == LabelArg && (l.Arg < 0 || l.Arg >= argLimit(m.Probe.Kind)):
+			return fmt.Errorf("labels[%d]: argument %d: want 0 to %d", i, l.Arg, argLimit(m.Probe.Kind)-1)
+		}
+		if l.String || l.Source == LabelComm {
+			if strs++; strs > 1 {
+				return fmt.Errorf("labels[%d]: at most one label is a string", i)
+			}
+		}
+	}
+	return nil
+}
+
+// checkProbe refuses a probe.Spec built in Go that lacks what its kind
+// needs.
+func checkProbe(p *Probe) error {
+	switch p.Kind {
+	case record.KindUSDT:
+		if p.Target == "" || p.Provider == "" || p.Name == "" {
+			return fmt.Errorf("probe %+v: a USDT probe needs Target, Provider and Name", *p)
+		}
+	case record.KindUprobe, record.KindUretprobe:
+		if p.Target == "" || p.Func == "" {
+			return fmt.Errorf("probe %+v: a function probe needs Target and Func", *p)
+		}
+		if strings.ContainsAny(p.Func, `*?[\`) {
+			return fmt.Errorf("probe %+v: a metric probes one function: no glob in Func", *p)
+		}
+	default:
+		return fmt.Errorf("probe %+v: unknown kind", *p)
+	}
+	return nil
+}
+
+// probeText writes p in the PROBE syntax.
+func probeText(p *Probe) string {
+	switch p.Kind {
+	case record.KindUprobe:
+		return probe.UprobePrefix + p.Target + ":" + p.Func
+	case record.KindUretprobe:
+		return probe.UretprobePrefix + p.Target + ":" + p.Func
+	}
+	return p.Target + ":" + p.Provider + ":" + p.Name
 }

@@ -15,8 +15,12 @@
  * whose count is also the number of hits folded.
  *
  * A latency histogram has a start probe (role ROLE_START) and an end
- * probe (ROLE_END): the start stores the time and the series key by
- * thread, the end takes them back and adds the interval in nanoseconds.
+ * probe (ROLE_END), paired per thread as a stack, so that nested and
+ * recursive calls each end their own start: the start pushes the time
+ * and the series key, the end pops them and adds the interval in
+ * nanoseconds. A thread's depth is in depths; the frames below
+ * MAX_DEPTH in starts, by thread and depth. Deeper starts are counted
+ * (LOST_DEPTH) but not kept, and their ends only pop the depth.
  * A USDT location's role is its usdt cookie; a function probe's is bit 0
  * of its BPF cookie (the other bits are the register set, FUNC_REGS_*). */
 #include <linux/bpf.h>
@@ -31,6 +35,11 @@ char LICENSE[] SEC("license") = "GPL";
 #define LABEL_STR_LEN 64	/* LabelStrLen in prog.go */
 #define MAX_ARGS BPF_USDT_MAX_ARG_CNT
 #define FUNC_NREGS 6	/* the C calling convention's argument registers */
+#define MAX_DEPTH 64	/* MaxDepth in prog.go */
+/* Label sources other than an argument, in pk_label_args (LabelPID,
+ * LabelComm in prog.go). */
+#define LABEL_PID 0x10000
+#define LABEL_COMM 0x10001
 
 /* bpf_tracing.h names five argument registers; the sixth is r9 on x86-64
  * (System V psABI) and x5 on arm64 (AAPCS64). */
@@ -63,7 +72,8 @@ enum lost {
 	LOST_VALUE = 0,	/* the value or a label could not be read */
 	LOST_FULL = 1,	/* no room in series nor starts */
 	LOST_NO_START = 2,	/* an end without a start on its thread */
-	NUM_LOST = 3,
+	LOST_DEPTH = 3,	/* a start nested deeper than MAX_DEPTH */
+	NUM_LOST = 4,
 };
 
 volatile const __u32 pk_kind = KIND_COUNTER;
@@ -114,14 +124,30 @@ struct start {
 	struct series_key key;
 };
 
-/* Latency: a start per thread. LRU: a thread that exits between start and
- * end leaves an entry that newer ones push out. */
+struct frame_key {
+	__u64 tid;
+	__u32 depth;
+	__u32 pad;
+};
+
+/* Latency: a thread's open starts, by thread and depth. LRU: a thread
+ * that exits between start and end leaves entries that newer ones push
+ * out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct frame_key);
+	__type(value, struct start);
+} starts SEC(".maps");
+
+/* Latency: the number of open starts of a thread, those past MAX_DEPTH
+ * included. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u64);
-	__type(value, struct start);
-} starts SEC(".maps");
+	__type(value, __u32);
+} depths SEC(".maps");
 
 static const struct series zero_series;
 
@@ -174,6 +200,14 @@ static __always_inline int make_key(struct pt_regs *ctx, const __s64 *regs, stru
 	for (int i = 0; i < MAX_LABELS; i++) {
 		if (i >= pk_nlabels)
 			continue;
+		if (pk_label_args[i] == LABEL_PID) {
+			key->nums[i] = bpf_get_current_pid_tgid() >> 32;
+			continue;
+		}
+		if (pk_label_args[i] == LABEL_COMM) {
+			bpf_get_current_comm(key->str, sizeof(key->str) < 16 ? sizeof(key->str) : 16);
+			continue;
+		}
 		if (arg(ctx, regs, pk_label_args[i], &v))
 			return -1;
 		if ((pk_label_strs >> i) & 1) {
@@ -219,24 +253,68 @@ static __always_inline void add(struct series_key *key, __s64 v)
 	__sync_fetch_and_add(&s->buckets[b], 1);
 }
 
-static __always_inline int hit(struct pt_regs *ctx, const __s64 *regs, __u32 role)
+/* end pops the thread's latest start and adds its interval. */
+static __always_inline void end(__u64 tid)
 {
-	struct start st = {};
+	struct frame_key fk = {.tid = tid};
 	struct series_key key = {};
 	struct start *sp;
+	__u32 *d = bpf_map_lookup_elem(&depths, &tid);
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!d || *d == 0) {
+		lose(LOST_NO_START);
+		return;
+	}
+	fk.depth = --*d;
+	if (fk.depth >= MAX_DEPTH)
+		return;	/* its start was counted in LOST_DEPTH */
+	sp = bpf_map_lookup_elem(&starts, &fk);
+	if (!sp) {
+		lose(LOST_NO_START);
+		return;
+	}
+	__builtin_memcpy(&key, &sp->key, sizeof(key));
+	now -= sp->ns;
+	bpf_map_delete_elem(&starts, &fk);
+	add(&key, now);
+}
+
+/* start pushes a start of key on the thread's stack. */
+static __always_inline void start(__u64 tid, struct series_key *key)
+{
+	struct frame_key fk = {.tid = tid};
+	struct start st = {};
+	__u32 one = 1;
+	__u32 *d = bpf_map_lookup_elem(&depths, &tid);
+
+	if (!d) {
+		if (bpf_map_update_elem(&depths, &tid, &one, BPF_ANY)) {
+			lose(LOST_FULL);
+			return;
+		}
+		fk.depth = 0;
+	} else {
+		fk.depth = (*d)++;
+	}
+	if (fk.depth >= MAX_DEPTH) {
+		lose(LOST_DEPTH);
+		return;
+	}
+	__builtin_memcpy(&st.key, key, sizeof(st.key));
+	st.ns = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&starts, &fk, &st, BPF_ANY))
+		lose(LOST_FULL);
+}
+
+static __always_inline int hit(struct pt_regs *ctx, const __s64 *regs, __u32 role)
+{
+	struct series_key key = {};
 	__u64 tid = bpf_get_current_pid_tgid();
 	__s64 v = 0;
 
 	if (pk_kind == KIND_LATENCY && role == ROLE_END) {
-		sp = bpf_map_lookup_elem(&starts, &tid);
-		if (!sp) {
-			lose(LOST_NO_START);
-			return 0;
-		}
-		v = bpf_ktime_get_ns() - sp->ns;
-		__builtin_memcpy(&key, &sp->key, sizeof(key));
-		bpf_map_delete_elem(&starts, &tid);
-		add(&key, v);
+		end(tid);
 		return 0;
 	}
 	if (make_key(ctx, regs, &key)) {
@@ -244,10 +322,7 @@ static __always_inline int hit(struct pt_regs *ctx, const __s64 *regs, __u32 rol
 		return 0;
 	}
 	if (pk_kind == KIND_LATENCY) {
-		__builtin_memcpy(&st.key, &key, sizeof(key));
-		st.ns = bpf_ktime_get_ns();
-		if (bpf_map_update_elem(&starts, &tid, &st, BPF_ANY))
-			lose(LOST_FULL);
+		start(tid, &key);
 		return 0;
 	}
 	if (pk_kind == KIND_HIST && arg(ctx, regs, pk_value_arg, &v)) {

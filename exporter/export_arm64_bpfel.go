@@ -29,6 +29,13 @@ type exportBpfUsdtSpec struct {
 	_          [6]byte
 }
 
+type exportFrameKey struct {
+	_     structs.HostLayout
+	Tid   uint64
+	Depth uint32
+	Pad   uint32
+}
+
 type exportSeries struct {
 	_       structs.HostLayout
 	Count   uint64
@@ -54,6 +61,7 @@ type exportStart struct {
 const (
 	exportMapBpfUsdtIpToSpecId      = "__bpf_usdt_ip_to_spec_id"
 	exportMapBpfUsdtSpecs           = "__bpf_usdt_specs"
+	exportMapDepths                 = "depths"
 	exportMapErrors                 = "errors"
 	exportMapOther                  = "other"
 	exportMapSeries                 = "series"
@@ -122,6 +130,7 @@ type exportProgramSpecs struct {
 type exportMapSpecs struct {
 	BpfUsdtIpToSpecId *ebpf.MapSpec `ebpf:"__bpf_usdt_ip_to_spec_id"`
 	BpfUsdtSpecs      *ebpf.MapSpec `ebpf:"__bpf_usdt_specs"`
+	Depths            *ebpf.MapSpec `ebpf:"depths"`
 	Errors            *ebpf.MapSpec `ebpf:"errors"`
 	Other             *ebpf.MapSpec `ebpf:"other"`
 	Series            *ebpf.MapSpec `ebpf:"series"`
@@ -164,6 +173,7 @@ func (o *exportObjects) Close() error {
 type exportMaps struct {
 	BpfUsdtIpToSpecId *ebpf.Map `ebpf:"__bpf_usdt_ip_to_spec_id"`
 	BpfUsdtSpecs      *ebpf.Map `ebpf:"__bpf_usdt_specs"`
+	Depths            *ebpf.Map `ebpf:"depths"`
 	Errors            *ebpf.Map `ebpf:"errors"`
 	Other             *ebpf.Map `ebpf:"other"`
 	Series            *ebpf.Map `ebpf:"series"`
@@ -174,6 +184,7 @@ func (m *exportMaps) Close() error {
 	return _ExportClose(
 		m.BpfUsdtIpToSpecId,
 		m.BpfUsdtSpecs,
+		m.Depths,
 		m.Errors,
 		m.Other,
 		m.Series,

@@ -1,20 +1,22 @@
 package exporter
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/probekit/probekit/follow"
 	"github.com/probekit/probekit/procmaps"
@@ -43,10 +45,16 @@ type Exporter struct {
 	// attachErrors counts the failed attaches by metric name, across
 	// reloads, those in one process of a "*" or glob target included.
 	attachErrors map[string]uint64
+	// attachExited counts, by metric name, the processes of a "*" or
+	// glob target that exited before their attach: not errors.
+	attachExited map[string]uint64
 	reloads      [2]uint64 // successes, failures
 	readErrors   atomic.Uint64
 
 	srv *http.Server
+
+	pagesOnce sync.Once
+	pages     *pageServer
 
 	procs processCounts
 }
@@ -88,13 +96,16 @@ type metricState struct {
 	prog *program // nil when the load or the attach failed
 	err  error
 	desc *prometheus.Desc
+	// overflowDesc is desc with OverflowLabel, for the series past
+	// max_series.
+	overflowDesc *prometheus.Desc
 }
 
 // New returns an Exporter serving no metric yet (see Apply). The
 // registry and its collectors are made here, not at package
 // initialisation, so that a command that does not export pays nothing.
 func New(opts Options) *Exporter {
-	x := &Exporter{log: opts.Log, reg: prometheus.NewPedanticRegistry(), attachErrors: map[string]uint64{}}
+	x := &Exporter{log: opts.Log, reg: prometheus.NewPedanticRegistry(), attachErrors: map[string]uint64{}, attachExited: map[string]uint64{}}
 	if x.log == nil {
 		x.log = log.New(discard{}, "", 0)
 	}
@@ -156,20 +167,19 @@ func (x *Exporter) Apply(cfg *Config) {
 	x.mu.Lock()
 	x.metrics = kept
 	x.mu.Unlock()
-	for _, s := range drop {
-		if s.prog != nil {
-			if err := s.prog.close(); err != nil {
-				x.log.Printf("%s: detach: %v", s.m.Name, err)
-			}
+	closeAll(drop, x.log)
+	var load []*metricState
+	for _, s := range next {
+		if !keep[s] {
+			load = append(load, s)
 		}
 	}
+	each(load, loadWorkers, func(s *metricState) {
+		s.desc, s.overflowDesc = newDesc(s.m)
+		s.prog, s.err = loadMetric(s.m, x.watchFailed(s.m))
+	})
 	var failed []string
-	for _, s := range next {
-		if keep[s] {
-			continue
-		}
-		s.desc = newDesc(s.m)
-		s.prog, s.err = load(s.m, x.watchFailed(s.m))
+	for _, s := range load {
 		if s.err != nil {
 			x.log.Printf("%s (line %d): %v", s.m.Name, s.m.Line, s.err)
 			failed = append(failed, s.m.Name)
@@ -190,11 +200,39 @@ func (x *Exporter) Apply(cfg *Config) {
 // and counted; the other processes are not affected.
 func (x *Exporter) watchFailed(m *Metric) func(follow.Event) {
 	return func(e follow.Event) {
+		if exited(e.PID) {
+			// Not an error: the process ended between its exec or
+			// mmap and the attach.
+			x.errMu.Lock()
+			x.attachExited[m.Name]++
+			x.errMu.Unlock()
+			return
+		}
 		x.log.Printf("%s: pid %d: %s: %v", m.Name, e.PID, e.File, e.Err)
 		x.errMu.Lock()
 		x.attachErrors[m.Name]++
 		x.errMu.Unlock()
 	}
+}
+
+// exited reports whether process pid has ended: it is gone, or a zombie
+// (its maps and files are gone, its exit not yet collected).
+func exited(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH)
+	}
+	// The state follows the command name, which is in parentheses and
+	// may hold any byte: it is the first field after the last ')'.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 || i+2 >= len(data) {
+		return false
+	}
+	state := data[i+2]
+	return state == 'Z' || state == 'X'
 }
 
 // ReloadFailed counts a configuration that could not be applied.
@@ -229,17 +267,61 @@ func (x *Exporter) Close() error {
 	if srv != nil {
 		errs = append(errs, srv.Close())
 	}
-	for _, s := range metrics {
-		if s.prog != nil {
-			errs = append(errs, s.prog.close())
-		}
-	}
+	errs = append(errs, closeAll(metrics, nil))
 	return errors.Join(errs...)
 }
 
-// Handler serves the metrics in the exposition format.
+// Workers of Apply and Close: a metric's load waits on the verifier and
+// on map creation, its attach and detach on the kernel's uprobe
+// registration (each detach waits for an RCU grace period), so more
+// metrics than CPUs are worked on at once.
+const (
+	loadWorkers  = 16
+	closeWorkers = 64
+)
+
+// each calls f on every state, from at most n goroutines at once.
+func each(states []*metricState, n int, f func(*metricState)) {
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, n)
+	for _, s := range states {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			f(s)
+		})
+	}
+	wg.Wait()
+}
+
+// closeAll detaches the programs of states concurrently; errors are
+// logged when log is set, and returned.
+func closeAll(states []*metricState, log *log.Logger) error {
+	var mu sync.Mutex
+	var errs []error
+	each(states, closeWorkers, func(s *metricState) {
+		if s.prog == nil {
+			return
+		}
+		if err := s.prog.close(); err != nil {
+			err = fmt.Errorf("%s: detach: %w", s.m.Name, err)
+			if log != nil {
+				log.Print(err)
+			}
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Handler serves the metrics in the text exposition format (gzipped when
+// the client takes it), at most MaxRequestsInFlight at once. Requests
+// that arrive while a gather runs share its page.
 func (x *Exporter) Handler() http.Handler {
-	return promhttp.HandlerFor(x.reg, promhttp.HandlerOpts{ErrorLog: x.log, ErrorHandling: promhttp.ContinueOnError})
+	x.pagesOnce.Do(func() { x.pages = newPageServer(x.reg, x.log) })
+	return x.pages
 }
 
 // Serve listens on addr and serves /metrics there. It returns the address
@@ -250,6 +332,7 @@ func (x *Exporter) Serve(addr string) (<-chan error, net.Addr, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	ln = &limitListener{Listener: ln, slots: make(chan struct{}, MaxConnections)}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", x.Handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -259,7 +342,15 @@ func (x *Exporter) Serve(addr string) (<-chan error, net.Addr, error) {
 		}
 		fmt.Fprintln(w, "probekit export: metrics at /metrics")
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          x.log,
+	}
 	x.mu.Lock()
 	x.srv = srv
 	x.mu.Unlock()
@@ -272,7 +363,9 @@ func (x *Exporter) Serve(addr string) (<-chan error, net.Addr, error) {
 	return done, ln.Addr(), nil
 }
 
-func newDesc(m *Metric) *prometheus.Desc {
+// newDesc returns the descriptions of m's series and of its overflow
+// series.
+func newDesc(m *Metric) (desc, overflow *prometheus.Desc) {
 	help := m.Help
 	if help == "" {
 		help = m.ProbeText
@@ -281,7 +374,8 @@ func newDesc(m *Metric) *prometheus.Desc {
 	for i, l := range m.Labels {
 		names[i] = l.Name
 	}
-	return prometheus.NewDesc(m.Name, help, names, nil)
+	return prometheus.NewDesc(m.Name, help, names, nil),
+		prometheus.NewDesc(m.Name, help, append(names, OverflowLabel), nil)
 }
 
 // Health metrics.
@@ -294,10 +388,14 @@ var (
 		"Processes mapping a file the metric is attached to (counted at most every 10 s).", []string{"metric", "file"}, nil)
 	attachErrorsDesc = prometheus.NewDesc("probekit_export_attach_errors_total",
 		"Failed loads or attaches of the metric, across reloads.", []string{"metric"}, nil)
+	attachExitedDesc = prometheus.NewDesc("probekit_export_attach_exited_total",
+		"Processes of a \"*\" or glob target that exited before the metric could be attached to them (not errors).", []string{"metric"}, nil)
 	lostDesc = prometheus.NewDesc("probekit_export_lost_updates_total",
 		"Hits not counted: a value or label unreadable, the maps full, an end probe without its start on the thread; for a \"*\" or glob target, process events the kernel could not queue (process_event_lost).", []string{"metric", "reason"}, nil)
 	foldedDesc = prometheus.NewDesc("probekit_export_label_folded_total",
-		"Hits counted in the series whose labels are all \"other\", past the metric's max_series.", []string{"metric"}, nil)
+		"Hits counted in the metric's series overflow=\"true\", past its max_series.", []string{"metric"}, nil)
+	evictedDesc = prometheus.NewDesc("probekit_export_series_evicted_total",
+		"Series removed after counting nothing for the metric's series_idle, making room for new label values.", []string{"metric"}, nil)
 	readErrorsDesc = prometheus.NewDesc("probekit_export_read_errors_total",
 		"Failed reads of a metric's BPF maps at a scrape.", nil, nil)
 	reloadsDesc = prometheus.NewDesc("probekit_export_config_loads_total",
@@ -319,9 +417,10 @@ func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(attachedDesc, prometheus.GaugeValue, up, s.m.Name)
 		x.errMu.Lock()
-		nerr := x.attachErrors[s.m.Name]
+		nerr, nexit := x.attachErrors[s.m.Name], x.attachExited[s.m.Name]
 		x.errMu.Unlock()
 		ch <- prometheus.MustNewConstMetric(attachErrorsDesc, prometheus.CounterValue, float64(nerr), s.m.Name)
+		ch <- prometheus.MustNewConstMetric(attachExitedDesc, prometheus.CounterValue, float64(nexit), s.m.Name)
 		if s.prog == nil {
 			continue
 		}
@@ -337,7 +436,7 @@ func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(processesDesc, prometheus.GaugeValue, float64(n), s.m.Name, f)
 			}
 		}
-		series, folded, lost, err := s.prog.read(s.m)
+		series, over, lost, err := s.prog.read(s.m, time.Now())
 		if err != nil {
 			x.readErrors.Add(1)
 			ch <- prometheus.NewInvalidMetric(s.desc, err)
@@ -352,10 +451,16 @@ func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(lostDesc, prometheus.CounterValue, float64(w.Lost()), s.m.Name, "process_event_lost")
 		}
 		if len(s.m.Labels) > 0 {
-			ch <- prometheus.MustNewConstMetric(foldedDesc, prometheus.CounterValue, float64(folded), s.m.Name)
+			folded := 0.0
+			if over != nil {
+				folded = float64(over.value.Count)
+				ch <- constMetric(s.m, s.overflowDesc, over, "true")
+			}
+			ch <- prometheus.MustNewConstMetric(foldedDesc, prometheus.CounterValue, folded, s.m.Name)
+			ch <- prometheus.MustNewConstMetric(evictedDesc, prometheus.CounterValue, float64(s.prog.evictions()), s.m.Name)
 		}
 		for _, se := range series {
-			ch <- constMetric(s, se)
+			ch <- constMetric(s.m, s.desc, se)
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(readErrorsDesc, prometheus.CounterValue, float64(x.readErrors.Load()))
@@ -363,21 +468,23 @@ func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(reloadsDesc, prometheus.CounterValue, float64(x.reloads[1]), "failure")
 }
 
-// constMetric is one series of s as Prometheus reads it.
-func constMetric(s *metricState, se *series) prometheus.Metric {
+// constMetric is one series of m, described by desc, as Prometheus reads
+// it; extra are label values after the series' own.
+func constMetric(m *Metric, desc *prometheus.Desc, se *series, extra ...string) prometheus.Metric {
 	v := &se.value
-	if s.m.Type == Counter {
-		return prometheus.MustNewConstMetric(s.desc, prometheus.CounterValue, float64(v.Count), se.labels...)
+	labels := append(slices.Clip(se.labels), extra...)
+	if m.Type == Counter {
+		return prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v.Count), labels...)
 	}
 	scale := 1.0
-	if s.m.Latency() {
+	if m.Latency() {
 		scale = 1e-9
 	}
-	buckets := make(map[float64]uint64, len(s.m.Buckets))
+	buckets := make(map[float64]uint64, len(m.Buckets))
 	var cum uint64
-	for i, b := range s.m.Buckets {
+	for i, b := range m.Buckets {
 		cum += v.Buckets[i]
 		buckets[b] = cum
 	}
-	return prometheus.MustNewConstHistogram(s.desc, v.Count, float64(v.Sum)*scale, buckets, se.labels...)
+	return prometheus.MustNewConstHistogram(desc, v.Count, float64(v.Sum)*scale, buckets, labels...)
 }

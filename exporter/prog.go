@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -46,7 +47,20 @@ const (
 )
 
 // Reasons a hit is not counted (enum lost), by index.
-var lostReasons = [...]string{"value_unreadable", "map_full", "end_without_start"}
+var lostReasons = [...]string{"value_unreadable", "map_full", "end_without_start", "depth_overflow"}
+
+// MaxDepth is how many starts of a latency histogram one thread keeps
+// open (MAX_DEPTH): recursion deeper than that is counted in
+// probekit_export_lost_updates_total{reason="depth_overflow"}, and those
+// calls are not measured.
+const MaxDepth = 64
+
+// pk_label_args values of the label sources other than an argument
+// (LABEL_PID, LABEL_COMM).
+const (
+	labelArgPID  = 0x10000
+	labelArgComm = 0x10001
+)
 
 // seriesKey is struct series_key; seriesValue struct series.
 type seriesKey struct {
@@ -74,15 +88,29 @@ type program struct {
 	mu sync.Mutex
 	// watched is the sites the watch has attached now, by file.
 	watched map[string]int
+
+	// readMu serialises reads (concurrent scrapes): they update seen.
+	readMu sync.Mutex
+	// seen is each series' count at the last read and when it last
+	// changed, for the eviction of idle series.
+	seen map[seriesKey]seenSeries
+	// evicted counts the series evicted.
+	evicted uint64
 }
 
-// load loads m's program into the kernel; failed is told each failure
+type seenSeries struct {
+	count   uint64
+	changed time.Time
+}
+
+// loadMetric loads m's program into the kernel; failed is told each failure
 // to attach a "*" or glob target in a process (the others go on).
-func load(m *Metric, failed func(follow.Event)) (*program, error) {
-	spec, err := loadExport()
+func loadMetric(m *Metric, failed func(follow.Event)) (*program, error) {
+	base, err := exportSpec()
 	if err != nil {
 		return nil, err
 	}
+	spec := base.Copy()
 	if err := usdt.Prepare(spec); err != nil {
 		return nil, err
 	}
@@ -104,8 +132,15 @@ func load(m *Metric, failed func(follow.Event)) (*program, error) {
 	var args [MaxLabels]uint32
 	var strs uint32
 	for i, l := range m.Labels {
-		args[i] = uint32(l.Arg)
-		if l.String {
+		switch l.Source {
+		case LabelPID:
+			args[i] = labelArgPID
+		case LabelComm:
+			args[i] = labelArgComm
+		default:
+			args[i] = uint32(l.Arg)
+		}
+		if l.String || l.Source == LabelComm {
 			strs |= 1 << i
 		}
 	}
@@ -118,6 +153,13 @@ func load(m *Metric, failed func(follow.Event)) (*program, error) {
 		}
 	}
 	spec.Maps["series"].MaxEntries = uint32(m.MaxSeries)
+	if !m.Latency() {
+		// Only a latency histogram keeps starts. The kernel preallocates
+		// an LRU map's entries: at full size these two made the load of a
+		// counter take 20 times as long, and its close 4 times.
+		spec.Maps["starts"].MaxEntries = 1
+		spec.Maps["depths"].MaxEntries = 1
+	}
 	usesUSDT, usesFunc := false, false
 	for _, p := range []*Probe{m.Probe, m.End} {
 		if p == nil {
@@ -141,13 +183,17 @@ func load(m *Metric, failed func(follow.Event)) (*program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the program: %w", err)
 	}
-	p := &program{coll: coll, failed: failed, watched: map[string]int{}}
+	p := &program{coll: coll, failed: failed, watched: map[string]int{}, seen: map[seriesKey]seenSeries{}}
 	if err := p.attach(spec, m); err != nil {
 		p.close()
 		return nil, err
 	}
 	return p, nil
 }
+
+// exportSpec is export.c's collection, parsed once: each metric loads a
+// copy.
+var exportSpec = sync.OnceValues(loadExport)
 
 // boundOf is a bucket bound as export.c compares it with an integer
 // value: v <= b holds for an integer v exactly when v <= floor(b); a
@@ -180,11 +226,21 @@ func (p *program) attach(spec *ebpf.CollectionSpec, m *Metric) error {
 			continue
 		}
 		if follow.Selector(pr.Target) {
-			// The configuration takes only USDT probes there.
-			watched = append(watched, follow.Probe{
+			fp := follow.Probe{
 				Target: pr.Target, Provider: pr.Provider, Name: pr.Name,
 				Program: p.coll.Programs[usdtProgram], Cookie: uint64(role),
-			})
+			}
+			if pr.Kind != record.KindUSDT {
+				// Every matching file that has the function, as each
+				// process maps it. The C calling convention is read
+				// there whatever the file: a Go program's registers
+				// are not checked for as in attachFunc.
+				fp = follow.Probe{
+					Target: pr.Target, Function: pr.Func, Return: pr.Kind == record.KindUretprobe,
+					Program: p.coll.Programs[funcProgram], Cookie: funcCookie(pr, role),
+				}
+			}
+			watched = append(watched, fp)
 			continue
 		}
 		if pr.Kind == record.KindUSDT {
@@ -195,7 +251,7 @@ func (p *program) attach(spec *ebpf.CollectionSpec, m *Metric) error {
 			p.links = append(p.links, l)
 			continue
 		}
-		l, err := attachFunc(p.coll.Programs[funcProgram], pr, role, role == roleStart && (m.Value >= 0 || len(m.Labels) > 0))
+		l, err := attachFunc(p.coll.Programs[funcProgram], pr, role, role == roleStart && readsArgs(m))
 		if err != nil {
 			return err
 		}
@@ -234,6 +290,19 @@ func (p *program) notify(e follow.Event) {
 	}
 }
 
+// readsArgs reports whether m reads arguments of its start probe.
+func readsArgs(m *Metric) bool {
+	if m.Value >= 0 {
+		return true
+	}
+	for _, l := range m.Labels {
+		if l.Source == LabelArg {
+			return true
+		}
+	}
+	return false
+}
+
 // attachFunc attaches prog to the function of pr; readsArgs says the
 // metric reads its argument registers.
 func attachFunc(prog *ebpf.Program, pr *Probe, role int, readsArgs bool) (*attach.Link, error) {
@@ -250,14 +319,22 @@ func attachFunc(prog *ebpf.Program, pr *Probe, role int, readsArgs bool) (*attac
 	if err != nil {
 		return nil, err
 	}
-	opts := &uprobe.Options{Cookie: uint64(role) | regsC<<8}
+	opts := &uprobe.Options{Cookie: funcCookie(pr, role)}
 	if pr.Kind == record.KindUretprobe {
-		opts.Cookie = uint64(role) | regsRet<<8
 		// A uretprobe on native code; on Go, a probe on each return
 		// instruction.
 		return b.Return(fn.String(), prog, opts)
 	}
 	return b.Entry(fn.String(), prog, opts)
+}
+
+// funcCookie is the BPF cookie of a function probe: its role in bit 0,
+// the register set from bit 8.
+func funcCookie(pr *Probe, role int) uint64 {
+	if pr.Kind == record.KindUretprobe {
+		return uint64(role) | regsRet<<8
+	}
+	return uint64(role) | regsC<<8
 }
 
 // close detaches every probe, then releases the program and maps.
@@ -304,36 +381,81 @@ type series struct {
 const maxSeriesRead = 2 * MaxMaxSeries
 
 // read returns m's series, those with the same label values merged, the
-// folded hits (of other) and the hits lost by reason.
-func (p *program) read(m *Metric) (map[string]*series, uint64, [len(lostReasons)]uint64, error) {
+// overflow series (the hits past max_series; nil when there were none)
+// and the hits lost by reason.
+//
+// A series of a labelled metric whose count has not changed for
+// m.SeriesIdle is evicted: deleted from the map, not returned, counted
+// in p.evicted. now is the time of the read.
+func (p *program) read(m *Metric, now time.Time) (map[string]*series, *series, [len(lostReasons)]uint64, error) {
+	p.readMu.Lock()
+	defer p.readMu.Unlock()
 	var lost [len(lostReasons)]uint64
 	out := map[string]*series{}
 	var k seriesKey
 	var per []seriesValue
+	var idle []seriesKey
+	evicts := len(m.Labels) > 0 && m.SeriesIdle > 0
+	present := make(map[seriesKey]bool, len(p.seen))
 	it := p.coll.Maps["series"].Iterate()
 	for n := 0; it.Next(&k, &per); n++ {
 		if n >= maxSeriesRead {
 			break
 		}
+		if evicts {
+			var count uint64
+			for i := range per {
+				count += per[i].Count
+			}
+			s, ok := p.seen[k]
+			if !ok || s.count != count {
+				s = seenSeries{count: count, changed: now}
+				p.seen[k] = s
+			}
+			present[k] = true
+			if now.Sub(s.changed) >= m.SeriesIdle {
+				idle = append(idle, k)
+				continue
+			}
+		}
 		addSeries(out, labelValues(m, &k), per)
 	}
 	if err := it.Err(); err != nil {
-		return nil, 0, lost, fmt.Errorf("read the series: %w", err)
+		return nil, nil, lost, fmt.Errorf("read the series: %w", err)
+	}
+	// Deleted after the walk: a delete during it may restart it. A hit
+	// on another CPU between the read and the delete is lost with the
+	// series; the series was idle for m.SeriesIdle before it.
+	for _, k := range idle {
+		if err := p.coll.Maps["series"].Delete(&k); err == nil {
+			p.evicted++
+		}
+		delete(p.seen, k)
+	}
+	for k := range p.seen {
+		if !present[k] {
+			delete(p.seen, k)
+		}
 	}
 	if err := p.coll.Maps["other"].Lookup(uint32(0), &per); err != nil {
-		return nil, 0, lost, fmt.Errorf("read the series other: %w", err)
+		return nil, nil, lost, fmt.Errorf("read the series other: %w", err)
 	}
-	folded := addSeries(out, otherValues(m), per)
+	overflow := map[string]*series{}
+	addSeries(overflow, otherValues(m), per)
 	var n []uint64
 	for i := range lost {
 		if err := p.coll.Maps["errors"].Lookup(uint32(i), &n); err != nil {
-			return nil, 0, lost, fmt.Errorf("read the errors: %w", err)
+			return nil, nil, lost, fmt.Errorf("read the errors: %w", err)
 		}
 		for _, c := range n {
 			lost[i] += c
 		}
 	}
-	return out, folded, lost, nil
+	var over *series
+	for _, s := range overflow {
+		over = s
+	}
+	return out, over, lost, nil
 }
 
 // addSeries adds the per-CPU values per to the series of labels and
@@ -369,7 +491,7 @@ func addSeries(out map[string]*series, labels []string, per []seriesValue) uint6
 func labelValues(m *Metric, k *seriesKey) []string {
 	vals := make([]string, len(m.Labels))
 	for i, l := range m.Labels {
-		if l.String {
+		if l.String || l.Source == LabelComm {
 			s := k.Str[:]
 			if n := bytes.IndexByte(s, 0); n >= 0 {
 				s = s[:n]
@@ -383,8 +505,13 @@ func labelValues(m *Metric, k *seriesKey) []string {
 }
 
 // otherLabel is the value of every label of the series that holds the
-// hits past a metric's max_series.
+// hits past a metric's max_series; that series also has OverflowLabel.
 const otherLabel = "other"
+
+// OverflowLabel is the label, "true", of the one series of a metric that
+// holds the hits past its max_series: an argument read as a label value
+// may be "other" too, and its series stays apart.
+const OverflowLabel = "overflow"
 
 func otherValues(m *Metric) []string {
 	vals := make([]string, len(m.Labels))
@@ -392,4 +519,11 @@ func otherValues(m *Metric) []string {
 		vals[i] = otherLabel
 	}
 	return vals
+}
+
+// evictions returns the number of series evicted.
+func (p *program) evictions() uint64 {
+	p.readMu.Lock()
+	defer p.readMu.Unlock()
+	return p.evicted
 }

@@ -16,6 +16,19 @@ const (
 	// Failed: a probe could not be attached in a process. The other
 	// probes and processes are not affected.
 	Failed
+	// Missing: a probe that none of the objects watched when the watch
+	// started has (a mistyped name, or a runtime built without it). It is
+	// sent once per probe, with File the number of objects its target
+	// selected in Err's text; Err wraps usdt.ErrNotFound or
+	// uprobe.ErrNotFound. Objects mapped later are still searched.
+	Missing
+	// Joined: a process of a host watch maps a file whose probes are
+	// attached path-wide: its hits are seen from now on. Sites is the
+	// file's attached locations.
+	Joined
+	// Left: a process of a host watch exited, exec'd another image or
+	// unmapped the file of a Joined event.
+	Left
 )
 
 func (k EventKind) String() string {
@@ -26,6 +39,12 @@ func (k EventKind) String() string {
 		return "detach"
 	case Failed:
 		return "fail"
+	case Missing:
+		return "missing"
+	case Joined:
+		return "join"
+	case Left:
+		return "leave"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
@@ -34,7 +53,8 @@ func (k EventKind) String() string {
 // or failing in one process.
 type Event struct {
 	Kind EventKind
-	// PID is the process.
+	// PID is the process; 0 for the Detached of a path-wide attachment
+	// released when the watch closes (every process).
 	PID int
 	// Probe is the wanted probe concerned.
 	Probe *Probe
@@ -50,6 +70,8 @@ func (e Event) String() string {
 	switch e.Kind {
 	case Failed:
 		return fmt.Sprintf("%s pid %d %s: %v", e.Kind, e.PID, e.Probe, e.Err)
+	case Missing:
+		return fmt.Sprintf("%s %s: %v", e.Kind, e.Probe, e.Err)
 	default:
 		return fmt.Sprintf("%s pid %d %s (%d sites)", e.Kind, e.PID, e.Probe, e.Sites)
 	}

@@ -1,6 +1,7 @@
 package follow
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -82,13 +83,37 @@ type objects struct {
 	mu    sync.Mutex
 	files map[fileKey]*fileState
 	procs map[int][]fileKey
+	// found counts, per probe, the files that have it; selected the
+	// files its target selected (for Missing).
+	found, selected map[*Probe]int
 }
 
 func newObjects(probes []*Probe, att *usdt.Attacher, pathWide bool, notify func(Event), c *closer) *objects {
 	return &objects{
 		probes: probes, att: att, pathWide: pathWide, notify: notify, closer: c,
 		files: map[fileKey]*fileState{}, procs: map[int][]fileKey{},
+		found: map[*Probe]int{}, selected: map[*Probe]int{},
 	}
+}
+
+// reportMissing sends Missing once for each probe that no file scanned so
+// far has, and forgets the counts.
+func (o *objects) reportMissing() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range o.probes {
+		if o.found[p] > 0 {
+			continue
+		}
+		var err error
+		if p.Function != "" {
+			err = fmt.Errorf("no function matches %q in the %d objects mapped now that %q selects: %w", p.Function, o.selected[p], p.Target, uprobe.ErrNotFound)
+		} else {
+			err = fmt.Errorf("no USDT probe %s:%s in the %d objects mapped now that %q selects: %w", p.Provider, p.Name, o.selected[p], p.Target, usdt.ErrNotFound)
+		}
+		o.notify(Event{Kind: Missing, Probe: p, Err: err})
+	}
+	o.found, o.selected = nil, nil
 }
 
 // scan brings proc's attachments in line with what it maps now.
@@ -118,16 +143,36 @@ func (o *objects) scanOnce(proc *procmaps.Process) (newLoader bool) {
 		}
 		keys = append(keys, key)
 		if fs := o.files[key]; fs != nil {
-			fs.pids[proc.PID] = struct{}{}
+			if _, ok := fs.pids[proc.PID]; !ok {
+				fs.pids[proc.PID] = struct{}{}
+				o.joined(proc.PID, fs)
+			}
 			continue
 		}
 		fs := o.attachObject(proc, obj, key)
 		o.files[key] = fs
+		o.joined(proc.PID, fs)
 		newLoader = newLoader || fs.loader != nil
 	}
 	o.dropKeys(proc.PID, keys, false)
 	o.procs[proc.PID] = keys
 	return newLoader
+}
+
+// joined sends Joined for a process newly using a path-wide attached
+// file.
+func (o *objects) joined(pid int, fs *fileState) {
+	if o.pathWide && len(fs.links) > 0 {
+		o.notify(Event{Kind: Joined, PID: pid, File: fs.name, Sites: fs.sites()})
+	}
+}
+
+func (fs *fileState) sites() int {
+	n := 0
+	for _, l := range fs.links {
+		n += len(l.Sites())
+	}
+	return n
 }
 
 // drop forgets pid (exited), releasing the files no process uses now.
@@ -162,6 +207,9 @@ func (o *objects) dropKeys(pid int, keep []fileKey, exited bool) {
 			continue
 		}
 		delete(fs.pids, pid)
+		if o.pathWide && len(fs.links) > 0 {
+			o.notify(Event{Kind: Left, PID: pid, File: fs.name, Sites: fs.sites()})
+		}
 		if len(fs.pids) > 0 {
 			continue
 		}
@@ -215,9 +263,7 @@ func (o *objects) sites() int {
 	defer o.mu.Unlock()
 	n := 0
 	for _, fs := range o.files {
-		for _, l := range fs.links {
-			n += len(l.Sites())
-		}
+		n += fs.sites()
 	}
 	return n
 }
@@ -229,6 +275,9 @@ func (o *objects) attachObject(proc *procmaps.Process, obj *procmaps.Object, key
 	for _, p := range o.probes {
 		if selects(p.Target, obj.Path) {
 			want = append(want, p)
+			if o.selected != nil {
+				o.selected[p]++
+			}
 		}
 	}
 	isLoader := o.loader != nil && glob.Match(loaderGlob, path.Base(obj.Path))
@@ -274,6 +323,9 @@ func (o *objects) attachObject(proc *procmaps.Process, obj *procmaps.Object, key
 				continue
 			}
 		}
+		if o.found != nil {
+			o.found[p]++ // has it, attached or not
+		}
 		if err != nil {
 			o.notify(Event{Kind: Failed, PID: proc.PID, Probe: p, File: obj.Path, Err: err})
 			continue
@@ -305,11 +357,14 @@ func (o *objects) attachFunctions(p *Probe, proc *procmaps.Process, target strin
 		return nil, err
 	}
 	defer b.Close()
-	fns, err := functions(b, p.Function)
-	if err != nil || len(fns) == 0 {
+	fns, err := b.Resolve(p.Function)
+	if errors.Is(err, uprobe.ErrNotFound) {
 		return nil, nil // the file does not have it
 	}
-	opts := &uprobe.Options{PID: pid, Cookie: p.Cookie, FunctionCookie: p.FunctionCookie}
+	if err != nil {
+		return nil, err
+	}
+	opts := &uprobe.Options{PID: pid, Cookie: p.Cookie, FunctionCookie: p.FunctionCookie, Skip: p.Skip}
 	if p.Return {
 		return b.Returns(fns, p.Program, opts)
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/probekit/probekit/attach"
-	"github.com/probekit/probekit/internal/glob"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/uprobe"
 	"github.com/probekit/probekit/usdt"
@@ -38,6 +37,9 @@ type Probe struct {
 	// FunctionCookie gives each function its own cookie
 	// (uprobe.Options.FunctionCookie).
 	FunctionCookie func(fn uprobe.Function) uint64
+	// Skip, when set, leaves out the functions of a glob that cannot take
+	// the probe instead of failing the file (uprobe.Options.Skip).
+	Skip func(fn uprobe.Function, err error)
 }
 
 // String is the probe as the command line writes it.
@@ -90,43 +92,18 @@ func (p *Probe) attachTo(att *usdt.Attacher, proc *procmaps.Process) (*attach.Li
 			Process: proc, Cookie: p.Cookie, LocationCookie: p.LocationCookie,
 		})
 	}
-	b, err := uprobe.OpenProcess(proc.PID, p.Target)
+	b, err := uprobe.OpenProcess(proc, p.Target)
 	if err != nil {
 		return nil, err
 	}
 	defer b.Close()
-	fns, err := functions(b, p.Function)
+	fns, err := b.Resolve(p.Function)
 	if err != nil {
 		return nil, err
 	}
-	if len(fns) == 0 {
-		return nil, fmt.Errorf("%s: no function matches %q: %w", p.Target, p.Function, uprobe.ErrNotFound)
-	}
-	opts := &uprobe.Options{PID: proc.PID, Cookie: p.Cookie, FunctionCookie: p.FunctionCookie}
+	opts := &uprobe.Options{Cookie: p.Cookie, FunctionCookie: p.FunctionCookie, Skip: p.Skip}
 	if p.Return {
 		return b.Returns(fns, p.Program, opts)
 	}
 	return b.Entries(fns, p.Program, opts)
-}
-
-// functions resolves name in b: the one function a plain name names, or
-// those a glob matches, one per address (aliases such as malloc and
-// __libc_malloc share a probe: two would fire twice).
-func functions(b *uprobe.Binary, name string) ([]uprobe.Function, error) {
-	if glob.Literal(name) {
-		fn, err := b.Function(name)
-		if err != nil {
-			return nil, err
-		}
-		return []uprobe.Function{fn}, nil
-	}
-	all := b.Functions(name) // sorted by address
-	out := all[:0]
-	for _, fn := range all {
-		if n := len(out); n > 0 && out[n-1].Address == fn.Address {
-			continue
-		}
-		out = append(out, fn)
-	}
-	return out, nil
 }

@@ -16,38 +16,38 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	WatchMapFollowed    = "followed"
-	WatchMapWatchEvents = "watch_events"
-	WatchMapWatchLost   = "watch_lost"
-	WatchProgWatchExec  = "watch_exec"
-	WatchProgWatchExit  = "watch_exit"
-	WatchProgWatchMap   = "watch_map"
-	WatchVarStopOnMap   = "stop_on_map"
-	WatchVarWatchAll    = "watch_all"
+	watchMapFollowed    = "followed"
+	watchMapWatchEvents = "watch_events"
+	watchMapWatchLost   = "watch_lost"
+	watchProgWatchExec  = "watch_exec"
+	watchProgWatchExit  = "watch_exit"
+	watchProgWatchMap   = "watch_map"
+	watchVarStopOnMap   = "stop_on_map"
+	watchVarWatchAll    = "watch_all"
 )
 
-// LoadWatch returns the embedded CollectionSpec for Watch.
-func LoadWatch() (*ebpf.CollectionSpec, error) {
+// loadWatch returns the embedded CollectionSpec for watch.
+func loadWatch() (*ebpf.CollectionSpec, error) {
 	reader := bytes.NewReader(_WatchBytes)
 	spec, err := ebpf.LoadCollectionSpecFromReader(reader)
 	if err != nil {
-		return nil, fmt.Errorf("can't load Watch: %w", err)
+		return nil, fmt.Errorf("can't load watch: %w", err)
 	}
 
 	return spec, err
 }
 
-// LoadWatchObjects loads Watch and converts it into a struct.
+// loadWatchObjects loads watch and converts it into a struct.
 //
 // The following types are suitable as obj argument:
 //
-//	*WatchObjects
-//	*WatchPrograms
-//	*WatchMaps
+//	*watchObjects
+//	*watchPrograms
+//	*watchMaps
 //
 // See ebpf.CollectionSpec.LoadAndAssign documentation for details.
-func LoadWatchObjects(obj any, opts *ebpf.CollectionOptions) error {
-	spec, err := LoadWatch()
+func loadWatchObjects(obj any, opts *ebpf.CollectionOptions) error {
+	spec, err := loadWatch()
 	if err != nil {
 		return err
 	}
@@ -55,67 +55,67 @@ func LoadWatchObjects(obj any, opts *ebpf.CollectionOptions) error {
 	return spec.LoadAndAssign(obj, opts)
 }
 
-// WatchSpecs contains maps and programs before they are loaded into the kernel.
+// watchSpecs contains maps and programs before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
-type WatchSpecs struct {
-	WatchProgramSpecs
-	WatchMapSpecs
-	WatchVariableSpecs
+type watchSpecs struct {
+	watchProgramSpecs
+	watchMapSpecs
+	watchVariableSpecs
 }
 
-// WatchProgramSpecs contains programs before they are loaded into the kernel.
+// watchProgramSpecs contains programs before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
-type WatchProgramSpecs struct {
+type watchProgramSpecs struct {
 	WatchExec *ebpf.ProgramSpec `ebpf:"watch_exec"`
 	WatchExit *ebpf.ProgramSpec `ebpf:"watch_exit"`
 	WatchMap  *ebpf.ProgramSpec `ebpf:"watch_map"`
 }
 
-// WatchMapSpecs contains maps before they are loaded into the kernel.
+// watchMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
-type WatchMapSpecs struct {
+type watchMapSpecs struct {
 	Followed    *ebpf.MapSpec `ebpf:"followed"`
 	WatchEvents *ebpf.MapSpec `ebpf:"watch_events"`
 	WatchLost   *ebpf.MapSpec `ebpf:"watch_lost"`
 }
 
-// WatchVariableSpecs contains global variables before they are loaded into the kernel.
+// watchVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
-type WatchVariableSpecs struct {
+type watchVariableSpecs struct {
 	StopOnMap *ebpf.VariableSpec `ebpf:"stop_on_map"`
 	WatchAll  *ebpf.VariableSpec `ebpf:"watch_all"`
 }
 
-// WatchObjects contains all objects after they have been loaded into the kernel.
+// watchObjects contains all objects after they have been loaded into the kernel.
 //
-// It can be passed to LoadWatchObjects or ebpf.CollectionSpec.LoadAndAssign.
-type WatchObjects struct {
-	WatchPrograms
-	WatchMaps
-	WatchVariables
+// It can be passed to loadWatchObjects or ebpf.CollectionSpec.LoadAndAssign.
+type watchObjects struct {
+	watchPrograms
+	watchMaps
+	watchVariables
 }
 
-func (o *WatchObjects) Close() error {
+func (o *watchObjects) Close() error {
 	return _WatchClose(
-		&o.WatchPrograms,
-		&o.WatchMaps,
+		&o.watchPrograms,
+		&o.watchMaps,
 	)
 }
 
-// WatchMaps contains all maps after they have been loaded into the kernel.
+// watchMaps contains all maps after they have been loaded into the kernel.
 //
-// It can be passed to LoadWatchObjects or ebpf.CollectionSpec.LoadAndAssign.
-type WatchMaps struct {
+// It can be passed to loadWatchObjects or ebpf.CollectionSpec.LoadAndAssign.
+type watchMaps struct {
 	Followed    *ebpf.Map `ebpf:"followed"`
 	WatchEvents *ebpf.Map `ebpf:"watch_events"`
 	WatchLost   *ebpf.Map `ebpf:"watch_lost"`
 }
 
-func (m *WatchMaps) Close() error {
+func (m *watchMaps) Close() error {
 	return _WatchClose(
 		m.Followed,
 		m.WatchEvents,
@@ -123,24 +123,24 @@ func (m *WatchMaps) Close() error {
 	)
 }
 
-// WatchVariables contains all global variables after they have been loaded into the kernel.
+// watchVariables contains all global variables after they have been loaded into the kernel.
 //
-// It can be passed to LoadWatchObjects or ebpf.CollectionSpec.LoadAndAssign.
-type WatchVariables struct {
+// It can be passed to loadWatchObjects or ebpf.CollectionSpec.LoadAndAssign.
+type watchVariables struct {
 	StopOnMap *ebpf.Variable `ebpf:"stop_on_map"`
 	WatchAll  *ebpf.Variable `ebpf:"watch_all"`
 }
 
-// WatchPrograms contains all programs after they have been loaded into the kernel.
+// watchPrograms contains all programs after they have been loaded into the kernel.
 //
-// It can be passed to LoadWatchObjects or ebpf.CollectionSpec.LoadAndAssign.
-type WatchPrograms struct {
+// It can be passed to loadWatchObjects or ebpf.CollectionSpec.LoadAndAssign.
+type watchPrograms struct {
 	WatchExec *ebpf.Program `ebpf:"watch_exec"`
 	WatchExit *ebpf.Program `ebpf:"watch_exit"`
 	WatchMap  *ebpf.Program `ebpf:"watch_map"`
 }
 
-func (p *WatchPrograms) Close() error {
+func (p *watchPrograms) Close() error {
 	return _WatchClose(
 		p.WatchExec,
 		p.WatchExit,

@@ -32,7 +32,7 @@ const (
 // of a process's objects (a uprobe at each dynamic linker's
 // _dl_debug_state).
 type watcher struct {
-	objs  WatchObjects
+	objs  watchObjects
 	links []link.Link
 	rd    *ringbuf.Reader
 }
@@ -41,7 +41,7 @@ type watcher struct {
 // followed; stopOnMap stops a followed thread at each link-map change, for
 // its tracer (a Tree).
 func newWatcher(all, stopOnMap bool) (*watcher, error) {
-	spec, err := LoadWatch()
+	spec, err := loadWatch()
 	if err != nil {
 		return nil, err
 	}
@@ -206,6 +206,7 @@ func newWatch(pid int, probes []Probe, opts *Options) (*Watch, error) {
 			w.scan(p)
 		}
 	}
+	w.o.reportMissing()
 	go w.loop()
 	return w, nil
 }

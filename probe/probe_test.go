@@ -42,3 +42,31 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// The PROBE grammar: a prefix picks the kind; FUNC follows the last colon
+// (function names hold none, paths may); no prefix is USDT.
+func TestParseProbe(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want Spec
+	}{
+		{"uprobe:libc.so.6:malloc", Spec{Kind: record.KindUprobe, Target: "libc.so.6", Func: "malloc"}},
+		{"uretprobe:/a:b/prog:main.(*Server).Handle", Spec{Kind: record.KindUretprobe, Target: "/a:b/prog", Func: "main.(*Server).Handle"}},
+		{"uprobe:node:uv_fs_*", Spec{Kind: record.KindUprobe, Target: "node", Func: "uv_fs_*"}},
+		{"uprobe:libc.so.6:malloc@@GLIBC_2.2.5", Spec{Kind: record.KindUprobe, Target: "libc.so.6", Func: "malloc@@GLIBC_2.2.5"}},
+		{"usdt:python3.11:python:function__entry", Spec{Kind: record.KindUSDT, Target: "python3.11", Provider: "python", Name: "function__entry"}},
+		{"python3.11:python:function__*", Spec{Kind: record.KindUSDT, Target: "python3.11", Provider: "python", Name: "function__*"}},
+		// A file named uprobe: its USDT probes need the usdt: prefix.
+		{"usdt:uprobe:p:n", Spec{Kind: record.KindUSDT, Target: "uprobe", Provider: "p", Name: "n"}},
+	} {
+		got, err := Parse(c.in)
+		if err != nil || got != c.want {
+			t.Errorf("Parse(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"uprobe:", "uprobe:f", "uprobe::f", "uretprobe:t:", "usdt:t:p", "t:f", "nocolons", "usdt:"} {
+		if got, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q) = %+v, want an error", bad, got)
+		}
+	}
+}

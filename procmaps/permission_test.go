@@ -28,13 +28,7 @@ func TestPermissionDenied(t *testing.T) {
 	fx := testkit.Start(t, fixturePath(t, "usdt_sample"))
 	// The test binary sits in a 0700 build directory; nobody needs a copy
 	// it can execute.
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for d := filepath.Dir(dir); d != "/" && strings.HasPrefix(d, os.TempDir()); d = filepath.Dir(d) {
-		os.Chmod(d, 0o755)
-	}
+	dir := testkit.SharedTempDir(t)
 	bin := filepath.Join(dir, "procmaps.test")
 	testkit.CopyFile(t, os.Args[0], bin)
 	cmd := exec.Command(bin, "-test.run=^TestPermissionHelper$", "-test.v")

@@ -127,9 +127,13 @@ func OpenTarget(name string) (*Target, error) {
 	return newTarget(f, name, path, nil)
 }
 
-// OpenTarget opens name as process p sees it. A path is resolved inside
-// p's root (absolute symlinks and ".." stay in its container); a relative
-// path is taken from the tracer's working directory first made absolute.
+// OpenTarget opens name as process p sees it. A path that p maps (as
+// its maps file names it) is opened as OpenObject opens that object, with
+// its identity checked: the maps path of a process that chroot()ed
+// without a mount namespace of its own is the tracer's path, outside its
+// root. Another path is resolved inside p's root (absolute symlinks and
+// ".." stay in its container); a relative path is taken from the
+// tracer's working directory first made absolute.
 // A bare name is first matched against the base names of the objects p
 // has mapped ("libc.so.6", "python3.11"), then looked up in the program
 // and library directories inside p's root.
@@ -145,6 +149,17 @@ func (p *Process) OpenTarget(name string) (*Target, error) {
 				return nil, err
 			}
 			path = abs
+		}
+		if objs, err := p.Objects(); err == nil {
+			for i := range objs {
+				if objs[i].Path == path {
+					f, err := p.OpenObject(&objs[i])
+					if err != nil {
+						return nil, renamePathErr(err, name, path)
+					}
+					return newTarget(f, name, path, p)
+				}
+			}
 		}
 		f, err := p.OpenInRoot(path)
 		if err != nil {

@@ -2,9 +2,12 @@ package uprobe
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 
 	"github.com/cilium/ebpf"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/attach"
 )
@@ -57,6 +60,17 @@ type Options struct {
 	// SIGSYS (systemd/systemd#34615). Tail calls and longjmp escape such
 	// probes.
 	ReturnSites bool
+
+	// Skip, when set, makes Entries and Returns leave out each function
+	// that cannot take the probe instead of failing the call, and calls
+	// Skip with the function and the reason: ErrNoReturn or
+	// ErrUncertainSite for return sites, ErrKernelRefused for a site the
+	// kernel will not probe (x86-64 refuses instructions with a lock
+	// prefix, for one: arch_uprobe_analyze_insn). Those are found by
+	// attaching halves of the set until each refused function stands
+	// alone, so a few among thousands cost a few dozen attempts. The call
+	// fails only when no function is left.
+	Skip func(fn Function, err error)
 }
 
 // Prepare readies spec before it is loaded: it is attach.Prepare, the
@@ -117,11 +131,15 @@ func (b *Binary) Entries(fns []Function, prog *ebpf.Program, opts *Options) (*Li
 	for _, fn := range fns {
 		p, err := b.entryProbe(fn, o)
 		if err != nil {
+			if o.Skip != nil && errors.Is(err, ErrUncertainSite) {
+				o.Skip(fn, err)
+				continue
+			}
 			return nil, err
 		}
 		ps = append(ps, p)
 	}
-	return b.attach(ps, prog, o)
+	return b.attachMany(ps, prog, o)
 }
 
 // entryProbe places an entry probe on fn: at Options.Offset inside it, or
@@ -178,11 +196,73 @@ func (b *Binary) Returns(fns []Function, prog *ebpf.Program, opts *Options) (*Li
 	for _, fn := range fns {
 		p, err := b.returnProbe(fn, o)
 		if err != nil {
+			if o.Skip != nil && (errors.Is(err, ErrUncertainSite) || errors.Is(err, ErrNoReturn)) {
+				o.Skip(fn, err)
+				continue
+			}
 			return nil, err
 		}
 		ps = append(ps, p)
 	}
-	return b.attach(ps, prog, o)
+	return b.attachMany(ps, prog, o)
+}
+
+// attachMany attaches ps as one attachment. With Options.Skip, a refusal
+// by the kernel is narrowed down to the functions it concerns, which are
+// skipped, and the others attached as one.
+func (b *Binary) attachMany(ps []probe, prog *ebpf.Program, o Options) (*Link, error) {
+	if len(ps) == 0 {
+		return nil, fmt.Errorf("uprobe: %s: no function left to probe", b.display)
+	}
+	l, err := b.attach(ps, prog, o)
+	if err == nil || o.Skip == nil || !kernelRefused(err) {
+		return l, err
+	}
+	refused := map[uint64]bool{}
+	if err := b.findRefused(ps, prog, o, refused); err != nil {
+		return nil, err
+	}
+	good := ps[:0:0]
+	for _, p := range ps {
+		if refused[p.fn.Address] {
+			o.Skip(p.fn, fmt.Errorf("uprobe: %s: %s: %w", b.display, p.fn, ErrKernelRefused))
+			continue
+		}
+		good = append(good, p)
+	}
+	if len(good) == 0 {
+		return nil, fmt.Errorf("uprobe: %s: the kernel refused every one of %d functions: %w", b.display, len(ps), ErrKernelRefused)
+	}
+	return b.attach(good, prog, o)
+}
+
+// findRefused marks in refused the functions of ps whose sites the kernel
+// refuses, attaching ps having failed with a refusal.
+func (b *Binary) findRefused(ps []probe, prog *ebpf.Program, o Options, refused map[uint64]bool) error {
+	if len(ps) == 1 {
+		refused[ps[0].fn.Address] = true
+		return nil
+	}
+	for _, half := range [][]probe{ps[:len(ps)/2], ps[len(ps)/2:]} {
+		l, err := b.attach(half, prog, o)
+		if err == nil {
+			l.Close()
+			continue
+		}
+		if !kernelRefused(err) {
+			return err
+		}
+		if err := b.findRefused(half, prog, o, refused); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// kernelRefused reports whether err is the kernel refusing a site:
+// EOPNOTSUPP, or ENOTSUPP (524), which uprobe registration can pass on.
+func kernelRefused(err error) bool {
+	return errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.Errno(524))
 }
 
 // returnProbe is a kernel uretprobe on native code, RET-site uprobes on

@@ -39,6 +39,7 @@ type Binary struct {
 	goVersion string
 	segments  safeelf.Segments
 	funcs     *safeelf.Funcs
+	debug     debugInfo // where funcs' static functions came from
 
 	closeOnce sync.Once
 	closeErr  error
@@ -58,20 +59,18 @@ func Open(name string) (*Binary, error) {
 	return newBinary(t, nil)
 }
 
-// OpenProcess opens name as process pid sees it (procmaps.Process's
+// OpenProcess opens name as process p sees it (procmaps.Process's
 // OpenTarget): a path resolved inside the process's root, so that a
 // binary inside a container is found and symlinks stay in it, or a bare
 // name matched against the objects the process maps ("libc.so.6",
 // "python3.11") and then its program and library directories. Probes
 // attached through the returned Binary fire only in that process unless
-// Options.PID says otherwise.
-func OpenProcess(pid int, name string) (*Binary, error) {
-	if pid <= 0 {
-		return nil, fmt.Errorf("uprobe: open %s: invalid pid %d", name, pid)
-	}
-	p, err := procmaps.Open(pid)
-	if err != nil {
-		return nil, fmt.Errorf("uprobe: open %s: %w", name, err)
+// Options.PID says otherwise. p's identity (PID and start time) is the
+// one checked when it was opened: a process that took its PID since
+// fails with procmaps.ErrProcessChanged.
+func OpenProcess(p *procmaps.Process, name string) (*Binary, error) {
+	if p == nil {
+		return nil, fmt.Errorf("uprobe: open %s: nil process", name)
 	}
 	t, err := p.OpenTarget(name)
 	if err != nil {
@@ -123,7 +122,7 @@ func (b *Binary) parse(r io.ReaderAt) (err error) {
 		return fmt.Errorf("uprobe: %s: no PT_LOAD segment (not an executable or shared library)", b.display)
 	}
 	b.goVersion = goVersion(f, r)
-	if b.funcs, err = f.Functions(); err != nil {
+	if b.funcs, err = b.functions(f); err != nil {
 		return fmt.Errorf("uprobe: %s: %w", b.display, err)
 	}
 	return nil

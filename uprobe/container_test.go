@@ -47,7 +47,7 @@ func TestContainerSymlinksStayInRoot(t *testing.T) {
 
 	prog, m := recorder(t, regRDI, regRDI)
 	for i, link := range []string{"/app/abs.so", "/app/dots.so"} {
-		b, err := OpenProcess(fx.PID(), link)
+		b, err := OpenProcess(processOf(t, fx.PID()), link)
 		if err != nil {
 			t.Fatal(err)
 		}

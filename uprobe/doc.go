@@ -27,6 +27,16 @@
 // Functions takes globs over names ('*' crosses '/' and '.', '[' is
 // literal because C++ names contain it).
 //
+// A stripped file (Debian's libc, any distribution binary) has lost its
+// .symtab and with it the static functions. Open and OpenProcess then read
+// the .symtab of its separate debug file, when one is installed (package
+// debuginfo: by build ID under /usr/lib/debug, or by its CRC-checked
+// .gnu_debuglink; for OpenProcess inside the process's root first), so
+// that _int_malloc is a function of libc once libc6-dbg is installed. The
+// debug file comes from the same build, so its symbol values are the
+// file's addresses. Only local files are read: opening a binary never
+// waits on a debuginfod server.
+//
 // Symbols that are not functions get ErrNotFunction rather than a probe on
 // data: objects, TLS, and IFUNC resolvers (glibc's memcpy is one: a probe
 // there fires once, at relocation time, never on calls).

@@ -30,4 +30,12 @@ var (
 	// ErrNoReturn: the function has no RET instruction to probe (it only
 	// tail-calls or never returns).
 	ErrNoReturn = errors.New("function has no return instruction")
+
+	// ErrStackArgs: the program passes function arguments on the stack
+	// (i386, arm), not in the registers a BPF program reads.
+	ErrStackArgs = errors.New("arguments are passed on the stack, not in registers")
+
+	// ErrKernelRefused: the kernel refused a probe at the function's
+	// site (an instruction uprobes cannot single-step or emulate).
+	ErrKernelRefused = errors.New("the kernel cannot probe this site")
 )

@@ -410,7 +410,7 @@ func testMallocFree(t *testing.T, mode attachMode, retSites bool) {
 	useMode(t, mode)
 	fx := startFixture(t, mallocUser)
 	other := startFixture(t, mallocUser) // same sizes, must not be seen
-	b, err := OpenProcess(fx.PID(), libcOf(t, fx.PID()))
+	b, err := OpenProcess(processOf(t, fx.PID()), libcOf(t, fx.PID()))
 	if err != nil {
 		t.Fatal(err)
 	}

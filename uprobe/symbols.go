@@ -201,6 +201,8 @@ func (b *Binary) missing(name, base string) error {
 	switch {
 	case b.IsGo() && !strings.Contains(name, "."):
 		hint = " (Go functions are package-qualified, e.g. main." + name + ")"
+	case b.funcs.Symtab == nil && b.funcs.Go == nil:
+		hint = " (the file is stripped and no debug file of it was found: a static function needs one, e.g. from a -dbg or -dbgsym package)"
 	case b.funcs.Len() == 0:
 		hint = " (the file has no function symbols: stripped?)"
 	}

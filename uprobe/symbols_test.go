@@ -312,7 +312,7 @@ func TestBadInput(t *testing.T) {
 	if _, err := Open(dir); err == nil {
 		t.Error("Open(directory) succeeded")
 	}
-	if _, err := OpenProcess(os.Getpid(), "relative/path"); err == nil {
+	if _, err := OpenProcess(processOf(t, os.Getpid()), "relative/path"); err == nil {
 		t.Error("OpenProcess(relative) succeeded")
 	}
 
@@ -345,7 +345,7 @@ func TestOpenProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := OpenProcess(os.Getpid(), exe)
+	b, err := OpenProcess(processOf(t, os.Getpid()), exe)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -573,7 +573,7 @@ func TestOpenTargets(t *testing.T) {
 func TestOpenProcessNames(t *testing.T) {
 	fx := testkit.Start(t, mallocUser)
 	for _, name := range []string{"libc.so.6", "malloc_user"} {
-		b, err := OpenProcess(fx.PID(), name)
+		b, err := OpenProcess(processOf(t, fx.PID()), name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -585,10 +585,20 @@ func TestOpenProcessNames(t *testing.T) {
 		}
 		b.Close()
 	}
-	if _, err := OpenProcess(fx.PID(), "no_such_library.so.9"); !errors.Is(err, os.ErrNotExist) {
+	if _, err := OpenProcess(processOf(t, fx.PID()), "no_such_library.so.9"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("OpenProcess(missing) = %v", err)
 	}
-	if _, err := OpenProcess(0, "libc.so.6"); err == nil {
-		t.Error("OpenProcess(0) succeeded")
+	if _, err := OpenProcess(nil, "libc.so.6"); err == nil {
+		t.Error("OpenProcess(nil) succeeded")
 	}
+}
+
+// processOf opens the identity of pid, failing the test if it is gone.
+func processOf(tb testing.TB, pid int) *procmaps.Process {
+	tb.Helper()
+	p, err := procmaps.Open(pid)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
 }

@@ -1042,6 +1042,7 @@ func TestI386Process(t *testing.T) {
 	if _, err := os.Stat("/lib/ld-linux.so.2"); err != nil {
 		testkit.Unavailable(t, "running the i386 fixture needs the 32-bit loader (libc6-i386): %v", err)
 	}
+	testkit.RequireCompatExec(t, testkit.Fixture(fixture))
 	file, err := usdt.Open(testkit.Fixture(fixture))
 	if err != nil {
 		t.Fatal(err)

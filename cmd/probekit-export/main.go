@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/probekit/probekit/exporter"
 	"github.com/probekit/probekit/probe"
@@ -83,16 +84,23 @@ func run(args []string) error {
 	logger := log.New(os.Stderr, "probekit export: ", log.LstdFlags)
 	x := exporter.New(exporter.Options{Log: logger})
 	defer x.Close()
-	x.Apply(cfg)
+	// Signals are taken before the attach, which may take seconds: a
+	// SIGTERM or SIGHUP meanwhile is handled once it ends, instead of
+	// killing the process with probes half attached.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	// Bind first: a port in use fails before any probe is attached.
+	// Scrapes during the attach see the metrics attached so far.
 	srv, addr, err := x.Serve(*listen)
 	if err != nil {
 		return err
 	}
+	start := time.Now()
+	x.Apply(cfg)
+	logger.Printf("attached %d of %d metrics in %v", len(x.Attached()), len(cfg.Metrics), time.Since(start).Round(time.Millisecond))
 	logger.Printf("serving http://%s/metrics", addr)
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	for {
 		select {
 		case err := <-srv:
@@ -100,7 +108,10 @@ func run(args []string) error {
 		case s := <-sigs:
 			if s != syscall.SIGHUP {
 				logger.Printf("%v: detaching", s)
-				return nil
+				start := time.Now()
+				err := x.Close()
+				logger.Printf("detached in %v", time.Since(start).Round(time.Millisecond))
+				return err
 			}
 			cfg, err := exporter.LoadConfig(*config, exporter.ParseProbe)
 			if err != nil {

@@ -8,19 +8,21 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 
 	"github.com/probekit/probekit/usdt/bpf"
 )
 
-const cflagsUsage = "cflags [-o DIR]"
+const cflagsUsage = "cflags [-o DIR] [-target amd64|arm64]"
 
 func init() {
 	register(&command{
 		name:  "cflags",
 		usage: cflagsUsage,
 		summary: "write the BPF-side headers this probekit embeds (usdt.bpf.h) to DIR (default: a directory per header version " +
-			"in the user cache) and print the -I flag that finds them, for clang or bpf2go",
+			"in the user cache) and print the -I flags a BPF build needs: the headers' directory, and the target's uapi asm/ " +
+			"directory where the distribution keeps it apart (Debian's multiarch /usr/include/x86_64-linux-gnu), for clang or bpf2go",
 		run: runCflags,
 	})
 }
@@ -29,6 +31,7 @@ func runCflags(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("cflags", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	dir := fs.String("o", "", "directory to write the headers to")
+	target := fs.String("target", runtime.GOARCH, "the BPF program's target, as bpf2go names it: amd64 or arm64")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return usagef("%v", err)
@@ -43,12 +46,39 @@ func runCflags(args []string, stdout io.Writer) error {
 		}
 		*dir = filepath.Join(cache, "probekit", "include", headersVersion())
 	}
+	tuple, ok := multiarch[*target]
+	if !ok {
+		return usagef("-target %q: want amd64 or arm64", *target)
+	}
 	flag, err := bpf.WriteHeaders(*dir)
 	if err != nil {
 		return err
 	}
+	if asm := asmDir(tuple); asm != "" {
+		flag += " -I" + asm
+	}
 	_, err = fmt.Fprintln(stdout, flag)
 	return err
+}
+
+// multiarch is the GNU triplet of each target: Debian and Ubuntu keep the
+// kernel's uapi asm/ headers (asm/types.h, which <linux/types.h> includes)
+// under /usr/include/TRIPLET, which clang -target bpf does not search.
+var multiarch = map[string]string{
+	"amd64": "x86_64-linux-gnu",
+	"arm64": "aarch64-linux-gnu",
+}
+
+// asmDir is the directory holding TRIPLET's asm/types.h: the native
+// multiarch directory, or a cross toolchain's (libc6-dev-arm64-cross);
+// "" where asm/ sits in /usr/include itself (Fedora, Arch) or nowhere.
+func asmDir(tuple string) string {
+	for _, d := range []string{"/usr/include/" + tuple, "/usr/" + tuple + "/include"} {
+		if _, err := os.Stat(filepath.Join(d, "asm", "types.h")); err == nil {
+			return d
+		}
+	}
+	return ""
 }
 
 // headersVersion names the embedded headers by their contents, so that two

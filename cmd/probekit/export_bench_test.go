@@ -26,7 +26,7 @@ func BenchmarkExportHit(b *testing.B) {
 	})
 	for _, c := range []struct{ name, metric, sample string }{
 		{"counter", "type: counter", "m"},
-		{"counter_label", "type: counter\n    labels: {round: {arg: 4}}\n    max_series: 1", `m{round="other"}`},
+		{"counter_label", "type: counter\n    labels: {round: {arg: 4}}\n    max_series: 1", `m{overflow="true",round="other"}`},
 		{"histogram", "type: histogram\n    value: 2", "m_count"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
@@ -72,8 +72,8 @@ func BenchmarkExportScrape(b *testing.B) {
 	if err := p.Loop("loop", 20); err != nil {
 		b.Fatal(err)
 	}
-	if got := scrape(b, url); got[`m99_count{round="other"}`] != 10 {
-		b.Fatalf(`m99_count{round="other"} = %v, want 10`, got[`m99_count{round="other"}`])
+	if got := scrape(b, url); got[`m99_count{overflow="true",round="other"}`] != 10 {
+		b.Fatalf(`m99_count{round="other"} = %v, want 10`, got[`m99_count{overflow="true",round="other"}`])
 	}
 	b.ResetTimer()
 	var bytes int64

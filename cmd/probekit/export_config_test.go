@@ -5,10 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/probekit/probekit/exporter"
 	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
 )
 
@@ -97,7 +100,21 @@ func TestExportConfigErrors(t *testing.T) {
 		{head + "    probe: /bin/x:p:n\n    labels:\n      le: {arg: 1}\n", "c.yaml:6: metrics[0].labels.le: \"le\" is not a label name"},
 		{head + "    probe: /bin/x:p:n\n    labels:\n      a: {arg: 1, string: true}\n      b: {arg: 2, string: true}\n", "c.yaml:7: metrics[0].labels.b: at most one label is a string"},
 		{head + "    probe: /bin/x:p:n\n    labels:\n      a: {argh: 1}\n", "c.yaml:6: metrics[0].labels.a.argh: unknown field"},
-		{head + "    probe: 'uprobe:*:malloc'\n", "c.yaml:4: metrics[0].probe: \"uprobe:*:malloc\": a TARGET \"*\" or glob takes USDT probes"},
+		// Names the registry would drop at the scrape (issue 21 item 11).
+		{"metrics:\n  - name: go_goroutines\n    type: counter\n    probe: /bin/x:p:n\n", "c.yaml:2: metrics[0].name: \"go_goroutines\": names starting with go_ are the exporter's own"},
+		{"metrics:\n  - name: process_open_fds\n    type: counter\n    probe: /bin/x:p:n\n", "c.yaml:2: metrics[0].name: \"process_open_fds\": names starting with process_"},
+		{"metrics:\n  - name: probekit_export_x\n    type: counter\n    probe: /bin/x:p:n\n", "c.yaml:2: metrics[0].name: \"probekit_export_x\": names starting with probekit_export_"},
+		{"metrics:\n  - name: hh\n    type: histogram\n    probe: /bin/x:p:n\n    value: 1\n  - name: hh_bucket\n    type: counter\n    probe: /bin/x:p:n\n", "c.yaml:6: metrics[1].name: \"hh_bucket\" writes samples named hh_bucket, as \"hh\" does (first on line 2)"},
+		{"metrics:\n  - name: hh_count\n    type: counter\n    probe: /bin/x:p:n\n  - name: hh\n    type: histogram\n    probe: /bin/x:p:n\n    value: 1\n", "c.yaml:5: metrics[1].name: \"hh\" writes samples named hh_count, as \"hh_count\" does (first on line 2)"},
+		{"metrics:\n  - name: hh\n    type: histogram\n    probe: /bin/x:p:n\n    value: 1\n  - name: hh_sum\n    type: histogram\n    probe: /bin/x:p:n\n    value: 1\n", "c.yaml:6: metrics[1].name: \"hh_sum\" writes samples named hh_sum, as \"hh\" does"},
+		// Latency bounds are positive (item 15); a value's may be negative.
+		{"metrics:\n  - name: l\n    type: histogram\n    probe: /bin/x:p:n\n    end: /bin/x:p:m\n    buckets: [0, 1]\n", "c.yaml:6: metrics[0].buckets[0]: 0: a latency bound is a positive number of seconds"},
+		{"metrics:\n  - name: l\n    type: histogram\n    probe: /bin/x:p:n\n    end: /bin/x:p:m\n    buckets: [-1]\n", "c.yaml:6: metrics[0].buckets[0]: -1: a latency bound is a positive"},
+		{head + "    probe: /bin/x:p:n\n    series_idle: 0s\n", "c.yaml:5: metrics[0].series_idle: \"0s\": want a positive duration"},
+		{head + "    probe: /bin/x:p:n\n    labels:\n      p: {source: pid, arg: 1}\n", "c.yaml:6: metrics[0].labels.p.source: source pid reads no argument"},
+		{head + "    probe: /bin/x:p:n\n    labels:\n      p: {source: tid}\n", "c.yaml:6: metrics[0].labels.p.source: \"tid\": want pid, comm or arg"},
+		{head + "    probe: /bin/x:p:n\n    labels:\n      c: {source: comm}\n      s: {arg: 1, string: true}\n", "c.yaml:7: metrics[0].labels.s: at most one label is a string"},
+		{head + "    probe: /bin/x:p:n\n    labels:\n      overflow: {arg: 1}\n", "c.yaml:6: metrics[0].labels.overflow: \"overflow\" is not a label name"},
 		{"metrics:\n  - name: a\n   type: counter\n", "c.yaml:1: did not find expected '-' indicator"},
 		{"metric: []\n", "c.yaml:1: metric: unknown field (want one of metrics)"},
 		{"", "c.yaml: empty file"},
@@ -133,6 +150,33 @@ func TestExportConfigExit(t *testing.T) {
 		if code != c.code || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: exit %d, %q; want exit %d and %q", c.args, code, errOut, c.code, c.want)
 		}
+	}
+}
+
+// TestExportConfigFIFO: a FIFO given as the configuration is refused at
+// once, not waited on (issue 21 item 3).
+func TestExportConfigFIFO(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fifo.yaml")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := exporter.LoadConfig(path, exporter.ParseProbe)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, procmaps.ErrNotRegular) {
+			t.Errorf("FIFO config: %v, want %v", err, procmaps.ErrNotRegular)
+		}
+	case <-time.After(5 * time.Second):
+		// Unblock the open, so that the goroutine ends.
+		if f, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		<-done
+		t.Fatal("LoadConfig blocked on a FIFO for 5 s")
 	}
 }
 

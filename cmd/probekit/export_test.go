@@ -154,7 +154,7 @@ metrics:
 		`loop_by_round_total{round="0"}`: 1,
 		`loop_by_round_total{round="9"}`: 1,
 		// The first 10 rounds have a series each; the other 90 fold.
-		`loop_by_round_total{round="other"}`:                                             90,
+		`loop_by_round_total{overflow="true",round="other"}`:                             90,
 		`probekit_export_label_folded_total{metric="loop_by_round_total"}`:               90,
 		`probekit_export_metric_attached{metric="loop_total"}`:                           1,
 		`probekit_export_lost_updates_total{metric="loop_r1",reason="value_unreadable"}`: 0,

@@ -36,7 +36,11 @@ func listFunctions(out io.Writer, pos []string, pid int, asJSON bool) error {
 	var bin *uprobe.Binary
 	var err error
 	if pid != 0 {
-		bin, err = uprobe.OpenProcess(pid, pos[0])
+		var proc *procmaps.Process
+		if proc, err = procmaps.Open(pid); err != nil {
+			return err
+		}
+		bin, err = uprobe.OpenProcess(proc, pos[0])
 	} else {
 		bin, err = uprobe.Open(pos[0])
 	}
@@ -174,7 +178,7 @@ func listProcessFunctions(out io.Writer, pid int, glob string, asJSON bool) erro
 	}
 	total, listed := 0, 0
 	for _, o := range objs {
-		bin, err := uprobe.OpenProcess(pid, o.Path)
+		bin, err := uprobe.OpenProcess(proc, o.Path)
 		if errors.Is(err, os.ErrPermission) || errors.Is(err, procmaps.ErrProcessGone) {
 			fmt.Fprintf(os.Stderr, "probekit list: skipping %s: %v\n", o.Path, err)
 			continue

@@ -19,6 +19,9 @@ type command struct {
 	usage   string // the synopsis after "probekit"
 	summary string
 	run     func(args []string, stdout io.Writer) error
+	// runIO, when set, is run instead of run, with the standard error
+	// its warnings go to.
+	runIO func(args []string, stdout, stderr io.Writer) error
 }
 
 var commands = map[string]*command{}
@@ -60,7 +63,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		printUsage(stderr)
 		return 2
 	}
-	err := c.run(args[1:], stdout)
+	var err error
+	if c.runIO != nil {
+		err = c.runIO(args[1:], stdout, stderr)
+	} else {
+		err = c.run(args[1:], stdout)
+	}
 	var ue *usageError
 	switch {
 	case err == nil:
@@ -77,7 +85,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func printUsage(w io.Writer) {
-	fmt.Fprintln(w, "probekit lists and traces the USDT probes of programs.")
+	fmt.Fprintln(w, "probekit lists, traces and counts USDT probes and function probes (uprobes) of programs, names their addresses, and exports Prometheus metrics counted in the kernel.")
 	fmt.Fprintln(w, "\nusage:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {

@@ -33,7 +33,7 @@ func init() {
 		name:    "trace",
 		usage:   traceUsage,
 		summary: "print every hit of the USDT probes (globs allowed in PROVIDER and NAME) with its decoded arguments, of the functions (globs allowed in FUNC) with their argument registers, and of their returns with the return value; with -- CMD, launch CMD stopped until attached, trace only it, and exit when it exits; with -f, the descendants of CMD or of -p PID too, each attached before it runs; TARGET \"*\" or a glob (python3*): every such object of -p PID or of the -f tree, now and later, or without either of every process on the host",
-		run:     runTrace,
+		runIO:   runTrace,
 	})
 }
 
@@ -58,23 +58,8 @@ type traceRequest struct {
 	stack bool
 	// follow traces the descendants of -p or of the command too (-f).
 	follow bool
-	probes []probeSpec
+	probes []probe.Spec
 	cmd    []string
-}
-
-// probeSpec is one PROBE of the command line.
-type probeSpec struct {
-	// kind is KindUSDT, KindUprobe or KindUretprobe.
-	kind   record.Kind
-	target string
-	// provider and name of a USDT probe; fn is a function name or glob.
-	provider, name, fn string
-}
-
-// parseProbe reads a PROBE (probe.Parse) into the command's form.
-func parseProbe(s string) (probeSpec, error) {
-	p, err := probe.Parse(s)
-	return probeSpec{kind: p.Kind, target: p.Target, provider: p.Provider, name: p.Name, fn: p.Func}, err
 }
 
 func parseTrace(args []string) (*traceRequest, error) {
@@ -173,16 +158,16 @@ func parseTrace(args []string) (*traceRequest, error) {
 	}
 	takesStrs := false
 	for _, p := range pos {
-		ps, err := parseProbe(p)
+		ps, err := probe.Parse(p)
 		if err != nil {
 			return nil, usagef("probe %v", err)
 		}
 		req.probes = append(req.probes, ps)
-		takesStrs = takesStrs || ps.kind != record.KindUretprobe
+		takesStrs = takesStrs || ps.Kind != record.KindUretprobe
 	}
 	if req.mode == record.ModeHist {
 		for _, p := range req.probes {
-			if (p.kind == record.KindUretprobe) != histRet {
+			if (p.Kind == record.KindUretprobe) != histRet {
 				return nil, usagef("--hist %s: a uretprobe has one value, ret; a USDT probe and a uprobe have arguments (N from 1)", *hist)
 			}
 		}
@@ -200,7 +185,7 @@ func nSet(fs *flag.FlagSet) bool {
 	return set
 }
 
-func runTrace(args []string, stdout io.Writer) error {
+func runTrace(args []string, stdout, stderr io.Writer) error {
 	req, err := parseTrace(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(stdout, "usage: probekit "+traceUsage)
@@ -213,7 +198,7 @@ func runTrace(args []string, stdout io.Writer) error {
 		}
 		return usagef("%v", err)
 	}
-	return trace(req, stdout)
+	return trace(req, stdout, stderr)
 }
 
 // traceSite is what an event's cookie stands for: a USDT location or a
@@ -241,6 +226,9 @@ type traceSite struct {
 	head, mid, end []byte
 	// hits counts the events of this site (trace_hint.go reads them).
 	hits int
+	// skipped: the function of this site was left out of its glob's
+	// attachment (uprobe.Options.Skip); counts and hints ignore it.
+	skipped bool
 }
 
 // lineForm is what the lines of one output format share.
@@ -272,9 +260,16 @@ type tracer struct {
 	// sitesMu, set by trace -f and selector targets, guards sites, which
 	// grow while the loop runs (trace_follow.go).
 	sitesMu *sync.RWMutex
+	// errOut is where warnings go.
+	errOut io.Writer
 }
 
-func trace(req *traceRequest, stdout io.Writer) (err error) {
+// warnf prints a warning line.
+func (t *tracer) warnf(format string, args ...any) {
+	fmt.Fprintf(t.errOut, "probekit trace: warning: "+format+"\n", args...)
+}
+
+func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("tracing needs root (loading BPF programs and attaching uprobes): %w", os.ErrPermission)
 	}
@@ -286,7 +281,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	}
 	var which record.Programs
 	for _, p := range req.probes {
-		if p.kind == record.KindUSDT {
+		if p.Kind == record.KindUSDT {
 			which |= record.USDTProgram
 		} else {
 			which |= record.FuncProgram
@@ -339,7 +334,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 			return err
 		}
 	}
-	t := newTracer(req, stdout)
+	t := newTracer(req, stdout, stderr)
 	if req.follow || followSelectors(req) {
 		return t.follow(objs, att, proc)
 	}
@@ -369,31 +364,23 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 
 	var links []*attach.Link
 	defer func() { closeLinks(links) }()
-	fa := &funcAttacher{t: t, prog: objs.FuncProgram}
-	if opts.Process != nil {
-		fa.pid = opts.Process.PID
-	}
+	fa := &funcAttacher{t: t, prog: objs.FuncProgram, proc: opts.Process}
 	defer fa.close()
 	for _, p := range req.probes {
-		var ls []*attach.Link
-		if p.kind == record.KindUSDT {
+		var l *attach.Link
+		if p.Kind == record.KindUSDT {
 			// The target as given: a path, a program on PATH or a
 			// library name, as the process sees it with -p.
-			var l *usdt.Link
-			if l, err = att.Attach(objs.Program, p.target, p.provider, p.name, opts); l != nil {
-				ls = []*attach.Link{l}
-			}
+			l, err = att.Attach(objs.Program, p.Target, p.Provider, p.Name, opts)
 		} else {
-			ls, err = fa.attach(p)
+			l, err = fa.attach(p)
 		}
-		links = append(links, ls...)
 		if err != nil {
 			return err
 		}
-		for _, l := range ls {
-			for _, w := range l.Warnings() {
-				fmt.Fprintln(os.Stderr, "probekit trace: warning:", w)
-			}
+		links = append(links, l)
+		for _, w := range l.Warnings() {
+			t.warnf("%s", w)
 		}
 	}
 	// Attached: the files may go (the kernel holds what it needs).
@@ -436,7 +423,7 @@ func trace(req *traceRequest, stdout io.Writer) (err error) {
 	if err := t.run(objs, rd, stop, exited); err != nil {
 		return err
 	}
-	t.hintSilent(os.Stderr, links, opts.Process)
+	t.hintSilent(t.errOut, links, opts.Process)
 	if t.exitErr != nil {
 		// Every event is printed; the command failed (a crash under the
 		// probes would show here).
@@ -459,9 +446,9 @@ func (t *tracer) run(objs *record.Objects, rd *ringbuf.Reader, stop <-chan os.Si
 	}
 	if n, err := objs.DroppedCount(); err == nil && n > 0 {
 		if rd != nil {
-			fmt.Fprintf(os.Stderr, "probekit trace: %d events lost (ring buffer full; a larger --ring-size keeps more)\n", n)
+			fmt.Fprintf(t.errOut, "probekit trace: %d events lost (ring buffer full; a larger --ring-size keeps more)\n", n)
 		} else {
-			fmt.Fprintf(os.Stderr, "probekit trace: %d hits not counted (no value to count, or the histogram map full)\n", n)
+			fmt.Fprintf(t.errOut, "probekit trace: %d hits not counted (no value to count, or the histogram map full)\n", n)
 		}
 	}
 	return nil
@@ -488,8 +475,8 @@ func closeLinks(links []*attach.Link) {
 	wg.Wait()
 }
 
-func newTracer(req *traceRequest, stdout io.Writer) *tracer {
-	t := &tracer{req: req, out: output{w: stdout, buf: make([]byte, 0, outputChunk+record.MaxEventSize*8)}, form: &textForm}
+func newTracer(req *traceRequest, stdout, stderr io.Writer) *tracer {
+	t := &tracer{req: req, out: output{w: stdout, buf: make([]byte, 0, outputChunk+record.MaxEventSize*8)}, form: &textForm, errOut: stderr}
 	if req.json {
 		t.form = &jsonForm
 	}

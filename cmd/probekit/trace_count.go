@@ -50,7 +50,7 @@ func (t *tracer) totals(objs *record.Objects) ([]probeTotals, error) {
 	var out []probeTotals
 	index := map[string]int{}
 	for _, s := range t.sites {
-		if _, ok := index[s.label]; !ok {
+		if _, ok := index[s.label]; !ok && !s.skipped {
 			index[s.label] = len(out)
 			out = append(out, probeTotals{label: s.label})
 		}
@@ -61,7 +61,9 @@ func (t *tracer) totals(objs *record.Objects) ([]probeTotals, error) {
 			return nil, err
 		}
 		for i, c := range counts {
-			out[index[t.sites[i].label]].count += c
+			if !t.sites[i].skipped {
+				out[index[t.sites[i].label]].count += c
+			}
 		}
 		return out, nil
 	}
@@ -70,6 +72,9 @@ func (t *tracer) totals(objs *record.Objects) ([]probeTotals, error) {
 		return nil, err
 	}
 	for i, h := range hists {
+		if t.sites[i].skipped {
+			continue
+		}
 		p := &out[index[t.sites[i].label]]
 		for b, c := range h {
 			p.hist[b] += c

@@ -14,9 +14,9 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/probekit/probekit/follow"
+	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
-	"github.com/probekit/probekit/uprobe"
 	"github.com/probekit/probekit/usdt"
 )
 
@@ -43,7 +43,7 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 		dyn = &dynamicSites{t: t, idx: map[string]uint64{}}
 	}
 	for _, p := range t.req.probes {
-		if p.kind != record.KindUSDT {
+		if p.Kind != record.KindUSDT {
 			if dyn != nil {
 				return usagef("targets \"*\" and globs take USDT probes; uprobe and uretprobe need a named target")
 			}
@@ -54,7 +54,7 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 			probes = append(probes, fp)
 			continue
 		}
-		fp := follow.Probe{Target: p.target, Provider: p.provider, Name: p.name, Program: objs.Program}
+		fp := follow.Probe{Target: p.Target, Provider: p.Provider, Name: p.Name, Program: objs.Program}
 		if dyn != nil {
 			fp.LocationCookie = dyn.cookie
 		} else {
@@ -151,7 +151,7 @@ func launchCommand(req *traceRequest) *exec.Cmd {
 // followSelectors reports whether a probe's target is "*" or a glob.
 func followSelectors(req *traceRequest) bool {
 	for _, p := range req.probes {
-		if follow.Selector(p.target) {
+		if follow.Selector(p.Target) {
 			return true
 		}
 	}
@@ -180,47 +180,19 @@ func (d *dynamicSites) cookie(p *usdt.Probe, i int) uint64 {
 
 // followFuncSites makes the sites of the functions p names in its target
 // as the tracer sees it, and the probe that gives each its cookie.
-func (t *tracer) followFuncSites(p probeSpec, objs *record.Objects) (follow.Probe, error) {
-	b, err := uprobe.Open(p.target)
+func (t *tracer) followFuncSites(p probe.Spec, objs *record.Objects) (follow.Probe, error) {
+	b, err := openFuncTarget(p.Target, nil)
 	if err != nil {
 		return follow.Probe{}, err
 	}
 	defer b.Close()
-	if err := checkFuncMachine(b); err != nil {
-		return follow.Probe{}, err
-	}
-	fns, err := resolveFuncs(b, p.fn)
+	fs, err := t.funcSites(b, p)
 	if err != nil {
 		return follow.Probe{}, err
 	}
-	byAddr := make(map[uint64]uint64, len(fns))
-	var first uint64
-	for i, fn := range fns {
-		regs, strMask := record.RegsC, t.req.strMask
-		switch {
-		case p.kind == record.KindUretprobe:
-			regs, strMask = record.RegsRet, 0
-		case b.IsGo() && isGoName(fn.Name):
-			regs = record.RegsGo
-		}
-		cookie, err := record.FuncCookie(uint32(len(t.sites)), regs, p.kind, strMask)
-		if err != nil {
-			return follow.Probe{}, err
-		}
-		t.funcSite(p.kind, funcName(fn), fn.Address)
-		byAddr[fn.Address] = cookie
-		if i == 0 {
-			first = cookie
-		}
-	}
 	return follow.Probe{
-		Target: p.target, Function: p.fn, Return: p.kind == record.KindUretprobe, Program: objs.FuncProgram,
-		FunctionCookie: func(fn uprobe.Function) uint64 {
-			if c, ok := byAddr[fn.Address]; ok {
-				return c
-			}
-			return first // another copy of the file: the first function's site
-		},
+		Target: p.Target, Function: p.Func, Return: p.Kind == record.KindUretprobe, Program: objs.FuncProgram,
+		FunctionCookie: fs.cookie,
 	}, nil
 }
 
@@ -246,17 +218,17 @@ func (c *siteCookies) of(p *usdt.Probe, i int) uint64 {
 
 // followSites makes the sites of every location of p in its target as the
 // tracer sees it.
-func (t *tracer) followSites(p probeSpec) (*siteCookies, error) {
-	path, err := procmaps.Resolve(p.target)
+func (t *tracer) followSites(p probe.Spec) (*siteCookies, error) {
+	path, err := procmaps.Resolve(p.Target)
 	if err != nil {
 		return nil, err
 	}
 	f, err := usdt.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p.target, err)
+		return nil, fmt.Errorf("%s: %w", p.Target, err)
 	}
 	c := &siteCookies{byLoc: map[string]uint64{}, byProbe: map[string]uint64{}}
-	for _, pr := range f.Match(p.provider + ":" + p.name) {
+	for _, pr := range f.Match(p.Provider + ":" + p.Name) {
 		for i := range pr.Locations {
 			v := t.cookie(pr, i)
 			c.byLoc[locKey(pr, i)] = v
@@ -266,7 +238,7 @@ func (t *tracer) followSites(p probeSpec) (*siteCookies, error) {
 		}
 	}
 	if len(c.byLoc) == 0 {
-		return nil, fmt.Errorf("%s: no probe matches %s:%s: %w", p.target, p.provider, p.name, usdt.ErrNotFound)
+		return nil, fmt.Errorf("%s: no probe matches %s:%s: %w", p.Target, p.Provider, p.Name, usdt.ErrNotFound)
 	}
 	return c, nil
 }
@@ -280,7 +252,7 @@ func (t *tracer) followSites(p probeSpec) (*siteCookies, error) {
 // and a failure as a warning on stderr.
 func (t *tracer) printFollow(w *lockedWriter, e follow.Event) {
 	if e.Kind == follow.Failed {
-		fmt.Fprintf(os.Stderr, "probekit trace: warning: pid %d: %s: %v\n", e.PID, e.Probe, e.Err)
+		t.warnf("pid %d: %s: %v", e.PID, e.Probe, e.Err)
 		return
 	}
 	probe := e.Probe.Provider + ":" + e.Probe.Name

@@ -1,18 +1,17 @@
 package main
 
 import (
-	"cmp"
-	"debug/elf"
 	"errors"
 	"fmt"
-	"go/version"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/cilium/ebpf"
 
 	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/probe"
+	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/uprobe"
 )
@@ -22,9 +21,9 @@ import (
 type funcAttacher struct {
 	t    *tracer
 	prog *ebpf.Program
-	// pid is the traced process (-p or the launched command), 0 for
+	// proc is the traced process (-p or the launched command), nil for
 	// every process.
-	pid  int
+	proc *procmaps.Process
 	bins map[string]*uprobe.Binary
 }
 
@@ -34,24 +33,34 @@ func (fa *funcAttacher) open(target string) (*uprobe.Binary, error) {
 	if b, ok := fa.bins[target]; ok {
 		return b, nil
 	}
-	var b *uprobe.Binary
-	var err error
-	if fa.pid != 0 {
-		b, err = uprobe.OpenProcess(fa.pid, target)
-	} else {
-		b, err = uprobe.Open(target)
-	}
+	b, err := openFuncTarget(target, fa.proc)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkFuncMachine(b); err != nil {
-		b.Close()
 		return nil, err
 	}
 	if fa.bins == nil {
 		fa.bins = map[string]*uprobe.Binary{}
 	}
 	fa.bins[target] = b
+	return b, nil
+}
+
+// openFuncTarget opens target as proc sees it (as the tracer does for a
+// nil proc) and refuses a program whose arguments are not in registers.
+func openFuncTarget(target string, proc *procmaps.Process) (*uprobe.Binary, error) {
+	var b *uprobe.Binary
+	var err error
+	if proc != nil {
+		b, err = uprobe.OpenProcess(proc, target)
+	} else {
+		b, err = uprobe.Open(target)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := b.CheckRegisterArgs(); err != nil {
+		b.Close()
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -63,159 +72,134 @@ func (fa *funcAttacher) close() {
 	}
 }
 
-// checkFuncMachine refuses a binary whose calling convention trace_func
-// does not read: it reads 64-bit registers, and a 32-bit program the host
-// runs (i386 on x86-64, arm on arm64) passes its arguments on the stack.
-// checkMachine has refused the other architectures.
-func checkFuncMachine(b *uprobe.Binary) error {
-	if m := b.Machine(); m != elf.EM_X86_64 && m != elf.EM_AARCH64 {
-		return fmt.Errorf("%s is built for %s: function probes read the argument registers of x86-64 and arm64 programs", b.Path(), machineName(m))
-	}
-	return nil
-}
-
-// goRegisterABI is the first Go release passing arguments in registers
-// (ABIInternal) on each architecture; before, they are on the stack.
-var goRegisterABI = map[elf.Machine]string{
-	elf.EM_X86_64:  "go1.17",
-	elf.EM_AARCH64: "go1.18",
-}
-
 // attach resolves p's functions in its target and attaches trace_func to
-// each, returning the links made (to close on error too).
-func (fa *funcAttacher) attach(p probeSpec) ([]*attach.Link, error) {
-	b, err := fa.open(p.target)
+// all of them as one attachment (one uprobe_multi link where the kernel
+// has it), skipping those that cannot take the probe.
+func (fa *funcAttacher) attach(p probe.Spec) (*attach.Link, error) {
+	b, err := fa.open(p.Target)
 	if err != nil {
 		return nil, err
 	}
-	fns, err := resolveFuncs(b, p.fn)
+	fs, err := fa.t.funcSites(b, p)
 	if err != nil {
 		return nil, err
 	}
-	if v := b.GoVersion(); v != "" && version.IsValid(v) && version.Compare(v, goRegisterABI[b.Machine()]) < 0 {
-		fmt.Fprintf(os.Stderr, "probekit trace: warning: %s was built with %s, which passes Go arguments on the stack: the registers printed are not the arguments\n", p.target, v)
+	var skipped skippedFuncs
+	skip := func(fn uprobe.Function, err error) {
+		skipped.add(fn, err)
+		fa.t.sites[fs.index[fn.Address]].skipped = true
 	}
-	var links []*attach.Link
-	for _, fn := range fns {
-		l, err := fa.attachOne(b, p, fn)
-		if err != nil {
-			if len(fns) > 1 && skippable(err) {
-				// One function of a glob that cannot take this probe:
-				// the others can.
-				fmt.Fprintf(os.Stderr, "probekit trace: warning: %s: skipped: %v\n", fn, err)
-				continue
-			}
-			return links, err
-		}
-		links = append(links, l)
+	opts := &uprobe.Options{FunctionCookie: fs.cookie, Skip: skip}
+	if len(fs.fns) == 1 {
+		opts.Skip = nil // a single function's error is the error
 	}
-	if len(links) == 0 {
-		return nil, fmt.Errorf("%s: none of the %d functions matching %q can be probed", p.target, len(fns), p.fn)
-	}
-	return links, nil
-}
-
-// skippable reports whether err concerns one function only.
-func skippable(err error) bool {
-	return errors.Is(err, uprobe.ErrAmbiguous) || errors.Is(err, uprobe.ErrNoReturn) || errors.Is(err, uprobe.ErrUncertainSite)
-}
-
-// attachOne attaches trace_func to fn's entry, or to its returns.
-func (fa *funcAttacher) attachOne(b *uprobe.Binary, p probeSpec, fn uprobe.Function) (*attach.Link, error) {
-	regs, strMask := record.RegsC, fa.t.req.strMask
-	switch {
-	case p.kind == record.KindUretprobe:
-		regs, strMask = record.RegsRet, 0
-	case b.IsGo() && isGoName(fn.Name):
-		regs = record.RegsGo
-	}
-	index := len(fa.t.sites)
-	cookie, err := record.FuncCookie(uint32(index), regs, p.kind, strMask)
-	if err != nil {
-		return nil, err
-	}
-	name := funcName(fn)
-	opts := &uprobe.Options{PID: fa.pid, Cookie: cookie}
 	var l *attach.Link
-	if p.kind == record.KindUretprobe {
-		// A uretprobe on native code; on Go, where a uretprobe crashes
+	if p.Kind == record.KindUretprobe {
+		// Uretprobes on native code; on Go, where a uretprobe crashes
 		// the program, a probe on each return instruction.
-		l, err = b.Return(fn.String(), fa.prog, opts)
+		l, err = b.Returns(fs.fns, fa.prog, opts)
 	} else {
-		l, err = b.Entry(fn.String(), fa.prog, opts)
+		l, err = b.Entries(fs.fns, fa.prog, opts)
 	}
+	skipped.warn(fa.t, p, len(fs.fns))
 	if err != nil {
 		return nil, err
 	}
-	fa.t.funcSite(p.kind, name, fn.Address)
 	return l, nil
 }
 
-// resolveFuncs returns the functions FUNC names in b: the one function a
-// name (name, name@VERSION, name@@VERSION) resolves to, or those a glob
-// matches, one per address (aliases such as malloc and __libc_malloc
-// share one probe).
-func resolveFuncs(b *uprobe.Binary, fn string) ([]uprobe.Function, error) {
-	if !strings.ContainsAny(fn, `*?\`) {
-		f, err := b.Function(fn)
+// funcSites is the sites of one function probe: the functions, and the
+// cookie trace_func reads at each.
+type funcSites struct {
+	fns    []uprobe.Function
+	byAddr map[uint64]uint64 // cookie by address
+	index  map[uint64]int    // site index by address
+	first  uint64
+}
+
+// cookie is the cookie of fn; for another copy of the file (a process's
+// own root) with other addresses, the first function's.
+func (fs *funcSites) cookie(fn uprobe.Function) uint64 {
+	if c, ok := fs.byAddr[fn.Address]; ok {
+		return c
+	}
+	return fs.first
+}
+
+// funcSites resolves p's functions in b (uprobe.Binary.Resolve: globs,
+// one function per address), adds a site for each and gives each the
+// cookie that tells trace_func what to read: the registers of its
+// calling convention, the return register for a uretprobe.
+func (t *tracer) funcSites(b *uprobe.Binary, p probe.Spec) (*funcSites, error) {
+	fns, err := b.Resolve(p.Func)
+	if err != nil {
+		return nil, err
+	}
+	if n := len(t.sites) + len(fns); t.req.mode == record.ModeCount && n > record.MaxCounted {
+		return nil, fmt.Errorf("--count counts at most %d probe sites, these probes have %d or more", record.MaxCounted, n)
+	}
+	fs := &funcSites{fns: fns, byAddr: make(map[uint64]uint64, len(fns)), index: make(map[uint64]int, len(fns))}
+	warned := false
+	for i, fn := range fns {
+		regs, strMask := record.RegsC, t.req.strMask
+		switch conv := b.Convention(fn); {
+		case p.Kind == record.KindUretprobe:
+			regs, strMask = record.RegsRet, 0
+		case conv == uprobe.ConventionGo:
+			regs = record.RegsGo
+		case conv == uprobe.ConventionGoStack && !warned:
+			warned = true
+			t.warnf("%s was built with %s, which passes Go arguments on the stack: the registers printed are not the arguments", p.Target, b.GoVersion())
+		}
+		cookie, err := record.FuncCookie(uint32(len(t.sites)), regs, p.Kind, strMask)
 		if err != nil {
 			return nil, err
 		}
-		return []uprobe.Function{f}, nil
-	}
-	all := b.Functions(fn)
-	if len(all) == 0 {
-		return nil, fmt.Errorf("%s: no function matches %q: %w", b.Path(), fn, uprobe.ErrNotFound)
-	}
-	// Sorted by address: keep the preferred name of each address.
-	var fns []uprobe.Function
-	for _, f := range all {
-		if n := len(fns); n > 0 && fns[n-1].Address == f.Address {
-			if preferName(f, fns[n-1]) {
-				fns[n-1] = f
-			}
-			continue
+		fs.index[fn.Address] = len(t.sites)
+		t.funcSite(p.Kind, funcName(fn), fn.Address)
+		fs.byAddr[fn.Address] = cookie
+		if i == 0 {
+			fs.first = cookie
 		}
-		fns = append(fns, f)
 	}
-	// A name bound to several addresses resolves to one of them: probe
-	// that one once (Entry and Return resolve by name).
-	out := fns[:0]
-	for _, f := range fns {
-		r, err := b.Function(f.String())
-		if err == nil && r.Address != f.Address {
-			continue
-		}
-		out = append(out, f)
-	}
-	return out, nil
+	return fs, nil
 }
 
-// preferName reports whether a names a function better than b: a global
-// over a local, a default version over a hidden one, then the shorter
-// name (malloc over __libc_malloc).
-func preferName(a, b uprobe.Function) bool {
-	rank := func(f uprobe.Function) int {
-		r := 0
-		if f.Global {
-			r += 2
-		}
-		if f.Version == "" || f.DefaultVersion {
-			r++
-		}
-		return r
-	}
-	if c := cmp.Compare(rank(a), rank(b)); c != 0 {
-		return c > 0
-	}
-	return len(a.Name) < len(b.Name)
+// skippedFuncs counts the functions of a glob left out, by reason.
+type skippedFuncs struct {
+	n       int
+	reasons map[string]int
+	example map[string]string
 }
 
-// isGoName reports whether a function of a Go binary is Go code (a
-// package-qualified name, main.add) rather than C linked in by cgo
-// (x_cgo_init, malloc).
-func isGoName(name string) bool {
-	return strings.Contains(name, ".")
+func (s *skippedFuncs) add(fn uprobe.Function, err error) {
+	if s.reasons == nil {
+		s.reasons, s.example = map[string]int{}, map[string]string{}
+	}
+	reason := err.Error()
+	for _, e := range []error{uprobe.ErrKernelRefused, uprobe.ErrNoReturn, uprobe.ErrUncertainSite} {
+		if errors.Is(err, e) {
+			reason = e.Error()
+		}
+	}
+	s.n++
+	s.reasons[reason]++
+	if _, ok := s.example[reason]; !ok {
+		s.example[reason] = funcName(fn)
+	}
+}
+
+// warn prints one line for the functions of p left out.
+func (s *skippedFuncs) warn(t *tracer, p probe.Spec, of int) {
+	if s.n == 0 {
+		return
+	}
+	var parts []string
+	for r, n := range s.reasons {
+		parts = append(parts, fmt.Sprintf("%d: %s (%s, ...)", n, r, s.example[r]))
+	}
+	slices.Sort(parts)
+	t.warnf("%s: skipped %d of the %d functions matching %q: %s", p.Target, s.n, of, p.Func, strings.Join(parts, "; "))
 }
 
 // funcName is how lines name fn: without its version unless that is a

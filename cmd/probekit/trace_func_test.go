@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/probekit/probekit/internal/test/testkit"
-	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/uprobe"
 )
 
@@ -360,30 +359,35 @@ func TestTraceFuncErrors(t *testing.T) {
 	}
 }
 
-// The PROBE grammar: a prefix picks the kind; FUNC follows the last colon
-// (function names hold none, paths may); no prefix is USDT.
-func TestParseProbe(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want probeSpec
-	}{
-		{"uprobe:libc.so.6:malloc", probeSpec{kind: record.KindUprobe, target: "libc.so.6", fn: "malloc"}},
-		{"uretprobe:/a:b/prog:main.(*Server).Handle", probeSpec{kind: record.KindUretprobe, target: "/a:b/prog", fn: "main.(*Server).Handle"}},
-		{"uprobe:node:uv_fs_*", probeSpec{kind: record.KindUprobe, target: "node", fn: "uv_fs_*"}},
-		{"uprobe:libc.so.6:malloc@@GLIBC_2.2.5", probeSpec{kind: record.KindUprobe, target: "libc.so.6", fn: "malloc@@GLIBC_2.2.5"}},
-		{"usdt:python3.11:python:function__entry", probeSpec{kind: record.KindUSDT, target: "python3.11", provider: "python", name: "function__entry"}},
-		{"python3.11:python:function__*", probeSpec{kind: record.KindUSDT, target: "python3.11", provider: "python", name: "function__*"}},
-		// A file named uprobe: its USDT probes need the usdt: prefix.
-		{"usdt:uprobe:p:n", probeSpec{kind: record.KindUSDT, target: "uprobe", provider: "p", name: "n"}},
+// TestTraceGlobSitesSame: trace and trace -f resolve a glob alike
+// (uprobe.Binary.Resolve): on a binary where probe_plain_a_alias is
+// another name of probe_plain_a, both attach one site per address, named
+// by the same rule, and count the same hits; a function the kernel
+// refuses is skipped with one warning, not counted, and does not fail
+// the others.
+func TestTraceGlobSitesSame(t *testing.T) {
+	testkit.RequireKernel(t)
+	fx := testkit.Fixture("lock_entry")
+	const want = "COUNT  PROBE\n    7  uprobe:probe_plain_a\n    7  uprobe:probe_plain_b\n"
+	for _, args := range [][]string{
+		{"--count", "uprobe:" + fx + ":probe_plain*", "--", fx, "7"},
+		{"-f", "--count", "uprobe:" + fx + ":probe_plain*", "--", fx, "7"},
 	} {
-		got, err := parseProbe(c.in)
-		if err != nil || got != c.want {
-			t.Errorf("parseProbe(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
+		r := runTraceWithin(t, 30*time.Second, args...)
+		got := r.out
+		if i := strings.Index(got, "COUNT"); i >= 0 {
+			got = got[i:] // after -f's attach and detach lines
+		}
+		if r.code != 0 || got != want {
+			t.Errorf("trace %v: exit %d, %q, stderr %q; want %q", args, r.code, r.out, r.errOut, want)
 		}
 	}
-	for _, bad := range []string{"uprobe:", "uprobe:f", "uprobe::f", "uretprobe:t:", "usdt:t:p", "t:f", "nocolons", "usdt:"} {
-		if got, err := parseProbe(bad); err == nil {
-			t.Errorf("parseProbe(%q) = %+v, want an error", bad, got)
-		}
+	if runtime.GOARCH != "amd64" {
+		return
+	}
+	r := runTraceWithin(t, 30*time.Second, "--count", "uprobe:"+fx+":probe_*", "--", fx, "7")
+	const warn = `skipped 1 of the 3 functions matching "probe_*": 1: the kernel cannot probe this site (probe_locked, ...)`
+	if r.code != 0 || r.out != want || !strings.Contains(r.errOut, warn) {
+		t.Errorf("probe_*: exit %d, %q, stderr %q; want %q and the warning %q", r.code, r.out, r.errOut, want, warn)
 	}
 }

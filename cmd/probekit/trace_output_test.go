@@ -26,7 +26,7 @@ func outputCase(tb testing.TB, asJSON bool, w io.Writer) (*tracer, [][]byte) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	t := newTracer(&traceRequest{json: asJSON}, w)
+	t := newTracer(&traceRequest{json: asJSON}, w, io.Discard)
 	for _, name := range []string{"loop", "sizes", "sizes"} {
 		p, err := f.Find("sample", name)
 		if err != nil {

@@ -5,7 +5,7 @@
 //	sudo go run ./examples/libc-malloc [-n 20] -- CMD ARGS...
 //
 // It teaches one thing: a uprobe on a library function named by the
-// library's name. uprobe.OpenProcess(pid, "libc.so.6") finds the libc the
+// library's name. uprobe.OpenProcess(proc, "libc.so.6") finds the libc the
 // process maps (or, for a command stopped before its dynamic loader ran,
 // the one in its library directories), inside the process's root, so a
 // containerised process works. The BPF program, written with cilium/ebpf's
@@ -113,7 +113,7 @@ func count(ctx context.Context, pid int, cmd *exec.Cmd) (sizes map[uint64]uint64
 	}
 	// By the library's name, as the process sees it; probes fire in that
 	// process only.
-	libc, err := uprobe.OpenProcess(proc.PID, "libc.so.6")
+	libc, err := uprobe.OpenProcess(proc, "libc.so.6")
 	if err != nil {
 		return nil, err
 	}

@@ -127,7 +127,7 @@ func trace(ctx context.Context, cmd *exec.Cmd, handle func(Call)) (err error) {
 		return err
 	}
 	defer func() { err = l.Finish(err) }() // killed on every error return
-	bin, err := uprobe.OpenProcess(l.Process.PID, cmd.Path)
+	bin, err := uprobe.OpenProcess(l.Process, cmd.Path)
 	if err != nil {
 		return err
 	}

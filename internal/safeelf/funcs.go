@@ -87,6 +87,9 @@ type Funcs struct {
 	// read only when the symbols lack the Go runtime's functions).
 	Symtab, Dynsym *Symbols
 	Go             *GoTable
+	// SymtabFromDebug is set when Symtab is the separate debug file's
+	// (FunctionsWith).
+	SymtabFromDebug bool
 	// Skipped counts function symbols outside every executable,
 	// file-backed segment: nothing to probe there.
 	Skipped int
@@ -147,11 +150,25 @@ func mkRef(addr uint64, src Source, i int, global bool, size uint64) funcRef {
 // Functions reads the functions of f (see Funcs). A file without any
 // function table gives an empty Funcs, not an error; a corrupt table is a
 // *FormatError.
-func (f *File) Functions() (*Funcs, error) {
+func (f *File) Functions() (*Funcs, error) { return f.FunctionsWith(nil) }
+
+// FunctionsWith reads the functions of f as Functions does, taking the
+// .symtab of debug, the separate debug file of f, when f has none
+// (stripped): its static functions then join the table. A debug file of
+// the same build (same build ID, or a matching debuglink CRC) has the
+// addresses of f, so its symbols are placed through f's segments. A nil
+// debug is Functions.
+func (f *File) FunctionsWith(debug *File) (*Funcs, error) {
 	t := &Funcs{loads: f.Loads(), seed: rand.Uint64()}
 	var err error
 	if t.Symtab, err = f.Symbols(); err != nil && !errors.Is(err, ErrNoSymbols) {
 		return nil, fmt.Errorf(".symtab: %w", err)
+	}
+	if t.Symtab == nil && debug != nil {
+		if t.Symtab, err = debug.Symbols(); err != nil && !errors.Is(err, ErrNoSymbols) {
+			return nil, fmt.Errorf("debug file's .symtab: %w", err)
+		}
+		t.SymtabFromDebug = t.Symtab != nil
 	}
 	if t.Dynsym, err = f.DynamicSymbols(); err != nil && !errors.Is(err, ErrNoSymbols) {
 		return nil, fmt.Errorf(".dynsym: %w", err)

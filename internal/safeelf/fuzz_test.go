@@ -58,3 +58,40 @@ func FuzzSymbols(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDebugSections feeds mutated debug files (plain, zlib, zstd and
+// .zdebug) to the readers of debug information: the build ID, the
+// debuglink and every section decompressed under a ceiling. No panic;
+// corruption is a *FormatError; a section that decodes is no larger than
+// the ceiling.
+func FuzzDebugSections(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join(testkit.Root(), "testdata", "debuginfo", "bin", "*"))
+	for _, path := range files {
+		if b, err := os.ReadFile(path); err == nil && len(b) <= maxFuzzSeed {
+			f.Add(b)
+		}
+	}
+	const limit = 1 << 20
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ef, err := NewFile(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		var fe *FormatError
+		if _, err := ef.BuildID(); err != nil && !errors.As(err, &fe) {
+			t.Fatalf("BuildID: not a *FormatError: %v", err)
+		}
+		if _, _, _, err := ef.DebugLink(); err != nil && !errors.As(err, &fe) {
+			t.Fatalf("DebugLink: not a *FormatError: %v", err)
+		}
+		for i := range ef.Sections {
+			b, err := ef.SectionData(&ef.Sections[i], limit)
+			if err != nil && !errors.As(err, &fe) {
+				t.Fatalf("SectionData(%s): not a *FormatError: %v", ef.Sections[i].Name, err)
+			}
+			if len(b) > limit {
+				t.Fatalf("SectionData(%s): %d bytes past the %d limit", ef.Sections[i].Name, len(b), limit)
+			}
+		}
+	})
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/symbolize"
 	"github.com/probekit/probekit/uprobe"
 	"github.com/probekit/probekit/usdt"
@@ -197,7 +198,11 @@ func TestStackContainer(t *testing.T) {
 
 func checkLibStack(t *testing.T, r *stackRig, p *testkit.Process, lib, exe string) {
 	t.Helper()
-	b, err := uprobe.OpenProcess(p.PID(), lib)
+	proc, err := procmaps.Open(p.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := uprobe.OpenProcess(proc, lib)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,18 +13,8 @@ import (
 // symbol name (from .symtab, else .dynsym) of the ELF file at path.
 func SymbolOffset(tb testing.TB, path, name string) (vaddr, off uint64) {
 	tb.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	f, syms := openSymbols(tb, path, true)
 	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		syms, err = f.DynamicSymbols()
-	}
-	if err != nil {
-		tb.Fatal(err)
-	}
 	for _, s := range syms {
 		if s.Name == name {
 			return s.Value, FileOffset(tb, f, s.Value)
@@ -32,6 +22,25 @@ func SymbolOffset(tb testing.TB, path, name string) (vaddr, off uint64) {
 	}
 	tb.Fatalf("%s: no symbol %s", path, name)
 	return 0, 0
+}
+
+// openSymbols opens the ELF file at path and reads its .symtab, else
+// (with dynamic set) its .dynsym. The caller closes the file.
+func openSymbols(tb testing.TB, path string, dynamic bool) (*elf.File, []elf.Symbol) {
+	tb.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	syms, err := f.Symbols()
+	if err != nil && dynamic {
+		syms, err = f.DynamicSymbols()
+	}
+	if err != nil {
+		f.Close()
+		tb.Fatalf("%s: %v", path, err)
+	}
+	return f, syms
 }
 
 // FileOffset translates vaddr through the PT_LOAD holding it in the file

@@ -1,0 +1,328 @@
+package debuginfo
+
+import (
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/probekit/probekit/internal/safeelf"
+	"github.com/probekit/probekit/procmaps"
+)
+
+// Errors.
+var (
+	// ErrNotFound: no debug file was found for the object (wrapped with
+	// the warnings about candidates that were refused).
+	ErrNotFound = errors.New("no debug information found")
+	// ErrMismatch: a candidate debug file belongs to another build (its
+	// build ID differs, or its CRC-32 is not the one the debuglink
+	// records). Warnings wrap it.
+	ErrMismatch = errors.New("debug file does not match the object")
+	// ErrBadLink: a .gnu_debuglink name that is not a base name ("/",
+	// "..", "."), which would lead out of the debug directories.
+	ErrBadLink = errors.New("debuglink name is not a base name")
+)
+
+// DefaultDebugDir is the global debug directory of gdb, elfutils and
+// Debian's -dbg packages.
+const DefaultDebugDir = "/usr/lib/debug"
+
+// Options tune Find. A nil *Options, and the zero value of each field,
+// mean the defaults.
+type Options struct {
+	// Process is the process the object belongs to: paths are then
+	// opened inside its root first (procmaps.Process's OpenOwned), then
+	// on the host.
+	Process *procmaps.Process
+	// DebugDirs are the global debug directories searched by build ID
+	// and by debuglink; default DefaultDebugDir.
+	DebugDirs []string
+	// DebuginfodURLs are the debuginfod servers, tried in order; default
+	// the space-separated $DEBUGINFOD_URLS. With neither, nothing is
+	// fetched.
+	DebuginfodURLs []string
+	// Offline turns debuginfod off even when DebuginfodURLs or
+	// $DEBUGINFOD_URLS name servers: only local files are searched.
+	Offline bool
+	// CacheDir is the debuginfod cache; default $DEBUGINFOD_CACHE_PATH,
+	// else $XDG_CACHE_HOME/debuginfod_client, else
+	// $HOME/.cache/debuginfod_client (the elfutils client's choice).
+	CacheDir string
+	// Timeout bounds one debuginfod download from connect to last byte;
+	// default DefaultTimeout.
+	Timeout time.Duration
+	// MaxSize bounds a downloaded debug file; default DefaultMaxSize.
+	MaxSize int64
+	// Warn, when set, is called with each candidate refused (a build ID
+	// or CRC mismatch, a bad debuglink, a failed download); the same
+	// warnings are in File.Warnings.
+	Warn func(error)
+}
+
+// Source says where a debug file was found.
+type Source uint8
+
+const (
+	// SourceSelf: the object itself carries the debug information.
+	SourceSelf Source = iota + 1
+	// SourceBuildID: DIR/.build-id/NN/REST.debug.
+	SourceBuildID
+	// SourceDebugLink: the file .gnu_debuglink names.
+	SourceDebugLink
+	// SourceDebuginfod: a debuginfod server, or its cache.
+	SourceDebuginfod
+)
+
+func (s Source) String() string {
+	switch s {
+	case SourceSelf:
+		return "self"
+	case SourceBuildID:
+		return "build-id"
+	case SourceDebugLink:
+		return "debuglink"
+	case SourceDebuginfod:
+		return "debuginfod"
+	}
+	return fmt.Sprintf("Source(%d)", uint8(s))
+}
+
+// File is an open debug file. Its section addresses are the object's:
+// it comes from the same build. Close releases it.
+type File struct {
+	// File is the open debug file (for SourceSelf, a duplicate of the
+	// object's descriptor).
+	*os.File
+	// Path is where it was found: a host path, or for a file inside a
+	// process's root that path as the process sees it.
+	Path string
+	// InRoot is set when the file was opened inside Options.Process's
+	// root.
+	InRoot bool
+	// Source says how it was found.
+	Source Source
+	// BuildID is the object's build ID (nil when it has none).
+	BuildID []byte
+	// Warnings are the candidates refused before this one was found.
+	Warnings []error
+}
+
+// finder is one Find call.
+type finder struct {
+	opts  Options
+	obj   *os.File
+	path  string
+	id    []byte
+	warns []error
+}
+
+// Find returns the debug file of the ELF object obj, whose path is path
+// (as Options.Process sees it, when set; used for the debuglink
+// directories). The error wraps ErrNotFound when there is none, joined
+// with the warnings about refused candidates.
+func Find(obj *os.File, path string, opts *Options) (*File, error) {
+	fd := &finder{obj: obj, path: path}
+	if opts != nil {
+		fd.opts = *opts
+	}
+	if len(fd.opts.DebugDirs) == 0 {
+		fd.opts.DebugDirs = []string{DefaultDebugDir}
+	}
+	ef, err := safeelf.NewFile(obj)
+	if err != nil {
+		return nil, fmt.Errorf("debuginfo: %s: %w", path, err)
+	}
+	if fd.id, err = ef.BuildID(); err != nil {
+		fd.warn(fmt.Errorf("%s: build ID unreadable: %w", path, err))
+	}
+	if hasDWARF(ef) {
+		return fd.self()
+	}
+	if f := fd.local(ef); f != nil {
+		return f, nil
+	}
+	if f := fd.debuginfod(); f != nil {
+		return f, nil
+	}
+	if ef.SectionByType(elf.SHT_SYMTAB) != nil {
+		return fd.self()
+	}
+	err = fmt.Errorf("debuginfo: %s: %w", path, ErrNotFound)
+	if len(fd.warns) > 0 {
+		err = errors.Join(append([]error{err}, fd.warns...)...)
+	}
+	return nil, err
+}
+
+// hasDWARF reports whether f carries DWARF with contents (a stripped
+// file keeps none; a debug file made by objcopy --only-keep-debug keeps
+// .debug_* and makes code SHT_NOBITS).
+func hasDWARF(f *safeelf.File) bool {
+	for _, name := range []string{".debug_info", ".zdebug_info"} {
+		if s := f.Section(name); s != nil && s.Type != elf.SHT_NOBITS && s.Size > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (fd *finder) warn(err error) {
+	fd.warns = append(fd.warns, err)
+	if fd.opts.Warn != nil {
+		fd.opts.Warn(err)
+	}
+}
+
+func (fd *finder) self() (*File, error) {
+	dup, err := dupFile(fd.obj)
+	if err != nil {
+		return nil, fmt.Errorf("debuginfo: %s: %w", fd.path, err)
+	}
+	return &File{File: dup, Path: fd.path, InRoot: fd.opts.Process != nil, Source: SourceSelf, BuildID: fd.id, Warnings: fd.warns}, nil
+}
+
+// local searches the build-ID and debuglink paths, inside the process's
+// root first, then on the host.
+func (fd *finder) local(ef *safeelf.File) *File {
+	var cands []candidate
+	if len(fd.id) > 1 {
+		hexID := hex.EncodeToString(fd.id)
+		for _, dir := range fd.opts.DebugDirs {
+			cands = append(cands, candidate{path: filepath.Join(dir, ".build-id", hexID[:2], hexID[2:]+".debug"), source: SourceBuildID})
+		}
+	}
+	name, crc, ok, err := ef.DebugLink()
+	switch {
+	case err != nil:
+		fd.warn(fmt.Errorf("%s: %w", fd.path, err))
+	case ok && !isBaseName(name):
+		fd.warn(fmt.Errorf("%s: .gnu_debuglink %q: %w", fd.path, name, ErrBadLink))
+	case ok:
+		dir := filepath.Dir(fd.path)
+		if !filepath.IsAbs(dir) {
+			if abs, err := filepath.Abs(dir); err == nil {
+				dir = abs
+			}
+		}
+		link := []string{filepath.Join(dir, name), filepath.Join(dir, ".debug", name)}
+		for _, d := range fd.opts.DebugDirs {
+			link = append(link, filepath.Join(d, dir, name))
+		}
+		for _, p := range link {
+			cands = append(cands, candidate{path: p, source: SourceDebugLink, crc: crc, checkCRC: true})
+		}
+	}
+	if fd.opts.Process != nil {
+		for _, c := range cands {
+			if f := fd.try(c, true); f != nil {
+				return f
+			}
+		}
+	}
+	for _, c := range cands {
+		if f := fd.try(c, false); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// isBaseName reports whether a debuglink name names a file in the
+// directory it is joined to: bfd writes only base names (lbasename), and
+// "/" or ".." would leave the trusted directories.
+func isBaseName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsRune(name, '/') && !strings.ContainsRune(name, 0)
+}
+
+// candidate is one path where the debug file may be.
+type candidate struct {
+	path     string
+	source   Source
+	crc      uint32
+	checkCRC bool
+}
+
+// try opens c and checks it; nil when it is absent or refused (refusals
+// are warnings).
+func (fd *finder) try(c candidate, inRoot bool) *File {
+	var f *os.File
+	var err error
+	if inRoot {
+		f, err = fd.opts.Process.OpenOwned(c.path)
+	} else {
+		f, err = procmaps.OpenFile(c.path)
+	}
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			fd.warn(fmt.Errorf("%s: debug file %s: %w", fd.path, c.path, err))
+		}
+		return nil
+	}
+	if sameFile(f, fd.obj) {
+		f.Close() // the debuglink names the object itself
+		return nil
+	}
+	where := c.path
+	if inRoot {
+		where = fmt.Sprintf("%s (in pid %d's root)", c.path, fd.opts.Process.PID)
+	}
+	if err := fd.check(f, c); err != nil {
+		f.Close()
+		fd.warn(fmt.Errorf("%s: debug file %s: %w", fd.path, where, err))
+		return nil
+	}
+	return &File{File: f, Path: c.path, InRoot: inRoot, Source: c.source, BuildID: fd.id, Warnings: fd.warns}
+}
+
+// check verifies that f belongs to the object: the same build ID when
+// both have one (a file without any is accepted only through a CRC-checked
+// debuglink), the debuglink's CRC when it came from one, and debug
+// information to offer.
+func (fd *finder) check(f *os.File, c candidate) error {
+	ef, err := safeelf.NewFile(f)
+	if err != nil {
+		return err
+	}
+	id, err := ef.BuildID()
+	if err != nil {
+		return err
+	}
+	switch {
+	case fd.id != nil && id != nil && !equal(id, fd.id):
+		return fmt.Errorf("%w: build ID %x, the object's is %x", ErrMismatch, id, fd.id)
+	case fd.id != nil && id == nil && !c.checkCRC:
+		return fmt.Errorf("%w: no build ID, the object's is %x", ErrMismatch, fd.id)
+	}
+	if c.checkCRC {
+		got, err := fileCRC(f)
+		if err != nil {
+			return err
+		}
+		if got != c.crc {
+			return fmt.Errorf("%w: CRC-32 %#08x, the debuglink records %#08x", ErrMismatch, got, c.crc)
+		}
+	}
+	if !hasDWARF(ef) && ef.SectionByType(elf.SHT_SYMTAB) == nil {
+		return fmt.Errorf("%w: neither DWARF nor a symbol table", ErrMismatch)
+	}
+	return nil
+}
+
+// fileCRC is the CRC-32 (IEEE, the zlib polynomial, seed 0) of the whole
+// file, the checksum a .gnu_debuglink records (gdb manual).
+func fileCRC(f *os.File) (uint32, error) {
+	h := crc32.NewIEEE()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, 1<<62)); err != nil {
+		return 0, err
+	}
+	return h.Sum32(), nil
+}
+
+func equal(a, b []byte) bool { return string(a) == string(b) }

@@ -1,0 +1,395 @@
+package exporter_test
+
+import (
+	"fmt"
+	"log"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/probekit/probekit/exporter"
+	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/probe"
+	"github.com/probekit/probekit/record"
+)
+
+// privateFixture copies a fixture into the test's temporary directory, so
+// that probes attached by path count this test's hits only.
+func privateFixture(t *testing.T, name string) string {
+	path := filepath.Join(t.TempDir(), name)
+	testkit.CopyFile(t, testkit.Fixture(name), path)
+	return path
+}
+
+// TestCollectorInOwnRegistry: an agent builds the exporter from a Go
+// struct, registers it in its own registry, fires a probe and reads the
+// exact values at a Gather.
+func TestCollectorInOwnRegistry(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := privateFixture(t, "usdt_sample")
+	p := testkit.Start(t, fixture)
+	loop := &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "loop"}
+	cfg := &exporter.Config{Metrics: []*exporter.Metric{
+		{Name: "agent_loops_total", Help: "Loops.", Type: exporter.Counter, Probe: loop},
+		{Name: "agent_loop_r1", Help: "r + 1.", Type: exporter.Histogram, Probe: loop, Value: 1, Buckets: []float64{5, 10}},
+		{Name: "agent_loop_by_round_total", Help: "By round.", Type: exporter.Counter, Probe: loop, MaxSeries: 2,
+			Labels: []exporter.Label{{Name: "round", Arg: 0}}},
+	}}
+	if err := cfg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	x := exporter.New(exporter.Options{NoRuntimeMetrics: true})
+	defer x.Close()
+	x.Apply(cfg)
+	if got := x.Attached(); len(got) != 3 {
+		t.Fatalf("attached %v, want 3 metrics", got)
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(x); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Loop("loop", 20); err != nil {
+		t.Fatal(err)
+	}
+	// Round r passes r, r + 1, -r, r: r + 1 runs 1..20.
+	want := map[string]float64{
+		`agent_loops_total`:                                        20,
+		`agent_loop_r1_bucket{le="5"}`:                             5,
+		`agent_loop_r1_bucket{le="10"}`:                            10,
+		`agent_loop_r1_bucket{le="+Inf"}`:                          20,
+		`agent_loop_r1_sum`:                                        210,
+		`agent_loop_r1_count`:                                      20,
+		`agent_loop_by_round_total{round="0"}`:                     1,
+		`agent_loop_by_round_total{round="1"}`:                     1,
+		`agent_loop_by_round_total{overflow="true",round="other"}`: 18,
+	}
+	got := gather(t, reg, "agent_")
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("gathered %d samples, want %d: %v", len(got), len(want), got)
+	}
+}
+
+// gather returns the samples of reg whose names start with prefix, keyed
+// as the text format writes them (labels sorted by name).
+func gather(t *testing.T, reg prometheus.Gatherer, prefix string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	key := func(name string, labels []*dto.LabelPair, extra ...string) string {
+		var l []string
+		for _, p := range labels {
+			l = append(l, fmt.Sprintf("%s=%q", p.GetName(), p.GetValue()))
+		}
+		l = append(l, extra...)
+		slices.Sort(l)
+		if len(l) == 0 {
+			return name
+		}
+		return name + "{" + strings.Join(l, ",") + "}"
+	}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.Counter != nil:
+				out[key(name, m.GetLabel())] = m.GetCounter().GetValue()
+			case m.Histogram != nil:
+				h := m.GetHistogram()
+				for _, b := range h.GetBucket() {
+					out[key(name+"_bucket", m.GetLabel(), fmt.Sprintf("le=%q", strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)))] = float64(b.GetCumulativeCount())
+				}
+				out[key(name+"_bucket", m.GetLabel(), `le="+Inf"`)] = float64(h.GetSampleCount())
+				out[key(name+"_sum", m.GetLabel())] = h.GetSampleSum()
+				out[key(name+"_count", m.GetLabel())] = float64(h.GetSampleCount())
+			}
+		}
+	}
+	return out
+}
+
+// TestCheckStruct: a configuration built in Go is refused for what a file
+// would be, and gets a file's defaults.
+func TestCheckStruct(t *testing.T) {
+	loop := &probe.Spec{Kind: record.KindUSDT, Target: "/bin/x", Provider: "p", Name: "n"}
+	ret := &probe.Spec{Kind: record.KindUretprobe, Target: "/bin/x", Func: "f"}
+	for _, c := range []struct {
+		m    exporter.Metric
+		want string
+	}{
+		{exporter.Metric{Name: "9a", Type: exporter.Counter, Probe: loop}, "not a Prometheus metric name"},
+		{exporter.Metric{Name: "a", Type: "gauge", Probe: loop}, "want counter or histogram"},
+		{exporter.Metric{Name: "a", Type: exporter.Counter}, "no probe"},
+		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, Value: 12}, "value 12: want an argument number from 0 to 11"},
+		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: ret, Value: 0}, "a uretprobe has only its return value"},
+		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, End: loop, Buckets: []float64{0}}, "a latency bound is a positive"},
+		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, Buckets: []float64{2, 1}}, "increasing order"},
+		{exporter.Metric{Name: "a", Type: exporter.Counter, Probe: loop, Labels: []exporter.Label{{Name: "overflow"}}}, "not a label name"},
+		{exporter.Metric{Name: "go_a", Type: exporter.Counter, Probe: loop}, "names starting with go_"},
+		{exporter.Metric{Name: "a", Type: exporter.Counter, Probe: &probe.Spec{Kind: record.KindUprobe, Target: "/bin/x", Func: "f*"}}, "no glob in Func"},
+	} {
+		m := c.m
+		err := (&exporter.Config{Metrics: []*exporter.Metric{&m}}).Check()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.m, err, c.want)
+		}
+	}
+	m := &exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, End: loop}
+	c := &exporter.Config{Metrics: []*exporter.Metric{m, {Name: "a_count", Type: exporter.Counter, Probe: loop}}}
+	if err := c.Check(); err == nil || !strings.Contains(err.Error(), `"a_count" writes samples named a_count, as "a" does`) {
+		t.Errorf("a_count beside histogram a: %v", err)
+	}
+	c.Metrics = c.Metrics[:1]
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if m.Value != exporter.NoValue || m.MaxSeries != exporter.DefaultMaxSeries || len(m.Buckets) == 0 || m.ProbeText != "/bin/x:p:n" {
+		t.Errorf("defaults: %+v", m)
+	}
+}
+
+// start applies cfg (checked) to an Exporter registered in a registry of
+// the test's own.
+func start(t *testing.T, cfg *exporter.Config) (*exporter.Exporter, *prometheus.Registry) {
+	t.Helper()
+	if err := cfg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	x := exporter.New(exporter.Options{NoRuntimeMetrics: true, Log: log.New(testWriter{t}, "", 0)})
+	t.Cleanup(func() { x.Close() })
+	x.Apply(cfg)
+	if got := x.Attached(); len(got) != len(cfg.Metrics) {
+		t.Fatalf("attached %v, want %d metrics", got, len(cfg.Metrics))
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(x); err != nil {
+		t.Fatal(err)
+	}
+	return x, reg
+}
+
+// testWriter writes to the test's log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
+}
+
+// TestSeriesEviction: series idle for series_idle leave the map at a
+// scrape, are counted, and their places go to new label values instead of
+// the overflow series.
+func TestSeriesEviction(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := privateFixture(t, "usdt_sample")
+	p := testkit.Start(t, fixture)
+	loop := &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "loop"}
+	const idle = 500 * time.Millisecond
+	_, reg := start(t, &exporter.Config{Metrics: []*exporter.Metric{
+		{Name: "ev_total", Type: exporter.Counter, Probe: loop, MaxSeries: 2, SeriesIdle: idle,
+			Labels: []exporter.Label{{Name: "neg", Arg: 2}}},
+		{Name: "kept_total", Type: exporter.Counter, Probe: loop, MaxSeries: 2, SeriesIdle: -1,
+			Labels: []exporter.Label{{Name: "neg", Arg: 2}}},
+	}})
+	// Rounds 0 and 1 pass -0 and -1 as argument 3.
+	if err := p.Loop("loop", 2); err != nil {
+		t.Fatal(err)
+	}
+	first := time.Now()
+	got := gather(t, reg, "")
+	for _, k := range []string{`ev_total{neg="0"}`, `ev_total{neg="-1"}`, `kept_total{neg="0"}`} {
+		if got[k] != 1 {
+			t.Errorf("%s = %v, want 1", k, got[k])
+		}
+	}
+	// Past series_idle without a hit, the next scrape evicts both.
+	time.Sleep(time.Until(first.Add(idle + 100*time.Millisecond)))
+	got = gather(t, reg, "")
+	if n := got[`probekit_export_series_evicted_total{metric="ev_total"}`]; n != 2 {
+		t.Errorf("evicted %v series, want 2", n)
+	}
+	if _, ok := got[`ev_total{neg="0"}`]; ok {
+		t.Error(`ev_total{neg="0"} served after its eviction`)
+	}
+	if got[`kept_total{neg="-1"}`] != 1 || got[`probekit_export_series_evicted_total{metric="kept_total"}`] != 0 {
+		t.Errorf("series_idle never: %v", got)
+	}
+	// Three rounds: 0, -1 and -2. The evicted metric has room for two of
+	// them; the other folds. The kept one is still full of 0 and -1.
+	if err := p.Loop("loop", 3); err != nil {
+		t.Fatal(err)
+	}
+	got = gather(t, reg, "")
+	want := map[string]float64{
+		`ev_total{neg="0"}`:                       1,
+		`ev_total{neg="-1"}`:                      1,
+		`ev_total{overflow="true",neg="other"}`:   1,
+		`kept_total{neg="0"}`:                     2,
+		`kept_total{neg="-1"}`:                    2,
+		`kept_total{overflow="true",neg="other"}`: 1,
+	}
+	for k, v := range want {
+		k = sortedKey(k)
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+}
+
+// sortedKey sorts the labels of a sample key as gather writes them.
+func sortedKey(k string) string {
+	name, labels, ok := strings.Cut(k, "{")
+	if !ok {
+		return k
+	}
+	l := strings.Split(strings.TrimSuffix(labels, "}"), ",")
+	slices.Sort(l)
+	return name + "{" + strings.Join(l, ",") + "}"
+}
+
+// TestPIDCommLabels: the pid and comm labels are the hitting process's.
+func TestPIDCommLabels(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := privateFixture(t, "usdt_sample")
+	p := testkit.Start(t, fixture)
+	loop := &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "loop"}
+	_, reg := start(t, &exporter.Config{Metrics: []*exporter.Metric{
+		{Name: "by_proc_total", Type: exporter.Counter, Probe: loop,
+			Labels: []exporter.Label{{Name: "pid", Source: exporter.LabelPID}, {Name: "comm", Source: exporter.LabelComm}, {Name: "r", Arg: 0}}},
+	}})
+	if err := p.Loop("loop", 2); err != nil {
+		t.Fatal(err)
+	}
+	got := gather(t, reg, "by_proc_total")
+	for r := range 2 {
+		k := fmt.Sprintf(`by_proc_total{comm="usdt_sample",pid="%d",r="%d"}`, p.PID(), r)
+		if got[k] != 1 {
+			t.Errorf("%s = %v, want 1 (got %v)", k, got[k], got)
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("%d series, want 2: %v", len(got), got)
+	}
+}
+
+// TestLatencyRecursion: starts and ends pair per thread as a stack, so
+// each level of a recursion is measured from its own start: nest(3)'s
+// levels last 20, 40, 60 and 80 ms, one in each bucket. Recursion past
+// MaxDepth is counted, and the levels within it still measured.
+func TestLatencyRecursion(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := privateFixture(t, "recurse")
+	p := testkit.Start(t, fixture)
+	enter := &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "recurse", Name: "enter"}
+	leave := &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "recurse", Name: "leave"}
+	_, reg := start(t, &exporter.Config{Metrics: []*exporter.Metric{
+		{Name: "level_seconds", Type: exporter.Histogram, Probe: enter, End: leave,
+			Buckets: []float64{0.025, 0.075, 0.125, 0.175, 0.225}},
+	}})
+	const rounds = 3
+	if err := p.Loop("nest", rounds); err != nil {
+		t.Fatal(err)
+	}
+	got := gather(t, reg, "")
+	want := map[string]float64{
+		`level_seconds_bucket{le="0.025"}`: 0,
+		`level_seconds_bucket{le="0.075"}`: rounds,
+		`level_seconds_bucket{le="0.125"}`: 2 * rounds,
+		`level_seconds_bucket{le="0.175"}`: 3 * rounds,
+		`level_seconds_bucket{le="0.225"}`: 4 * rounds,
+		`level_seconds_count`:              4 * rounds,
+		`probekit_export_lost_updates_total{metric="level_seconds",reason="end_without_start"}`: 0,
+		`probekit_export_lost_updates_total{metric="level_seconds",reason="depth_overflow"}`:    0,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	// The levels' times add up to 500 ms a round.
+	if s := got["level_seconds_sum"]; s < rounds*0.5 || s > rounds*0.5+0.3 {
+		t.Errorf("level_seconds_sum = %v, want %v to %v", s, rounds*0.5, rounds*0.5+0.3)
+	}
+	// deep(69): 70 levels, MaxDepth of them measured, the rest counted.
+	if err := p.Loop("deep", 1); err != nil {
+		t.Fatal(err)
+	}
+	got = gather(t, reg, "")
+	if n := got["level_seconds_count"]; n != 4*rounds+exporter.MaxDepth {
+		t.Errorf("level_seconds_count = %v, want %d", n, 4*rounds+exporter.MaxDepth)
+	}
+	if n := got[`probekit_export_lost_updates_total{metric="level_seconds",reason="depth_overflow"}`]; n != 70-exporter.MaxDepth {
+		t.Errorf("depth_overflow = %v, want %d", n, 70-exporter.MaxDepth)
+	}
+	if n := got[`probekit_export_lost_updates_total{metric="level_seconds",reason="end_without_start"}`]; n != 0 {
+		t.Errorf("end_without_start = %v, want 0", n)
+	}
+	// Every start was ended: a new round still pairs.
+	if err := p.Loop("nest", 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := gather(t, reg, "")[`level_seconds_bucket{le="0.075"}`]; n != rounds+1+exporter.MaxDepth {
+		t.Errorf(`level_seconds_bucket{le="0.075"} = %v, want %d`, n, rounds+1+exporter.MaxDepth)
+	}
+}
+
+// TestFuncProbeGlobTarget: function probes on a glob target attach to
+// every matching file as its processes map it.
+func TestFuncProbeGlobTarget(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := privateFixture(t, "usdt_sample")
+	target := filepath.Join(filepath.Dir(fixture), "usdt_samp*")
+	_, reg := start(t, &exporter.Config{Metrics: []*exporter.Metric{
+		{Name: "glob_fire_loop_total", Type: exporter.Counter,
+			Probe: &probe.Spec{Kind: record.KindUprobe, Target: target, Func: "fire_loop"}},
+		{Name: "glob_fire_loop_seconds", Type: exporter.Histogram,
+			Probe: &probe.Spec{Kind: record.KindUprobe, Target: target, Func: "fire_loop"},
+			End:   &probe.Spec{Kind: record.KindUretprobe, Target: target, Func: "fire_loop"}},
+	}})
+	p := testkit.Start(t, fixture)
+	// The watches attach a few milliseconds after the process starts:
+	// fire until both metrics count, then count 5 more rounds.
+	var got map[string]float64
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if err := p.Loop("loop", 1); err != nil {
+			t.Fatal(err)
+		}
+		if got = gather(t, reg, ""); got["glob_fire_loop_total"] > 0 && got["glob_fire_loop_seconds_count"] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not counting within 10 s: %v", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := p.Loop("loop", 5); err != nil {
+		t.Fatal(err)
+	}
+	after := gather(t, reg, "")
+	for _, k := range []string{"glob_fire_loop_total", "glob_fire_loop_seconds_count"} {
+		if n := after[k] - got[k]; n != 5 {
+			t.Errorf("%s counted %v of 5 rounds", k, n)
+		}
+	}
+	for _, m := range []string{"glob_fire_loop_total", "glob_fire_loop_seconds"} {
+		if n := after[fmt.Sprintf(`probekit_export_attach_errors_total{metric=%q}`, m)]; n != 0 {
+			t.Errorf("%s: %v attach errors", m, n)
+		}
+	}
+}

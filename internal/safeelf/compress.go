@@ -1,0 +1,146 @@
+package safeelf
+
+import (
+	"bytes"
+	"compress/zlib"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Compressed sections. Go's debug/elf decompresses them too, but it is not
+// hardened (its doc says so) and trusts ch_size for the allocation; this
+// reader checks the header's size against the caller's ceiling and
+// against what the stream actually yields, and grows its buffer with the
+// bytes decompressed, never with a header field.
+const (
+	// chdr32Size and chdr64Size: Elf32_Chdr {ch_type, ch_size,
+	// ch_addralign} and Elf64_Chdr {ch_type, ch_reserved, ch_size,
+	// ch_addralign} (gABI "Compressed Sections").
+	chdr32Size = 12
+	chdr64Size = 24
+	// zdebugHeader is the legacy GNU form of a .zdebug_* section: "ZLIB"
+	// and the uncompressed size, 8 bytes big-endian, then a zlib stream
+	// (binutils objcopy --compress-debug-sections=zlib-gnu).
+	zdebugHeader = 12
+	// growChunk is how much the output buffer grows beyond what the
+	// stream has produced: a header claiming 4 GiB costs no more than
+	// the bytes the stream delivers plus this.
+	growChunk = 1 << 20
+)
+
+// ErrCompressed: a section's compressed form is not one this reader
+// decodes (an unknown ch_type).
+var ErrCompressed = errors.New("unsupported section compression")
+
+// SectionData returns the contents of s, decompressed when it is
+// compressed: SHF_COMPRESSED with zlib (ELFCOMPRESS_ZLIB) or zstd
+// (ELFCOMPRESS_ZSTD), or a legacy .zdebug_* section. Neither its size on
+// disk nor its uncompressed size may exceed limit. A SHT_NOBITS section
+// (what a debug file keeps of code and data) has no contents: an empty
+// slice. A corrupt stream or a size that disagrees with the header is a
+// *FormatError at the section's offset.
+func (f *File) SectionData(s *Section, limit uint64) (data []byte, err error) {
+	if s.Type == elf.SHT_NOBITS {
+		return []byte{}, nil
+	}
+	raw, err := f.ReadAt(s.Offset, s.Size, limit)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case s.Flags&elf.SHF_COMPRESSED != 0:
+		if s.Flags&elf.SHF_ALLOC != 0 {
+			// gABI: SHF_COMPRESSED "cannot be applied to sections
+			// that also have the SHF_ALLOC flag set".
+			return nil, errorf(s.HeaderOff, "%s: SHF_COMPRESSED on an SHF_ALLOC section", s.Name)
+		}
+		hsize := uint64(chdr64Size)
+		if f.Class == elf.ELFCLASS32 {
+			hsize = chdr32Size
+		}
+		if uint64(len(raw)) < hsize {
+			return nil, errorf(s.Offset, "%s: %d bytes, too short for a compression header", s.Name, len(raw))
+		}
+		var typ elf.CompressionType
+		var size uint64
+		if f.Class == elf.ELFCLASS32 {
+			typ, size = elf.CompressionType(f.ByteOrder.Uint32(raw)), uint64(f.ByteOrder.Uint32(raw[4:]))
+		} else {
+			typ, size = elf.CompressionType(f.ByteOrder.Uint32(raw)), f.ByteOrder.Uint64(raw[8:])
+		}
+		return inflate(s, typ, raw[hsize:], s.Offset+hsize, size, limit)
+	case strings.HasPrefix(s.Name, ".zdebug") && len(raw) >= 4 && string(raw[:4]) == "ZLIB":
+		if len(raw) < zdebugHeader {
+			return nil, errorf(s.Offset, "%s: %d bytes, too short for a ZLIB header", s.Name, len(raw))
+		}
+		size := binary.BigEndian.Uint64(raw[4:])
+		return inflate(s, elf.COMPRESS_ZLIB, raw[zdebugHeader:], s.Offset+zdebugHeader, size, limit)
+	}
+	return raw, nil
+}
+
+// DebugSection returns the named DWARF section decompressed (see
+// SectionData), looking for ".debug_NAME" and then the legacy
+// ".zdebug_NAME" when name starts with ".debug_". It is nil, with no
+// error, when f has neither.
+func (f *File) DebugSection(name string, limit uint64) ([]byte, error) {
+	s := f.Section(name)
+	if s == nil && strings.HasPrefix(name, ".debug_") {
+		s = f.Section(".z" + name[1:])
+	}
+	if s == nil {
+		return nil, nil
+	}
+	return f.SectionData(s, limit)
+}
+
+// inflate decompresses stream, which must yield exactly size bytes.
+func inflate(s *Section, typ elf.CompressionType, stream []byte, off, size, limit uint64) (_ []byte, err error) {
+	if size > limit || size > 1<<62 {
+		return nil, errorf(off, "%s: uncompressed size %d exceeds the %d-byte limit", s.Name, size, limit)
+	}
+	var r io.Reader
+	switch typ {
+	case elf.COMPRESS_ZLIB:
+		zr, err := zlib.NewReader(bytes.NewReader(stream))
+		if err != nil {
+			return nil, errorf(off, "%s: zlib: %v", s.Name, err)
+		}
+		defer zr.Close()
+		r = zr
+	case elf.COMPRESS_ZSTD:
+		// One goroutine, and the decoder's own memory capped: a frame
+		// header's window size is a field of the file too.
+		zr, err := zstd.NewReader(bytes.NewReader(stream), zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderMaxMemory(max(limit, 1)), zstd.WithDecoderMaxWindow(min(max(limit, 1<<10), zstd.MaxWindowSize)))
+		if err != nil {
+			return nil, errorf(off, "%s: zstd: %v", s.Name, err)
+		}
+		defer zr.Close()
+		r = zr
+	default:
+		return nil, &FormatError{Off: int64(off), Msg: fmt.Sprintf("%s: compression type %d: %v", s.Name, typ, ErrCompressed)}
+	}
+	// Grow with the output (bytes.Buffer reads in small steps and
+	// doubles), reading one byte past size to see a stream that is
+	// longer than its header says.
+	var out bytes.Buffer
+	out.Grow(int(min(size, growChunk)))
+	if _, err := out.ReadFrom(io.LimitReader(r, int64(size)+1)); err != nil {
+		return nil, errorf(off, "%s: %v stream: %v after %d bytes", s.Name, typ, err, out.Len())
+	}
+	buf := out.Bytes()
+	if uint64(len(buf)) != size {
+		if uint64(len(buf)) > size {
+			return nil, errorf(off, "%s: %v stream holds more than the %d bytes its header says", s.Name, typ, size)
+		}
+		return nil, errorf(off, "%s: %v stream holds %d bytes, its header says %d", s.Name, typ, len(buf), size)
+	}
+	return buf, nil
+}
