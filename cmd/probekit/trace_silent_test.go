@@ -17,7 +17,7 @@ import (
 // traceUntilInterrupted runs probekit trace with args while during runs
 // (given the semaphore's address) once the trace has raised the counter
 // at addr in pid, then interrupts it as Ctrl-C would, and returns what it
-// wrote to os.Stderr.
+// wrote to its standard error and os.Stderr.
 func traceUntilInterrupted(t *testing.T, pid int, addr uint64, during func(), args ...string) string {
 	t.Helper()
 	r, w, err := os.Pipe()
@@ -66,7 +66,7 @@ func traceUntilInterrupted(t *testing.T, pid int, addr uint64, during func(), ar
 	if res.code != 0 {
 		t.Fatalf("probekit trace %q: exit %d: %s%s", args, res.code, res.errOut, errOut)
 	}
-	return errOut
+	return res.errOut + errOut
 }
 
 // TestTraceSilentLoweredSemaphore: a probe whose semaphore another writer
