@@ -94,4 +94,3 @@ func TestRecover(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
-
