@@ -43,6 +43,7 @@ func main() {
 	jobs := flag.Int("j", 2, "kernels run at once")
 	verbose := flag.Bool("v", false, "copy each guest's console to stderr")
 	fetchOnly := flag.Bool("fetch", false, "only download the kernels")
+	flag.StringVar(&runRE, "run", "", "only the tests matching this regular expression (go test -run)")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: vmrun [flags] KERNEL[=PATTERN,...]...  (KERNEL: 5.10, 6.1, 6.12)")
@@ -53,6 +54,8 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+var runRE string
 
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "vmrun: "+format+"\n", args...)
@@ -107,6 +110,7 @@ func hostMain(out string, timeout, pkgTimeout time.Duration, mem, jobs int, verb
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
+	start := time.Now()
 	binDir := filepath.Join(out, "bin")
 	os.RemoveAll(binDir)
 	if err := buildTests(runs, binDir); err != nil {
@@ -126,7 +130,7 @@ func hostMain(out string, timeout, pkgTimeout time.Duration, mem, jobs int, verb
 		}()
 	}
 	wg.Wait()
-	return report(os.Stdout, runs)
+	return report(os.Stdout, runs, time.Since(start))
 }
 
 // guestEnv is the test binaries' environment in the guest: the host's Go
@@ -148,12 +152,15 @@ func guestEnv(pkgTimeout time.Duration) []string {
 }
 
 // buildTests builds one test binary per package that has tests, once for
-// all kernels.
+// all kernels, in one go test -c (which builds them in parallel and names
+// each after the last element of its import path).
 func buildTests(runs []*kernelRun, binDir string) error {
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return err
 	}
-	built := map[string]testPkg{}
+	byImport := map[string]testPkg{}
+	byBase := map[string]string{}
+	var imports []string
 	for _, r := range runs {
 		args := append([]string{"list", "-f", "{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}\t{{.Dir}}{{end}}"}, r.patterns...)
 		b, err := run("", "go", args...)
@@ -165,27 +172,30 @@ func buildTests(runs []*kernelRun, binDir string) error {
 			if !ok {
 				continue
 			}
-			p, ok := built[imp]
+			p, ok := byImport[imp]
 			if !ok {
+				base := filepath.Base(imp)
+				if other, dup := byBase[base]; dup {
+					return fmt.Errorf("packages %s and %s have the same test binary name", other, imp)
+				}
+				byBase[base] = imp
 				name := strings.TrimPrefix(imp, "github.com/probekit/probekit")
 				name = strings.Trim(strings.ReplaceAll(name, "/", "_"), "_")
-				if name == "" {
-					name = "root"
-				}
-				p = testPkg{Import: imp, Dir: dir, Name: name, Binary: filepath.Join(binDir, name+".test")}
-				start := time.Now()
-				cmd := exec.Command("go", "test", "-c", "-o", p.Binary, imp)
-				cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-				cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-				if err := cmd.Run(); err != nil {
-					return fmt.Errorf("go test -c %s: %w", imp, err)
-				}
-				logf("built %s (%.0fs)", p.Binary, time.Since(start).Seconds())
-				built[imp] = p
+				p = testPkg{Import: imp, Dir: dir, Name: name, Binary: filepath.Join(binDir, base+".test")}
+				byImport[imp] = p
+				imports = append(imports, imp)
 			}
 			r.pkgs = append(r.pkgs, p)
 		}
 	}
+	start := time.Now()
+	cmd := exec.Command("go", append([]string{"test", "-c", "-o", binDir + "/"}, imports...)...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go test -c: %w", err)
+	}
+	logf("built %d test binaries in %s (%.0fs)", len(imports), binDir, time.Since(start).Seconds())
 	return nil
 }
 
@@ -197,7 +207,7 @@ func (r *kernelRun) boot(self string, env []string, pkgTimeout, timeout time.Dur
 	j := job{Kernel: r.kernel.name, Env: env}
 	for _, p := range r.pkgs {
 		j.Packages = append(j.Packages, jobPackage{Name: p.Name, Import: p.Import, Dir: p.Dir, Binary: p.Binary,
-			Args: []string{"-test.v", "-test.timeout", pkgTimeout.String()}})
+			Args: []string{"-test.v", "-test.timeout", pkgTimeout.String(), "-test.run", runRE}})
 	}
 	b, err := json.MarshalIndent(j, "", "  ")
 	if err != nil {
@@ -368,7 +378,7 @@ func outcome(dir string, p testPkg, res result, haveRes bool) pkgOutcome {
 	return o
 }
 
-func report(w io.Writer, runs []*kernelRun) error {
+func report(w io.Writer, runs []*kernelRun, total time.Duration) error {
 	var imports []string
 	seen := map[string]testPkg{}
 	for _, r := range runs {
@@ -449,7 +459,8 @@ func report(w io.Writer, runs []*kernelRun) error {
 			}
 		}
 	}
-	fmt.Fprintf(w, "\nkernels: %d passed, %d failed, %d skipped\n", npass, nfail, nskip)
+	fmt.Fprintf(w, "\nkernel matrix: %s in all (build and every kernel)\n", total.Round(time.Second))
+	fmt.Fprintf(w, "kernels: %d passed, %d failed, %d skipped\n", npass, nfail, nskip)
 	if bad {
 		return fmt.Errorf("failures on the kernel matrix")
 	}
