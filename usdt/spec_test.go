@@ -22,6 +22,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/probekit/probekit/argspec"
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/internal/test/bpftest"
 	"github.com/probekit/probekit/internal/test/testkit"
@@ -574,6 +575,15 @@ func TestKernelArgs(t *testing.T) {
 
 func runArgsReader(t *testing.T, path string, locs []testLocation, sym func(string) (uint64, bool),
 	load func() (*ebpf.CollectionSpec, error), pre17 bool, mode attachMode) {
+	// The IP map case is what kernels without the others use.
+	if mode.cookie {
+		ok, err := features.Have(features.Cookie)
+		testkit.NeedFeature(t, ok, err, features.Cookie.Since(), features.Cookie.String())
+	}
+	if mode.multi {
+		ok, err := features.Have(features.UprobeMulti)
+		testkit.NeedFeature(t, ok, err, features.UprobeMulti.Since(), features.UprobeMulti.String())
+	}
 	p := testkit.Start(t, path)
 
 	spec, err := load()
@@ -655,9 +665,6 @@ func runArgsReader(t *testing.T, path string, locs []testLocation, sym func(stri
 	}
 	if mode.multi {
 		l, err := ex.UprobeMulti(nil, prog, &link.UprobeMultiOptions{Addresses: offsets, Cookies: ids, PID: uint32(p.PID())})
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			testkit.Unavailable(t, "uprobe_multi: %v", err)
-		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -129,3 +129,14 @@ func NeedFeature(tb testing.TB, have bool, err error, version, feature string) {
 	running, _ := RunningKernel()
 	tb.Fatalf("%s reported missing on Linux %s (it is in Linux %s)", feature, running, version)
 }
+
+// MissingFeature is for a test that found feature (first released in
+// version) missing and goes on to test the fallback: it fails tb when the
+// running kernel is version or newer, where the feature must be there.
+func MissingFeature(tb testing.TB, version, feature string) {
+	tb.Helper()
+	if !KernelOlderThan(version) {
+		running, _ := RunningKernel()
+		tb.Fatalf("%s reported missing on Linux %s (it is in Linux %s)", feature, running, version)
+	}
+}
