@@ -3,12 +3,16 @@ package record
 import (
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/cilium/ebpf"
 	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
 )
+
+// modeEventsWakeup is ModeEvents with a wakeup threshold (SetRingSize).
+const modeEventsWakeup Mode = 99
 
 // Every combination of the choices made before load verifies on the
 // running kernel: program (USDT, function), spec ids by cookie or IP
@@ -25,7 +29,7 @@ func TestLoadEveryMode(t *testing.T) {
 	for _, which := range []Programs{USDTProgram, FuncProgram} {
 		for _, cookie := range []bool{true, false} {
 			for _, stack := range []bool{false, true} {
-				for _, mode := range []Mode{ModeEvents, ModeCount, ModeHist} {
+				for _, mode := range []Mode{ModeEvents, ModeCount, ModeHist, modeEventsWakeup} {
 					name := fmt.Sprintf("prog%d/cookie=%v/stack=%v/mode%d", which, cookie, stack, mode)
 					t.Run(name, func(t *testing.T) {
 						if which == FuncProgram && !cookie {
@@ -47,7 +51,12 @@ func TestLoadEveryMode(t *testing.T) {
 								t.Fatalf("%s: %v", k, err)
 							}
 						}
-						if err := SetMode(spec, mode, 1); err != nil {
+						if mode == modeEventsWakeup {
+							// SetRingSize turns the wakeup threshold on.
+							if err := SetRingSize(spec, 1<<20, os.Getpagesize()); err != nil {
+								t.Fatal(err)
+							}
+						} else if err := SetMode(spec, mode, 1); err != nil {
 							t.Fatal(err)
 						}
 						objs, err := LoadSpec(spec, which)
