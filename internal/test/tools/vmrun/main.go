@@ -354,19 +354,23 @@ func outcome(dir string, p testPkg, res result, haveRes bool) pkgOutcome {
 	if err == nil {
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		pendingSkip := ""
+		// go test -v prints a test's log (a skip's reason last) before
+		// its "--- SKIP" line, indented.
+		lastLog := ""
 		for sc.Scan() {
 			line := sc.Text()
-			if pendingSkip != "" {
-				reason := strings.TrimSpace(line)
-				if i := strings.Index(reason, ": "); i >= 0 && strings.Contains(reason[:i], ".go:") {
-					reason = reason[i+2:]
+			if strings.HasPrefix(line, "    ") && !strings.HasPrefix(strings.TrimSpace(line), "--- ") {
+				lastLog = strings.TrimSpace(line)
+				if i := strings.Index(lastLog, ": "); i >= 0 && strings.Contains(lastLog[:i], ".go:") {
+					lastLog = lastLog[i+2:]
 				}
-				o.skipped = append(o.skipped, pendingSkip+": "+reason)
-				pendingSkip = ""
+				continue
 			}
 			m := testLineRE.FindStringSubmatch(line)
 			if m == nil {
+				if strings.HasPrefix(line, "=== ") {
+					lastLog = ""
+				}
 				continue
 			}
 			switch m[1] {
@@ -377,8 +381,9 @@ func outcome(dir string, p testPkg, res result, haveRes bool) pkgOutcome {
 				o.failed = append(o.failed, m[2])
 			case "SKIP":
 				o.skip++
-				pendingSkip = m[2]
+				o.skipped = append(o.skipped, m[2]+": "+lastLog)
 			}
+			lastLog = ""
 		}
 		f.Close()
 	}
