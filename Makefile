@@ -72,11 +72,12 @@ test: deps
 # kernel x package table. The kernels are downloaded on first use into
 # $$XDG_CACHE_HOME/probekit/kernels (~/.cache/probekit/kernels).
 #
-# Under emulation a kernel's full run takes 10-13 minutes; two VMs run at
-# once. 5.10 (no BPF cookies) and 6.1 (no uprobe_multi) run the whole
-# suite: their fallbacks are the paths users there get. 6.12 runs the
-# kernel-facing packages (KERNEL_PKGS).
-KERNEL_PKGS := ./attach,./usdt/...,./uprobe,./record,./follow,./semaphore,./internal/features,./internal/test/bpftest,./cmd/probekit,./exporter
+# Under emulation the whole suite does not fit CI's hour: cmd/probekit
+# alone ran past 25 minutes per kernel (its tests build commands and wait
+# on real runtimes). Every kernel runs the kernel-facing packages
+# (KERNEL_PKGS), cmd/probekit's stack tests among them; README.md
+# ("Supported kernels") lists what is left out and why. Two VMs at once.
+KERNEL_PKGS := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe,./usdt/...,./semaphore,./follow,./exporter,./examples/python,./examples/go-latency,./cmd/probekit@^TestTraceStack
 KVER  ?= 6.1
 KPKGS ?= ./...
 KRUN  ?=
@@ -88,7 +89,7 @@ test-kernel: deps vmrun
 	./bin/vmrun -run '$(KRUN)' $(KVER)=$(KPKGS)
 
 test-kernels: deps vmrun
-	./bin/vmrun -j 2 5.10 6.1 6.12=$(KERNEL_PKGS)
+	./bin/vmrun -j 2 5.10=$(KERNEL_PKGS) 6.1=$(KERNEL_PKGS) 6.12=$(KERNEL_PKGS)
 
 # Every Fuzz target of every package, each for FUZZTIME.
 fuzz:

@@ -4,10 +4,11 @@
 // (built on the host with go test -c) as root with
 // PROBEKIT_REQUIRE_KERNEL=1, and prints a kernel × package table.
 //
-//	vmrun [-out DIR] [-timeout D] KERNEL[=PATTERN,...]...
+//	vmrun [-out DIR] [-timeout D] KERNEL[=PATTERN[@REGEXP],...]...
 //
 // KERNEL is 5.10, 6.1 or 6.12; PATTERNs are go list patterns (default
-// ./...). The kernels are fetched once with apt-get download under a
+// ./...); @REGEXP runs only the matching tests of those packages there
+// (go test -run). The kernels are fetched once with apt-get download under a
 // private apt configuration and kept under the user's cache directory.
 // vmrun must be built with CGO_ENABLED=0: the same binary is the guest's
 // /init. It exits non-zero if any package fails on any kernel.
@@ -64,6 +65,8 @@ func logf(format string, args ...any) {
 type kernelRun struct {
 	kernel   *kernelDir
 	patterns []string
+	runs     map[string]string // pattern -> its -run expression
+	pkgRun   map[string]string // import path -> its -run expression
 	pkgs     []testPkg
 	dir      string // result share
 	wall     time.Duration
@@ -101,9 +104,14 @@ func hostMain(out string, timeout, pkgTimeout time.Duration, mem, jobs int, verb
 		if err != nil {
 			return err
 		}
-		r := &kernelRun{kernel: k, patterns: []string{"./..."}}
+		r := &kernelRun{kernel: k, patterns: []string{"./..."}, runs: map[string]string{}, pkgRun: map[string]string{}}
 		if pats != "" {
-			r.patterns = strings.Split(pats, ",")
+			r.patterns = nil
+			for _, p := range strings.Split(pats, ",") {
+				p, re, _ := strings.Cut(p, "@")
+				r.patterns = append(r.patterns, p)
+				r.runs[p] = re
+			}
 		}
 		runs = append(runs, r)
 	}
@@ -169,30 +177,35 @@ func buildTests(runs []*kernelRun, binDir string) error {
 	byBase := map[string]string{}
 	var imports []string
 	for _, r := range runs {
-		args := append([]string{"list", "-f", "{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}\t{{.Dir}}{{end}}"}, r.patterns...)
-		b, err := run("", "go", args...)
-		if err != nil {
-			return err
-		}
-		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			imp, dir, ok := strings.Cut(line, "\t")
-			if !ok {
-				continue
+		for _, pat := range r.patterns {
+			args := []string{"list", "-f", "{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}\t{{.Dir}}{{end}}", pat}
+			b, err := run("", "go", args...)
+			if err != nil {
+				return err
 			}
-			p, ok := byImport[imp]
-			if !ok {
-				base := filepath.Base(imp)
-				if other, dup := byBase[base]; dup {
-					return fmt.Errorf("packages %s and %s have the same test binary name", other, imp)
+			for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				imp, dir, ok := strings.Cut(line, "\t")
+				if !ok {
+					continue
 				}
-				byBase[base] = imp
-				name := strings.TrimPrefix(imp, "github.com/probekit/probekit")
-				name = strings.Trim(strings.ReplaceAll(name, "/", "_"), "_")
-				p = testPkg{Import: imp, Dir: dir, Name: name, Binary: filepath.Join(binDir, base+".test")}
-				byImport[imp] = p
-				imports = append(imports, imp)
+				p, ok := byImport[imp]
+				if !ok {
+					base := filepath.Base(imp)
+					if other, dup := byBase[base]; dup {
+						return fmt.Errorf("packages %s and %s have the same test binary name", other, imp)
+					}
+					byBase[base] = imp
+					name := strings.TrimPrefix(imp, "github.com/probekit/probekit")
+					name = strings.Trim(strings.ReplaceAll(name, "/", "_"), "_")
+					p = testPkg{Import: imp, Dir: dir, Name: name, Binary: filepath.Join(binDir, base+".test")}
+					byImport[imp] = p
+					imports = append(imports, imp)
+				}
+				if _, dup := r.pkgRun[imp]; !dup {
+					r.pkgRun[imp] = r.runs[pat]
+					r.pkgs = append(r.pkgs, p)
+				}
 			}
-			r.pkgs = append(r.pkgs, p)
 		}
 	}
 	start := time.Now()
@@ -224,7 +237,7 @@ func (r *kernelRun) boot(self string, env []string, pkgTimeout, timeout time.Dur
 	j := job{Kernel: r.kernel.name, Env: env}
 	for _, p := range r.pkgs {
 		j.Packages = append(j.Packages, jobPackage{Name: p.Name, Import: p.Import, Dir: p.Dir, Binary: p.Binary,
-			Args: []string{"-test.v", "-test.timeout", pkgTimeout.String(), "-test.run", runRE}})
+			Args: []string{"-test.v", "-test.timeout", pkgTimeout.String(), "-test.run", r.runFor(p.Import)}})
 	}
 	b, err := json.MarshalIndent(j, "", "  ")
 	if err != nil {
@@ -282,6 +295,15 @@ func (r *kernelRun) boot(self string, env []string, pkgTimeout, timeout time.Dur
 		return fmt.Errorf("kernel %s: qemu: %w (console: %s)", r.kernel.name, err, console.Name())
 	}
 	return nil
+}
+
+// runFor is the -test.run expression for a package: the one given with
+// its pattern, else -run's.
+func (r *kernelRun) runFor(imp string) string {
+	if re := r.pkgRun[imp]; re != "" {
+		return re
+	}
+	return runRE
 }
 
 func (r *kernelRun) initramfs(self, path string) error {
