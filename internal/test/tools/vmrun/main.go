@@ -137,9 +137,9 @@ func hostMain(out string, timeout, pkgTimeout time.Duration, mem, jobs int, verb
 	for _, r := range runs {
 		r.dir = filepath.Join(out, r.kernel.name)
 		wg.Add(1)
+		sem <- struct{}{} // in the order given
 		go func() {
 			defer wg.Done()
-			sem <- struct{}{}
 			defer func() { <-sem }()
 			r.err = r.boot(self, env, pkgTimeout, timeout, mem, verbose)
 		}()
