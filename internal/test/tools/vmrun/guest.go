@@ -150,7 +150,16 @@ func initSetup() error {
 	if err := mountAll(mounts); err != nil {
 		return err
 	}
-	if err := unix.Chroot(newRoot); err != nil {
+	// The new root becomes the mount namespace's root (as switch_root
+	// does), not only this process's: /proc/PID/root then reads "/" and
+	// paths under it are the host's paths.
+	if err := os.Chdir(newRoot); err != nil {
+		return err
+	}
+	if err := unix.Mount(".", "/", "", unix.MS_MOVE, ""); err != nil {
+		return fmt.Errorf("move %s to /: %w", newRoot, err)
+	}
+	if err := unix.Chroot("."); err != nil {
 		return err
 	}
 	if err := os.Chdir("/"); err != nil {
