@@ -77,7 +77,7 @@ test: deps
 # on real runtimes). Every kernel runs the kernel-facing packages
 # (KERNEL_PKGS), cmd/probekit's stack tests among them; README.md
 # ("Supported kernels") lists what is left out and why. Two VMs at once.
-KERNEL_PKGS := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe,./usdt/...,./semaphore,./follow,./exporter,./examples/python,./examples/go-latency,./cmd/probekit@^TestTraceStack
+KERNEL_PKGS := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe,./usdt/...,./semaphore,./exporter,./examples/python,./examples/go-latency,./cmd/probekit@^TestTraceStack(Go|Node|Text|LaunchedExits)$$
 KVER  ?= 6.1
 KPKGS ?= ./...
 KRUN  ?=
@@ -86,10 +86,10 @@ vmrun:
 	CGO_ENABLED=0 $(GO) build -o bin/vmrun ./internal/test/tools/vmrun
 
 test-kernel: deps vmrun
-	./bin/vmrun -run '$(KRUN)' $(KVER)=$(KPKGS)
+	./bin/vmrun -run '$(KRUN)' '$(KVER)=$(KPKGS)'
 
 test-kernels: deps vmrun
-	./bin/vmrun -j 2 5.10=$(KERNEL_PKGS) 6.1=$(KERNEL_PKGS) 6.12=$(KERNEL_PKGS)
+	./bin/vmrun -j 2 '5.10=$(KERNEL_PKGS)' '6.1=$(KERNEL_PKGS)' '6.12=$(KERNEL_PKGS)'
 
 # Every Fuzz target of every package, each for FUZZTIME.
 fuzz:
