@@ -78,6 +78,8 @@ test: deps
 # (KERNEL_PKGS), cmd/probekit's stack tests among them; README.md
 # ("Supported kernels") lists what is left out and why. Two VMs at once.
 KERNEL_PKGS := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe,./usdt/...,./semaphore,./exporter,./examples/python,./examples/go-latency,./cmd/probekit@^TestTraceStack(Go|Node|Text|LaunchedExits)$$
+# 5.10 leaves out package usdt (README.md says why); usdt/bpf runs.
+KERNEL_PKGS_510 := $(subst ./usdt/...,./usdt/bpf/...,$(KERNEL_PKGS))
 KVER  ?= 6.1
 KPKGS ?= ./...
 KRUN  ?=
@@ -89,7 +91,7 @@ test-kernel: deps vmrun
 	./bin/vmrun -run '$(KRUN)' '$(KVER)=$(KPKGS)'
 
 test-kernels: deps vmrun
-	./bin/vmrun -j 2 '5.10=$(KERNEL_PKGS)' '6.1=$(KERNEL_PKGS)' '6.12=$(KERNEL_PKGS)'
+	./bin/vmrun -j 2 '5.10=$(KERNEL_PKGS_510)' '6.1=$(KERNEL_PKGS)' '6.12=$(KERNEL_PKGS)'
 
 # Every Fuzz target of every package, each for FUZZTIME.
 fuzz:
