@@ -20,7 +20,9 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/procmaps"
 )
 
 func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }
@@ -225,12 +227,44 @@ func spec17(cookie uint64, args ...[5]int64) []byte {
 func attachFixture(t *testing.T, opts Options) (*Objects, *testkit.Process) {
 	t.Helper()
 	path := testkit.Fixture("usdt_sample")
+	if opts.UprobeMulti {
+		ok, err := features.Have(features.UprobeMulti)
+		testkit.NeedFeature(t, ok, err, features.UprobeMulti.Since(), features.UprobeMulti.String())
+	}
+	// Without BPF cookies, the spec id comes from the IP map, as users
+	// of such kernels get it.
+	cookie, err := features.Have(features.Cookie)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cookie {
+		testkit.MissingFeature(t, features.Cookie.Since(), features.Cookie.String())
+		opts.NoCookie = true
+	}
 	p := testkit.Start(t, path)
 	objs, _, err := Load(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { objs.Close() })
+	if !cookie {
+		_, off := testkit.SymbolOffset(t, path, "sample_sema_fire")
+		proc, err := procmaps.Open(p.PID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := procmaps.IDOf(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip, err := proc.Address(id, off, procmaps.Exec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := objs.IPToSpecID.Update(int64(ip), uint32(3), ebpf.UpdateAny); err != nil {
+			t.Fatal(err)
+		}
+	}
 	spec := spec17(fixtureCookie,
 		[5]int64{1, 0, 112, 1, 8},
 		[5]int64{0, -9, 0, 1, 4},
@@ -249,10 +283,11 @@ func attachFixture(t *testing.T, opts Options) (*Objects, *testkit.Process) {
 		l, err = ex.UprobeMulti([]string{"sample_sema_fire"}, objs.Program,
 			&link.UprobeMultiOptions{Cookies: []uint64{3}, PID: uint32(p.PID())})
 	} else {
-		l, err = ex.Uprobe("sample_sema_fire", objs.Program, &link.UprobeOptions{Cookie: 3, PID: p.PID()})
-	}
-	if errors.Is(err, ebpf.ErrNotSupported) {
-		testkit.Unavailable(t, "%v", err)
+		var c uint64
+		if cookie {
+			c = 3
+		}
+		l, err = ex.Uprobe("sample_sema_fire", objs.Program, &link.UprobeOptions{Cookie: c, PID: p.PID()})
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -417,6 +452,13 @@ type funcProbe struct {
 // args and stdin, and returns the records of that process, in order.
 func runFuncProbes(t *testing.T, multi bool, probes []funcProbe, stdin, path string, args ...string) []Event {
 	t.Helper()
+	// trace_func takes its probe from the BPF cookie.
+	ok, err := features.Have(features.Cookie)
+	testkit.NeedFeature(t, ok, err, features.Cookie.Since(), features.Cookie.String())
+	if multi {
+		ok, err := features.Have(features.UprobeMulti)
+		testkit.NeedFeature(t, ok, err, features.UprobeMulti.Since(), features.UprobeMulti.String())
+	}
 	objs, _, err := Load(Options{UprobeMulti: multi, Programs: FuncProgram})
 	if err != nil {
 		t.Fatal(err)

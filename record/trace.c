@@ -123,6 +123,9 @@ struct event {
 };
 
 #define TRACE_STACK_BYTES (8 * PROBEKIT_STACK_MAX_DEPTH)
+/* PROBEKIT_STACK_MAX_DEPTH is one less than a power of two: a mask. */
+#define TRACE_STACK_MASK PROBEKIT_STACK_MAX_DEPTH
+_Static_assert((TRACE_STACK_MASK & (TRACE_STACK_MASK + 1)) == 0, "stack depth is not 2^k - 1");
 #define TRACE_EVENT_MAX (sizeof(struct event) + 8 * TRACE_MAX_VALS + TRACE_STACK_BYTES + \
 			 TRACE_MAX_STRS * TRACE_STR_LEN)
 
@@ -147,6 +150,14 @@ static __always_inline __u32 add_stack(struct pt_regs *ctx, struct event *e, __u
 		return off;
 	if (n > PROBEKIT_STACK_MAX_DEPTH)
 		n = PROBEKIT_STACK_MAX_DEPTH;
+	/* The mask changes no value of 1..127, but gives n a bound older
+	 * verifiers keep: Linux 6.1's followed the n < 0 path of
+	 * bpf_get_stack's result into this code with contradictory bounds
+	 * (umin > umax), lost the record's offset and refused the string
+	 * reads after it ("R1 unbounded memory access"). The barrier keeps
+	 * clang from dropping the mask as redundant. */
+	asm volatile("" : "+r"(n));
+	n &= TRACE_STACK_MASK;
 	e->nframes = n;
 	return off + 8 * n;
 }
@@ -256,12 +267,17 @@ static __noinline __u32 fill_usdt(struct pt_regs *ctx, struct event *e)
 	e->nvals = nvals;
 #pragma unroll
 	for (int n = 0; n < TRACE_MAX_VALS; n++) {
-		long v = 0;
+		long v = 0, err;
 
 		if (n >= nvals)
 			continue;
-		if (bpf_usdt_arg(ctx, n, &v))
-			errors |= 1u << n;
+		/* Without a branch: an error is negative, its sign bit the
+		 * error bit. A branch here gives the verifier a state per
+		 * combination of errors so far (2^12), which Linux 6.1's did
+		 * not prune: over 1,000,000 instructions with the wakeup
+		 * flags live across the fill. */
+		err = bpf_usdt_arg(ctx, n, &v);
+		errors |= (__u32)((__u64)err >> 63) << n;
 		e->vals[n] = v;
 	}
 	e->errors = errors;

@@ -41,6 +41,10 @@ func recorder(tb testing.TB, offA, offB int16) (*ebpf.Program, *ebpf.Map) {
 
 func recorderPrepared(tb testing.TB, offA, offB int16, prepare bool) (*ebpf.Program, *ebpf.Map) {
 	tb.Helper()
+	// The tests tell their probes apart by cookie; uprobe has no
+	// stand-in for it (a non-zero cookie fails with ErrNotSupported).
+	ok, err := features.Have(features.Cookie)
+	testkit.NeedFeature(tb, ok, err, features.Cookie.Since(), features.Cookie.String())
 	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 24, ValueSize: 8, MaxEntries: 1 << 14})
 	if err != nil {
 		tb.Fatal(err)

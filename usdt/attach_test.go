@@ -321,6 +321,11 @@ func TestThreeSites(t *testing.T) {
 // A path-wide attach (no PID) sees every process running the file.
 func TestPathWide(t *testing.T) {
 	testkit.RequireKernel(t)
+	// Without BPF cookies a position-independent file's sites are keyed
+	// by runtime address, which needs a PID: path-wide attach is refused
+	// (ErrNotSupported) before Linux 5.15.
+	ok, err := features.Have(features.Cookie)
+	testkit.NeedFeature(t, ok, err, features.Cookie.Since(), "path-wide USDT in a position-independent file needs "+features.Cookie.String())
 	tr := newTracer(t, false)
 	tr.attach(testkit.Fixture("usdt_sample"), "sample", "consts", nil)
 	a := testkit.Start(t, testkit.Fixture("usdt_sample"))
@@ -585,7 +590,18 @@ func TestFailedAttachRollsBack(t *testing.T) {
 			// A plain uprobe on the semaphore site, no ref_ctr_offset,
 			// from a program loaded for perf-event links.
 			var objs bpftest.CountObjects
-			if err := bpftest.LoadCountObjects(&objs, nil); err != nil {
+			cspec, err := bpftest.LoadCount()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cookie, err := features.Have(features.Cookie)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cspec.Variables["probekit_usdt_have_cookie"].Set(cookie); err != nil {
+				t.Fatal(err)
+			}
+			if err := cspec.LoadAndAssign(&objs, nil); err != nil {
 				t.Fatal(err)
 			}
 			defer objs.Close()
@@ -901,6 +917,9 @@ func TestAutoAttach(t *testing.T) {
 // and library through its root. Sites are named by the container's paths.
 func TestContainerAttach(t *testing.T) {
 	testkit.RequireKernel(t)
+	// It attaches to the container's library path-wide (no PID).
+	ok, err := features.Have(features.Cookie)
+	testkit.NeedFeature(t, ok, err, features.Cookie.Since(), "path-wide USDT in a shared library needs "+features.Cookie.String())
 	fx, _ := testkit.StartContainer(t)
 	tr := newTracer(t, false)
 

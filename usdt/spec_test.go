@@ -22,6 +22,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/probekit/probekit/argspec"
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/internal/test/bpftest"
 	"github.com/probekit/probekit/internal/test/testkit"
@@ -574,6 +575,15 @@ func TestKernelArgs(t *testing.T) {
 
 func runArgsReader(t *testing.T, path string, locs []testLocation, sym func(string) (uint64, bool),
 	load func() (*ebpf.CollectionSpec, error), pre17 bool, mode attachMode) {
+	// The IP map case is what kernels without the others use.
+	if mode.cookie {
+		ok, err := features.Have(features.Cookie)
+		testkit.NeedFeature(t, ok, err, features.Cookie.Since(), features.Cookie.String())
+	}
+	if mode.multi {
+		ok, err := features.Have(features.UprobeMulti)
+		testkit.NeedFeature(t, ok, err, features.UprobeMulti.Since(), features.UprobeMulti.String())
+	}
 	p := testkit.Start(t, path)
 
 	spec, err := load()
@@ -655,9 +665,6 @@ func runArgsReader(t *testing.T, path string, locs []testLocation, sym func(stri
 	}
 	if mode.multi {
 		l, err := ex.UprobeMulti(nil, prog, &link.UprobeMultiOptions{Addresses: offsets, Cookies: ids, PID: uint32(p.PID())})
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			testkit.Unavailable(t, "uprobe_multi: %v", err)
-		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -753,6 +760,7 @@ func checkHit(t *testing.T, what string, h hitRecord, want []int64, loc testLoca
 // the map, an IP not in the map) gives -ESRCH everywhere and cookie 0.
 func TestKernelNoSpec(t *testing.T) {
 	testkit.RequireKernel(t)
+
 	path := testkit.Fixture("usdt_sample")
 	var zero testLocation
 	for _, l := range readTestLocations(t, path) {
@@ -762,6 +770,9 @@ func TestKernelNoSpec(t *testing.T) {
 	}
 	for _, cookie := range []bool{true, false} {
 		t.Run(fmt.Sprintf("cookie=%v", cookie), func(t *testing.T) {
+			if cookie {
+				needCookie(t)
+			}
 			p := testkit.Start(t, path)
 			spec, err := bpftest.LoadArgs()
 			if err != nil {
@@ -779,8 +790,14 @@ func TestKernelNoSpec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// A cookie that is no spec id; none where the spec id
+			// comes from the IP map (and a kernel may lack cookies).
+			var c uint64
+			if cookie {
+				c = uint64(spec.Maps[specsMapName].MaxEntries) + 7
+			}
 			l, err := ex.Uprobe("", coll.Programs["args_reader"], &link.UprobeOptions{
-				Address: zero.fileOff, PID: p.PID(), Cookie: uint64(spec.Maps[specsMapName].MaxEntries) + 7})
+				Address: zero.fileOff, PID: p.PID(), Cookie: c})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -812,6 +829,7 @@ func TestKernelNoSpec(t *testing.T) {
 // and has nothing mapped above it.
 func TestKernelExactSizeRead(t *testing.T) {
 	testkit.RequireKernel(t)
+	needCookie(t)
 	path := testkit.Fixture("usdt_sample")
 	var zero testLocation
 	for _, l := range readTestLocations(t, path) {
@@ -996,6 +1014,7 @@ func BenchmarkSpecEncode(b *testing.B) {
 // 0 for those past the count, with ctx still usable.
 func TestKernelBPFUSDTMacro(t *testing.T) {
 	testkit.RequireKernel(t)
+	needCookie(t)
 	path := testkit.Fixture("usdt_sample")
 	sym := openSymbolResolver(t, path)
 	p := testkit.Start(t, path)
@@ -1056,4 +1075,13 @@ func TestKernelBPFUSDTMacro(t *testing.T) {
 			}
 		}
 	}
+}
+
+// needCookie skips t on kernels before Linux 5.15, which have no BPF
+// cookies: the test gives the spec id as the cookie (the IP-map path is
+// TestKernelArgs's "ipmap" case).
+func needCookie(t *testing.T) {
+	t.Helper()
+	ok, err := features.Have(features.Cookie)
+	testkit.NeedFeature(t, ok, err, features.Cookie.Since(), features.Cookie.String())
 }

@@ -35,7 +35,7 @@ const (
 	// thread, not process, so probekit does not use it.
 	UprobeMulti
 	// UprobeSyscall is the uprobe syscall behind the kernel's optimized
-	// nop5 uprobes (56101b69c919). Informational: probekit plants its
+	// nop5 uprobes (56101b69c919, Linux 6.18). Informational: probekit plants its
 	// probes on the NOP the note names and never relies on it.
 	UprobeSyscall
 	numFeatures
@@ -45,7 +45,24 @@ var names = [numFeatures]string{
 	Cookie:        "BPF cookie (Linux 5.15)",
 	RefCtr:        "uprobe ref_ctr_offset (Linux 4.20)",
 	UprobeMulti:   "uprobe_multi link with PID filter fix (Linux 6.6+)",
-	UprobeSyscall: "uprobe syscall",
+	UprobeSyscall: "uprobe syscall (Linux 6.18)",
+}
+
+// since is each feature's first mainline release.
+var since = [numFeatures]string{
+	Cookie:        "5.15",
+	RefCtr:        "4.20",
+	UprobeMulti:   "6.6",
+	UprobeSyscall: "6.18",
+}
+
+// Since is the first Linux release with f ("5.15"), for tests that skip
+// on older kernels only.
+func (f Feature) Since() string {
+	if f >= 0 && f < numFeatures {
+		return since[f]
+	}
+	return ""
 }
 
 func (f Feature) String() string {

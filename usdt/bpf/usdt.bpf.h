@@ -28,7 +28,11 @@
  *   The constant is frozen at load, so the verifier only walks the branch
  *   in use; a kernel without bpf_get_attach_cookie (< 5.15) loads the
  *   program with the constant false.
- * - Helpers are static __always_inline: no weak or hidden symbols.
+ * - Helpers are static __always_inline: no weak or hidden symbols. The
+ *   argument fetch is two global functions (__probekit_usdt_arg_value,
+ *   __probekit_usdt_arg_error), so that older verifiers check it once
+ *   (see bpf_usdt_arg), and the header defines an empty
+ *   struct bpf_user_pt_regs_t for their context argument.
  * - Memory operands read exactly the argument's size. libbpf reads 8 bytes
  *   whatever the size, which faults for a small argument in the last bytes
  *   of a mapped page.
@@ -270,12 +274,8 @@ static __always_inline long __probekit_usdt_read_reg(unsigned long *val, struct 
 	return bpf_probe_read_kernel(val, sizeof(*val), (const void *)ctx + off);
 }
 
-/* Stores the value of argument arg_num in *res, truncated to its size and
- * sign- or zero-extended, and returns 0. On error *res is 0 and the result
- * is -ESRCH (no spec for this probe), -ENOENT (arg_num past the last
- * argument), -EINVAL (an argument probekit could not express, or an
- * unknown kind) or the error of the memory read. */
-static __always_inline int bpf_usdt_arg(struct pt_regs *ctx, __u64 arg_num, long *res)
+/* The argument fetch behind bpf_usdt_arg; see there. */
+static __always_inline int __probekit_usdt_arg(struct pt_regs *ctx, __u64 arg_num, long *res)
 {
 	struct __bpf_usdt_spec *spec;
 	struct __bpf_usdt_arg_spec *arg;
@@ -348,6 +348,57 @@ static __always_inline int bpf_usdt_arg(struct pt_regs *ctx, __u64 arg_num, long
 	return 0;
 }
 
+/* The argument fetch runs in two global functions (Linux 5.6). The verifier checks a global function once, on its own,
+ * with its arguments unknown, and a caller sees only its scalar result;
+ * inlined, each fetch's branches (spec found or not, argument kind, size,
+ * read error) multiply with the next fetch's wherever the verifier cannot
+ * prune them, and a 12-argument BPF_USDT program went past the 1,000,000
+ * instructions Linux 5.10's and 6.1's verifiers process (6.18's needed
+ * 7,000). On Linux 5.10 a global function's arguments are a context
+ * pointer or scalars, nothing else, and the context pointer is recognised
+ * by the name of the struct it points to, which must be the program
+ * type's context name: bpf_user_pt_regs_t for kprobe programs (later
+ * kernels also resolve that typedef to struct pt_regs). Hence this
+ * empty struct; it does not clash with the typedef bpf_user_pt_regs_t of
+ * <asm/bpf_perf_event.h> and vmlinux.h (struct tags and typedef names are
+ * apart in C). The functions are global and not hidden: one definition per
+ * object, as bpf2go builds it. */
+struct bpf_user_pt_regs_t {};
+
+/* Argument arg_num's value as bpf_usdt_arg stores it; 0 on error. */
+__attribute__((noinline)) long __probekit_usdt_arg_value(struct bpf_user_pt_regs_t *uctx, __u64 arg_num)
+{
+	long v;
+
+	if (__probekit_usdt_arg((struct pt_regs *)uctx, arg_num, &v))
+		return 0;
+	return v;
+}
+
+/* bpf_usdt_arg's result for argument arg_num: 0 or a negative error. */
+__attribute__((noinline)) int __probekit_usdt_arg_error(struct bpf_user_pt_regs_t *uctx, __u64 arg_num)
+{
+	long v;
+
+	return __probekit_usdt_arg((struct pt_regs *)uctx, arg_num, &v);
+}
+
+/* Stores the value of argument arg_num in *res, truncated to its size and
+ * sign- or zero-extended, and returns 0. On error *res is 0 and the result
+ * is -ESRCH (no spec for this probe), -ENOENT (arg_num past the last
+ * argument), -EINVAL (an argument probekit could not express, or an
+ * unknown kind) or the error of the memory read. A value that is not 0
+ * cannot be an error's, so only a 0 costs a second call, for the error. */
+static __always_inline int bpf_usdt_arg(struct pt_regs *ctx, __u64 arg_num, long *res)
+{
+	long v = __probekit_usdt_arg_value((struct bpf_user_pt_regs_t *)ctx, arg_num);
+
+	*res = v;
+	if (v)
+		return 0;
+	return __probekit_usdt_arg_error((struct bpf_user_pt_regs_t *)ctx, arg_num);
+}
+
 /* The 64-bit cookie the attach call gave this probe (not the BPF cookie,
  * which carries the spec id), or 0 without a spec. */
 static __always_inline long bpf_usdt_cookie(struct pt_regs *ctx)
@@ -373,7 +424,7 @@ static __always_inline long bpf_usdt_cookie(struct pt_regs *ctx)
 /* The n-th argument as the body's parameter expects it; void * converts to
  * integers and pointers alike (with -Wint-conversion silenced). */
 #define __probekit_usdt_get(n) \
-	({ long __v; bpf_usdt_arg(ctx, n, &__v); (void *)__v; })
+	((void *)__probekit_usdt_arg_value((struct bpf_user_pt_regs_t *)ctx, n))
 
 #define __probekit_usdt_args0() ctx
 #define __probekit_usdt_args1(a) __probekit_usdt_args0(), __probekit_usdt_get(0)

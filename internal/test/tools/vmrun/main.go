@@ -1,0 +1,512 @@
+// Command vmrun runs the kernel tests on other kernels: it boots Debian's
+// 5.10, 6.1 and 6.12 kernels under qemu's software emulation with the
+// host's root shared read-only over 9p, runs each package's test binary
+// (built on the host with go test -c) as root with
+// PROBEKIT_REQUIRE_KERNEL=1, and prints a kernel × package table.
+//
+//	vmrun [-out DIR] [-timeout D] KERNEL[=PATTERN[@REGEXP],...]...
+//
+// KERNEL is 5.10, 6.1 or 6.12; PATTERNs are go list patterns (default
+// ./...); @REGEXP runs only the matching tests of those packages there
+// (go test -run). The kernels are fetched once with apt-get download under a
+// private apt configuration and kept under the user's cache directory.
+// vmrun must be built with CGO_ENABLED=0: the same binary is the guest's
+// /init. It exits non-zero if any package fails on any kernel.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+func main() {
+	if os.Getpid() == 1 || os.Getenv(workerEnv) == "1" {
+		guestMain()
+		return
+	}
+	out := flag.String("out", "", "result directory (default: vmrun under the user's cache directory)")
+	timeout := flag.Duration("timeout", 50*time.Minute, "time limit of one kernel's run")
+	pkgTimeout := flag.Duration("pkg-timeout", 25*time.Minute, "go test -timeout of one package in the guest")
+	mem := flag.Int("mem", 2048, "guest memory in MiB")
+	jobs := flag.Int("j", 2, "kernels run at once")
+	verbose := flag.Bool("v", false, "copy each guest's console to stderr")
+	fetchOnly := flag.Bool("fetch", false, "only download the kernels")
+	flag.StringVar(&runRE, "run", "", "only the tests matching this regular expression (go test -run)")
+	flag.Parse()
+	if flag.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "usage: vmrun [flags] KERNEL[=PATTERN,...]...  (KERNEL: 5.10, 6.1, 6.12)")
+		os.Exit(2)
+	}
+	if err := hostMain(*out, *timeout, *pkgTimeout, *mem, *jobs, *verbose, *fetchOnly, flag.Args()); err != nil {
+		fmt.Fprintln(os.Stderr, "vmrun:", err)
+		os.Exit(1)
+	}
+}
+
+var runRE string
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "vmrun: "+format+"\n", args...)
+}
+
+type kernelRun struct {
+	kernel   *kernelDir
+	patterns []string
+	runs     map[string]string // pattern -> its -run expression
+	pkgRun   map[string]string // import path -> its -run expression
+	pkgs     []testPkg
+	dir      string // result share
+	wall     time.Duration
+	results  map[string]result
+	err      error
+}
+
+type testPkg struct {
+	Import, Dir, Name, Binary string
+}
+
+func hostMain(out string, timeout, pkgTimeout time.Duration, mem, jobs int, verbose, fetchOnly bool, args []string) error {
+	if out == "" {
+		root, err := cacheRoot()
+		if err != nil {
+			return err
+		}
+		out = filepath.Join(filepath.Dir(root), "vmrun")
+	}
+	out, err := filepath.Abs(out)
+	if err != nil {
+		return err
+	}
+	// The guest mounts tmpfs on /tmp and /run: the test binaries and the
+	// result share must be elsewhere to be seen.
+	for _, hidden := range []string{"/tmp", "/run"} {
+		if out == hidden || strings.HasPrefix(out, hidden+"/") {
+			return fmt.Errorf("-out %s: the guest has its own %s; choose a directory outside it", out, hidden)
+		}
+	}
+	var runs []*kernelRun
+	for _, a := range args {
+		name, pats, _ := strings.Cut(a, "=")
+		k, err := fetchKernel(name, logf)
+		if err != nil {
+			return err
+		}
+		r := &kernelRun{kernel: k, patterns: []string{"./..."}, runs: map[string]string{}, pkgRun: map[string]string{}}
+		if pats != "" {
+			r.patterns = nil
+			for _, p := range strings.Split(pats, ",") {
+				p, re, _ := strings.Cut(p, "@")
+				r.patterns = append(r.patterns, p)
+				r.runs[p] = re
+			}
+		}
+		runs = append(runs, r)
+	}
+	if fetchOnly {
+		return nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	start := time.Now()
+	binDir := filepath.Join(out, "bin")
+	os.RemoveAll(binDir)
+	if err := buildTests(runs, binDir); err != nil {
+		return err
+	}
+	env := guestEnv(pkgTimeout)
+	sem := make(chan struct{}, max(jobs, 1))
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		r.dir = filepath.Join(out, r.kernel.name)
+		wg.Add(1)
+		sem <- struct{}{} // in the order given
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r.err = r.boot(self, env, pkgTimeout, timeout, mem, verbose)
+		}()
+	}
+	wg.Wait()
+	return report(os.Stdout, runs, time.Since(start))
+}
+
+// guestEnv is the test binaries' environment in the guest: the host's Go
+// on PATH (tests run go), the module cache and build cache of the host
+// (readable; the build cache is written through /root's overlay), no
+// network.
+func guestEnv(pkgTimeout time.Duration) []string {
+	env := []string{
+		"PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=/root", "USER=root", "LOGNAME=root", "TMPDIR=/tmp", "LANG=C.UTF-8",
+		"PROBEKIT_REQUIRE_KERNEL=1", "GOPROXY=off", "GOTOOLCHAIN=local",
+	}
+	for _, v := range []string{"GOPATH", "GOMODCACHE", "GOCACHE"} {
+		if out, err := exec.Command("go", "env", v).Output(); err == nil && len(bytes.TrimSpace(out)) > 0 {
+			env = append(env, v+"="+string(bytes.TrimSpace(out)))
+		}
+	}
+	return env
+}
+
+// buildTests builds one test binary per package that has tests, once for
+// all kernels, in one go test -c (which builds them in parallel and names
+// each after the last element of its import path).
+func buildTests(runs []*kernelRun, binDir string) error {
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return err
+	}
+	byImport := map[string]testPkg{}
+	byBase := map[string]string{}
+	var imports []string
+	for _, r := range runs {
+		for _, pat := range r.patterns {
+			args := []string{"list", "-f", "{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}\t{{.Dir}}{{end}}", pat}
+			b, err := run("", "go", args...)
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				imp, dir, ok := strings.Cut(line, "\t")
+				if !ok {
+					continue
+				}
+				p, ok := byImport[imp]
+				if !ok {
+					base := filepath.Base(imp)
+					if other, dup := byBase[base]; dup {
+						return fmt.Errorf("packages %s and %s have the same test binary name", other, imp)
+					}
+					byBase[base] = imp
+					name := strings.TrimPrefix(imp, "github.com/probekit/probekit")
+					name = strings.Trim(strings.ReplaceAll(name, "/", "_"), "_")
+					p = testPkg{Import: imp, Dir: dir, Name: name, Binary: filepath.Join(binDir, base+".test")}
+					byImport[imp] = p
+					imports = append(imports, imp)
+				}
+				if _, dup := r.pkgRun[imp]; !dup {
+					r.pkgRun[imp] = r.runs[pat]
+					r.pkgs = append(r.pkgs, p)
+				}
+			}
+		}
+	}
+	start := time.Now()
+	cmd := exec.Command("go", append([]string{"test", "-c", "-o", binDir + "/"}, imports...)...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go test -c: %w", err)
+	}
+	logf("built %d test binaries in %s (%.0fs)", len(imports), binDir, time.Since(start).Seconds())
+	// Tests build the commands (go build) in the guest, where compiling
+	// is ten times slower: the host's build cache, which the guest reads
+	// and writes through its overlay on /root, gets them first.
+	start = time.Now()
+	warm := exec.Command("go", "build", "./...")
+	warm.Stdout, warm.Stderr = os.Stderr, os.Stderr
+	if err := warm.Run(); err != nil {
+		return fmt.Errorf("go build ./...: %w", err)
+	}
+	logf("build cache warmed (%.0fs)", time.Since(start).Seconds())
+	return nil
+}
+
+func (r *kernelRun) boot(self string, env []string, pkgTimeout, timeout time.Duration, mem int, verbose bool) error {
+	os.RemoveAll(r.dir)
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return err
+	}
+	j := job{Kernel: r.kernel.name, Env: env}
+	for _, p := range r.pkgs {
+		j.Packages = append(j.Packages, jobPackage{Name: p.Name, Import: p.Import, Dir: p.Dir, Binary: p.Binary,
+			Args: []string{"-test.v", "-test.timeout", pkgTimeout.String(), "-test.run", r.runFor(p.Import)}})
+	}
+	b, err := json.MarshalIndent(j, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, "job.json"), b, 0o644); err != nil {
+		return err
+	}
+	initrd := filepath.Join(filepath.Dir(r.dir), r.kernel.name+".initrd")
+	if err := r.initramfs(self, initrd); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	// thread=single: the multi-threaded emulator was seen to corrupt
+	// guests under uprobe load.
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
+		"-accel", "tcg,thread=single", "-cpu", "max", "-smp", "1", "-m", fmt.Sprint(mem),
+		"-nodefaults", "-no-reboot", "-display", "none", "-serial", "stdio",
+		"-kernel", r.kernel.vmlinuz, "-initrd", initrd,
+		"-append", "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=4 mitigations=off",
+		"-fsdev", "local,id=root,path=/,security_model=none,readonly=on,multidevs=remap",
+		"-device", "virtio-9p-pci,fsdev=root,mount_tag=root",
+		"-fsdev", "local,id=out,path="+r.dir+",security_model=none,multidevs=remap",
+		"-device", "virtio-9p-pci,fsdev=out,mount_tag=out",
+		"-nic", "none")
+	console, err := os.Create(filepath.Join(r.dir, "console.log"))
+	if err != nil {
+		return err
+	}
+	defer console.Close()
+	var w io.Writer = console
+	if verbose {
+		w = io.MultiWriter(console, &prefixWriter{w: os.Stderr, prefix: "[" + r.kernel.name + "] "})
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	logf("booting %s (%s), %d packages", r.kernel.name, r.kernel.release, len(r.pkgs))
+	start := time.Now()
+	err = cmd.Run()
+	r.wall = time.Since(start)
+	logf("%s finished in %s", r.kernel.name, r.wall.Round(time.Second))
+	r.results = map[string]result{}
+	if b, rerr := os.ReadFile(filepath.Join(r.dir, "results.json")); rerr == nil {
+		var rs []result
+		if json.Unmarshal(b, &rs) == nil {
+			for _, x := range rs {
+				r.results[x.Name] = x
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("kernel %s: no end after %s (console: %s)", r.kernel.name, timeout, console.Name())
+	}
+	if err != nil {
+		return fmt.Errorf("kernel %s: qemu: %w (console: %s)", r.kernel.name, err, console.Name())
+	}
+	return nil
+}
+
+// runFor is the -test.run expression for a package: the one given with
+// its pattern, else -run's.
+func (r *kernelRun) runFor(imp string) string {
+	if re := r.pkgRun[imp]; re != "" {
+		return re
+	}
+	return runRE
+}
+
+func (r *kernelRun) initramfs(self, path string) error {
+	exe, err := os.ReadFile(self)
+	if err != nil {
+		return err
+	}
+	mods, err := r.kernel.modules()
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	c := &cpioWriter{w: &buf}
+	c.Dir("dev")
+	c.CharDev("dev/console", 5, 1)
+	c.File("init", 0o755, exe)
+	c.Dir("modules")
+	var order []string
+	for i, m := range mods {
+		b, err := moduleBytes(m)
+		if err != nil {
+			return err
+		}
+		name := fmt.Sprintf("%02d-%s.ko", i, modName(m))
+		c.File("modules/"+name, 0o644, b)
+		order = append(order, name)
+	}
+	c.File("modules/order", 0o644, []byte(strings.Join(order, "\n")+"\n"))
+	if err := c.Close(); err != nil {
+		return err
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+	mid    bool
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	for _, line := range bytes.SplitAfter(b, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		if !p.mid {
+			io.WriteString(p.w, p.prefix)
+		}
+		p.w.Write(line)
+		p.mid = line[len(line)-1] != '\n'
+	}
+	return len(b), nil
+}
+
+// --- results ---------------------------------------------------------------
+
+var testLineRE = regexp.MustCompile(`^--- (PASS|FAIL|SKIP): (\S+)`)
+
+type pkgOutcome struct {
+	status           string // ok, FAIL, skip, lost
+	pass, fail, skip int
+	failed, skipped  []string // test names; skipped with the reason
+}
+
+// outcome reads a package's log: top-level tests' results (unindented
+// "--- " lines of -test.v) and, for each skip, the reason logged under it.
+func outcome(dir string, p testPkg, res result, haveRes bool) pkgOutcome {
+	var o pkgOutcome
+	f, err := os.Open(filepath.Join(dir, p.Name+".log"))
+	if err == nil {
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		// go test -v prints a test's log (a skip's reason last) before
+		// its "--- SKIP" line, indented.
+		lastLog := ""
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "    ") && !strings.HasPrefix(strings.TrimSpace(line), "--- ") {
+				lastLog = strings.TrimSpace(line)
+				if i := strings.Index(lastLog, ": "); i >= 0 && strings.Contains(lastLog[:i], ".go:") {
+					lastLog = lastLog[i+2:]
+				}
+				continue
+			}
+			m := testLineRE.FindStringSubmatch(line)
+			if m == nil {
+				if strings.HasPrefix(line, "=== ") {
+					lastLog = ""
+				}
+				continue
+			}
+			switch m[1] {
+			case "PASS":
+				o.pass++
+			case "FAIL":
+				o.fail++
+				o.failed = append(o.failed, m[2])
+			case "SKIP":
+				o.skip++
+				o.skipped = append(o.skipped, m[2]+": "+lastLog)
+			}
+			lastLog = ""
+		}
+		f.Close()
+	}
+	switch {
+	case !haveRes || !res.Finished:
+		o.status = "lost"
+	case res.Exit != 0 || o.fail > 0:
+		o.status = "FAIL"
+	case o.pass == 0 && o.skip > 0:
+		o.status = "skip"
+	default:
+		o.status = "ok"
+	}
+	return o
+}
+
+func report(w io.Writer, runs []*kernelRun, total time.Duration) error {
+	var imports []string
+	seen := map[string]testPkg{}
+	for _, r := range runs {
+		for _, p := range r.pkgs {
+			if _, ok := seen[p.Import]; !ok {
+				seen[p.Import] = p
+				imports = append(imports, p.Import)
+			}
+		}
+	}
+	sort.Strings(imports)
+	outcomes := make([]map[string]pkgOutcome, len(runs))
+	var npass, nfail, nskip int
+	bad := false
+	for i, r := range runs {
+		outcomes[i] = map[string]pkgOutcome{}
+		for _, p := range r.pkgs {
+			res, ok := r.results[p.Name]
+			o := outcome(r.dir, p, res, ok)
+			outcomes[i][p.Import] = o
+			npass += o.pass
+			nfail += o.fail
+			nskip += o.skip
+			if o.status == "FAIL" || o.status == "lost" {
+				bad = true
+			}
+		}
+		if r.err != nil {
+			bad = true
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%-44s", "package \\ kernel")
+	for _, r := range runs {
+		fmt.Fprintf(w, " %-22s", r.kernel.name+" ("+r.kernel.release+")")
+	}
+	fmt.Fprintln(w)
+	for _, imp := range imports {
+		fmt.Fprintf(w, "%-44s", strings.TrimPrefix(strings.TrimPrefix(imp, "github.com/probekit/probekit"), "/"))
+		for i := range runs {
+			o, ok := outcomes[i][imp]
+			cell := "-"
+			if ok {
+				cell = fmt.Sprintf("%s %d", o.status, o.pass)
+				if o.fail > 0 {
+					cell += fmt.Sprintf(" fail %d", o.fail)
+				}
+				if o.skip > 0 {
+					cell += fmt.Sprintf(" skip %d", o.skip)
+				}
+			}
+			fmt.Fprintf(w, " %-22s", cell)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "%-44s", "wall time")
+	for _, r := range runs {
+		fmt.Fprintf(w, " %-22s", r.wall.Round(time.Second).String())
+	}
+	fmt.Fprintln(w)
+	for i, r := range runs {
+		if r.err != nil {
+			fmt.Fprintf(w, "\n%s: %v\n", r.kernel.name, r.err)
+		}
+		for _, imp := range imports {
+			o, ok := outcomes[i][imp]
+			if !ok {
+				continue
+			}
+			for _, t := range o.failed {
+				fmt.Fprintf(w, "%s FAIL %s %s (log: %s)\n", r.kernel.name, strings.TrimPrefix(imp, "github.com/probekit/probekit/"), t, filepath.Join(r.dir, seen[imp].Name+".log"))
+			}
+			if o.status == "lost" || (o.status == "FAIL" && len(o.failed) == 0) {
+				fmt.Fprintf(w, "%s %s %s: exit %d %s (log: %s)\n", r.kernel.name, o.status, strings.TrimPrefix(imp, "github.com/probekit/probekit/"), r.results[seen[imp].Name].Exit, r.results[seen[imp].Name].Error, filepath.Join(r.dir, seen[imp].Name+".log"))
+			}
+			for _, s := range o.skipped {
+				fmt.Fprintf(w, "%s skip %s %s\n", r.kernel.name, strings.TrimPrefix(imp, "github.com/probekit/probekit/"), s)
+			}
+		}
+	}
+	fmt.Fprintf(w, "\nkernel matrix: %s in all (build and every kernel)\n", total.Round(time.Second))
+	fmt.Fprintf(w, "kernels: %d passed, %d failed, %d skipped\n", npass, nfail, nskip)
+	if bad {
+		return fmt.Errorf("failures on the kernel matrix")
+	}
+	return nil
+}

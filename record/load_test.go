@@ -1,0 +1,76 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/probekit/probekit/internal/features"
+	"github.com/probekit/probekit/internal/test/testkit"
+)
+
+// modeEventsWakeup is ModeEvents with a wakeup threshold (SetRingSize).
+const modeEventsWakeup Mode = 99
+
+// Every combination of the choices made before load verifies on the
+// running kernel: program (USDT, function), spec ids by cookie or IP
+// map, stack on or off, strings read or not, mode. The verifier of each
+// kernel walks each combination's code differently: Linux 6.1's refused
+// trace_func with the stack and strings on ("R1 unbounded memory access"
+// at bpf_probe_read_user_str) where 6.18's accepted it.
+func TestLoadEveryMode(t *testing.T) {
+	testkit.RequireKernel(t)
+	haveCookie, err := features.Have(features.Cookie)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, which := range []Programs{USDTProgram, FuncProgram} {
+		for _, cookie := range []bool{true, false} {
+			for _, stack := range []bool{false, true} {
+				for _, mode := range []Mode{ModeEvents, ModeCount, ModeHist, modeEventsWakeup} {
+					name := fmt.Sprintf("prog%d/cookie=%v/stack=%v/mode%d", which, cookie, stack, mode)
+					t.Run(name, func(t *testing.T) {
+						if which == FuncProgram && !cookie {
+							t.Skip("trace_func takes its probe from the BPF cookie")
+						}
+						if cookie {
+							testkit.NeedFeature(t, haveCookie, nil, features.Cookie.Since(), features.Cookie.String())
+						}
+						spec, err := Spec()
+						if err != nil {
+							t.Fatal(err)
+						}
+						set := map[string]any{CookieFlagName: cookie, StackName: uint32(0), StrMaskName: uint32(0xf)}
+						if stack {
+							set[StackName] = uint32(1)
+						}
+						for k, v := range set {
+							if err := spec.Variables[k].Set(v); err != nil {
+								t.Fatalf("%s: %v", k, err)
+							}
+						}
+						if mode == modeEventsWakeup {
+							// SetRingSize turns the wakeup threshold on.
+							if err := SetRingSize(spec, 1<<20, os.Getpagesize()); err != nil {
+								t.Fatal(err)
+							}
+						} else if err := SetMode(spec, mode, 1); err != nil {
+							t.Fatal(err)
+						}
+						objs, err := LoadSpec(spec, which)
+						if err != nil {
+							var ve *ebpf.VerifierError
+							if errors.As(err, &ve) {
+								t.Fatalf("%+v", ve)
+							}
+							t.Fatal(err)
+						}
+						objs.Close()
+					})
+				}
+			}
+		}
+	}
+}
