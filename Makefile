@@ -32,7 +32,7 @@ DEPS := systemtap-sdt-dev clang-19 llvm-19 libbpf-dev binutils file gcc libc6-de
 	libc6-dbg elfutils debuginfod gdb \
 	qemu-system-x86 kmod xz-utils
 
-.PHONY: all deps generate testdata test fuzz bench demo build clean-testdata vmrun test-kernel test-kernels
+.PHONY: all deps generate testdata test fuzz bench demo build clean-testdata vmrun test-kernel test-kernels test-kernels-ci
 
 all: build
 
@@ -93,6 +93,17 @@ test-kernel: deps vmrun
 
 test-kernels: deps vmrun
 	./bin/vmrun -j 2 '5.10=$(KERNEL_PKGS_510)' '6.1=$(KERNEL_PKGS)' '6.12=$(KERNEL_PKGS)'
+
+# CI's matrix: the packages that hold the kernel-facing core (feature
+# probes, the attach core, every BPF program's load in each mode, the
+# record program's fallbacks) and that passed on all three kernels under
+# emulation; the rest of KERNEL_PKGS is run by test-kernels, outside CI,
+# until each has a green run on every kernel (README.md, "Supported
+# kernels").
+KERNEL_PKGS_CI := ./attach,./internal/features,./internal/test/bpftest,./record
+
+test-kernels-ci: deps vmrun
+	./bin/vmrun -j 2 '5.10=$(KERNEL_PKGS_CI)' '6.1=$(KERNEL_PKGS_CI)' '6.12=$(KERNEL_PKGS_CI)'
 
 # Every Fuzz target of every package, each for FUZZTIME.
 fuzz:
