@@ -24,10 +24,13 @@ import (
 func TestSemaphoreRaiseLostToUserSpaceWriter(t *testing.T) {
 	testkit.RequireKernel(t)
 	tr := newTracer(t, false)
-	exe, err := filepath.EvalSymlinks(testkit.Fixture("usdt_sample"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A private copy: the kernel cannot lower a semaphore that is
+	// already 0 when the probe detaches, and then keeps the uprobe on
+	// the file for good ("ref_ctr going negative ... leaking uprobe"),
+	// which would refuse every later attach at that site with a
+	// semaphore offset of its own. Only this copy's inode keeps it.
+	exe := filepath.Join(t.TempDir(), "usdt_sample")
+	testkit.CopyFile(t, testkit.Fixture("usdt_sample"), exe)
 	_, off := testkit.SymbolOffset(t, exe, "sample_sema_semaphore")
 	fx := testkit.Start(t, exe)
 	proc, err := procmaps.Open(fx.PID())

@@ -76,10 +76,13 @@ func traceUntilInterrupted(t *testing.T, pid int, addr uint64, during func(), ar
 // tracer lowered it; with the semaphore left alone, no such line.
 func TestTraceSilentLoweredSemaphore(t *testing.T) {
 	testkit.RequireKernel(t)
-	exe, err := filepath.EvalSymlinks(testkit.Fixture("usdt_sample"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A private copy: the kernel cannot lower a semaphore that is
+	// already 0 when the probe detaches, and then keeps the uprobe on
+	// the file for good ("ref_ctr going negative ... leaking uprobe"),
+	// which would refuse every later attach at that site with a
+	// semaphore offset of its own. Only this copy's inode keeps it.
+	exe := filepath.Join(t.TempDir(), "usdt_sample")
+	testkit.CopyFile(t, testkit.Fixture("usdt_sample"), exe)
 	_, off := testkit.SymbolOffset(t, exe, "sample_sema_semaphore")
 	id, err := procmaps.IDOf(exe)
 	if err != nil {
