@@ -125,6 +125,17 @@ func initSetup() error {
 	if err := mountAll(mounts); err != nil {
 		return err
 	}
+	// A checkout under /tmp (a CI runner's work directory) would vanish
+	// under the guest's own /tmp: the host names it on the command line
+	// (vmrun.keep=DIR), and a bind of it is set aside now and moved back
+	// over the tmpfs below, with the 9p inodes the host's paths have.
+	keep := cmdlineValue("vmrun.keep")
+	if keep != "" {
+		os.MkdirAll("/ovl/keep", 0o755)
+		if err := unix.Mount(newRoot+keep, "/ovl/keep", "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", keep, err)
+		}
+	}
 	mounts = nil
 	for _, d := range []string{"var", "root"} {
 		up, work := "/ovl/"+d+"/up", "/ovl/"+d+"/work"
@@ -149,6 +160,14 @@ func initSetup() error {
 	)
 	if err := mountAll(mounts); err != nil {
 		return err
+	}
+	if keep != "" {
+		if err := os.MkdirAll(newRoot+keep, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount("/ovl/keep", newRoot+keep, "", unix.MS_MOVE, ""); err != nil {
+			return fmt.Errorf("move %s back: %w", keep, err)
+		}
 	}
 	// The new root becomes the mount namespace's root (as switch_root
 	// does), not only this process's: /proc/PID/root then reads "/" and
@@ -288,4 +307,15 @@ func runPackage(j job, p jobPackage) result {
 		}
 	}
 	return r
+}
+
+// cmdlineValue returns the value of key=VALUE on the kernel command line.
+func cmdlineValue(key string) string {
+	b, _ := os.ReadFile("/proc/cmdline")
+	for _, f := range strings.Fields(string(b)) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return v
+		}
+	}
+	return ""
 }

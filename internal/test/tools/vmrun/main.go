@@ -258,7 +258,7 @@ func (r *kernelRun) boot(self string, env []string, pkgTimeout, timeout time.Dur
 		"-accel", "tcg,thread=single", "-cpu", "max", "-smp", "1", "-m", fmt.Sprint(mem),
 		"-nodefaults", "-no-reboot", "-display", "none", "-serial", "stdio",
 		"-kernel", r.kernel.vmlinuz, "-initrd", initrd,
-		"-append", "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=4 mitigations=off",
+		"-append", "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=4 mitigations=off"+keepArg(),
 		"-fsdev", "local,id=root,path=/,security_model=none,readonly=on,multidevs=remap",
 		"-device", "virtio-9p-pci,fsdev=root,mount_tag=root",
 		"-fsdev", "local,id=out,path="+r.dir+",security_model=none,multidevs=remap",
@@ -509,4 +509,20 @@ func report(w io.Writer, runs []*kernelRun, total time.Duration) error {
 		return fmt.Errorf("failures on the kernel matrix")
 	}
 	return nil
+}
+
+// keepArg names the checkout on the guest's command line when it lies
+// under /tmp or /run, which the guest mounts its own tmpfs on (guest.go).
+func keepArg() string {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return ""
+	}
+	dir := filepath.Dir(strings.TrimSpace(string(out)))
+	for _, hidden := range []string{"/tmp/", "/run/"} {
+		if strings.HasPrefix(dir+"/", hidden) && !strings.ContainsAny(dir, " \t\n") {
+			return " vmrun.keep=" + dir
+		}
+	}
+	return ""
 }
