@@ -10,6 +10,7 @@ import (
 
 	"github.com/cilium/ebpf/ringbuf"
 
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
@@ -26,6 +27,9 @@ func TestPublicUse(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the fixture is built for x86-64")
 	}
+	// The function program finds its probe in the BPF cookie.
+	ok, err := features.Have(features.Cookie)
+	testkit.NeedFeature(t, ok, err, features.Cookie.Since(), features.Cookie.String())
 	spec, err := record.Spec()
 	if err != nil {
 		t.Fatal(err)
