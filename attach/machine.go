@@ -72,6 +72,10 @@ func MachineName(m elf.Machine, bo binary.ByteOrder) string {
 		return "ppc64"
 	case elf.EM_LOONGARCH:
 		return "loongarch64"
+	case elf.EM_PPC:
+		return "ppc"
+	case elf.EM_MIPS:
+		return "mips"
 	}
 	return m.String()
 }

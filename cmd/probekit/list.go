@@ -2,6 +2,7 @@ package main
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/probekit/probekit/argspec"
+	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/usdt"
 )
@@ -303,25 +305,11 @@ func argSpec(a argspec.Arg) string {
 	return b.String()
 }
 
-// machineName is "x86_64"-style where known, the EM_ name otherwise.
+// machineName is "x86_64"-style where known, the EM_ name otherwise,
+// without the byte order, which the listing prints apart: attach's
+// names, with EM_PPC64 named for either order.
 func machineName(m elf.Machine) string {
-	if n, ok := machineNames[m]; ok {
-		return n
-	}
-	return m.String()
-}
-
-var machineNames = map[elf.Machine]string{
-	elf.EM_X86_64:    "x86_64",
-	elf.EM_386:       "i386",
-	elf.EM_AARCH64:   "aarch64",
-	elf.EM_ARM:       "arm",
-	elf.EM_S390:      "s390x",
-	elf.EM_RISCV:     "riscv64",
-	elf.EM_PPC64:     "ppc64",
-	elf.EM_PPC:       "ppc",
-	elf.EM_LOONGARCH: "loongarch64",
-	elf.EM_MIPS:      "mips",
+	return attach.MachineName(m, binary.BigEndian)
 }
 
 // --- text -------------------------------------------------------------------
