@@ -1,7 +1,6 @@
 package procmaps
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"os"
@@ -18,7 +17,7 @@ import (
 )
 
 const (
-	nobodyUID = 65534
+	nobodyUID = testkit.NobodyUID
 	otherUID  = 12345 // owns no process here
 )
 
@@ -30,34 +29,9 @@ const secretLine = "0 7fffffffffff ROOT_ONLY_SECRET_hunter2\n"
 // stdout ("ready"); it is killed and reaped when the test ends.
 func startAs(t *testing.T, argv ...string) *Process {
 	t.Helper()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobodyUID, Gid: nobodyUID}}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		lines <- line
-	}()
-	select {
-	case line := <-lines:
-		if strings.TrimSpace(line) != "ready" {
-			t.Fatalf("%q: %q, stderr %q", argv, line, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%q not ready within 10s", argv)
+	cmd, line := testkit.StartAs(t, nobodyUID, 10*time.Second, argv...)
+	if strings.TrimSpace(line) != "ready" {
+		t.Fatalf("%q: %q", argv, line)
 	}
 	p, err := Open(cmd.Process.Pid)
 	if err != nil {

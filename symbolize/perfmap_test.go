@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -403,35 +402,10 @@ time.sleep(60)
 		argv = append([]string{"unshare", "-Urm"}, argv...)
 		argv[4] = "mount -t tmpfs none /tmp && " + argv[4]
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		os.Remove("/tmp/perf-" + strconv.Itoa(cmd.Process.Pid) + ".map")
-	})
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		lines <- line
-	}()
-	select {
-	case line := <-lines:
-		if _, err := fmt.Sscanf(line, "%x", &addr); err != nil {
-			t.Fatalf("%q: %v; stderr %q", line, err, stderr.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the JIT did not start within 20s; stderr %q", stderr.String())
+	cmd, line := testkit.StartAs(t, testkit.NobodyUID, 20*time.Second, argv...)
+	t.Cleanup(func() { os.Remove("/tmp/perf-" + strconv.Itoa(cmd.Process.Pid) + ".map") })
+	if _, err := fmt.Sscanf(line, "%x", &addr); err != nil {
+		t.Fatalf("%q: %v", line, err)
 	}
 	return cmd.Process.Pid, addr
 }

@@ -1,10 +1,15 @@
 package testkit
 
 import (
+	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // SharedTempDir returns a new temporary directory that other users (a
@@ -21,4 +26,49 @@ func SharedTempDir(tb testing.TB) string {
 		}
 	}
 	return dir
+}
+
+// NobodyUID is the uid (and gid) of nobody on Debian.
+const NobodyUID = 65534
+
+// StartAs starts argv as uid and gid in "/", and returns it with the first
+// line it writes to standard output, read within d. It is killed and
+// reaped when tb ends. A start that fails, or no line within d, fails tb
+// with the command's standard error, read once the command is reaped.
+func StartAs(tb testing.TB, uid int, d time.Duration, argv ...string) (*exec.Cmd, string) {
+	tb.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	reap := sync.OnceFunc(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	tb.Cleanup(reap)
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		lines <- line
+	}()
+	select {
+	case line := <-lines:
+		if line == "" {
+			reap() // Wait is done with stderr after it
+			tb.Fatalf("%q wrote no line; stderr %q", argv, stderr.String())
+		}
+		return cmd, line
+	case <-time.After(d):
+		reap()
+		tb.Fatalf("%q wrote no line within %v; stderr %q", argv, d, stderr.String())
+	}
+	return nil, ""
 }
