@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cilium/ebpf"
-
 	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/usdt"
@@ -63,12 +61,8 @@ func Parse(s string) (Spec, error) {
 // cookies: the programs find their probe's description in the cookie,
 // and the kernel would refuse to load them.
 func CheckFuncProbes() error {
-	ok, err := features.Have(features.Cookie)
-	if err != nil {
-		return fmt.Errorf("probe %s: %w", features.Cookie, err)
-	}
-	if !ok {
-		return fmt.Errorf("uprobe and uretprobe probes need a %s: %w", features.Cookie, ebpf.ErrNotSupported)
+	if err := features.Check(features.Cookie); err != nil {
+		return fmt.Errorf("uprobe and uretprobe probes: %w", err)
 	}
 	return nil
 }

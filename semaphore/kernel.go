@@ -3,8 +3,6 @@ package semaphore
 import (
 	"fmt"
 
-	"github.com/cilium/ebpf"
-
 	"github.com/probekit/probekit/internal/features"
 )
 
@@ -13,15 +11,8 @@ import (
 // wrapping ebpf.ErrNotSupported if not. The answer is probed once and
 // cached.
 func HaveKernelRefCtr() error {
-	if features.Forced(features.RefCtr) {
-		return fmt.Errorf("uprobe ref_ctr_offset: %w (disabled by ForceNoKernelRefCtr)", ebpf.ErrNotSupported)
-	}
-	ok, err := features.Have(features.RefCtr)
-	if err != nil {
-		return fmt.Errorf("probe uprobe ref_ctr_offset (%s): %w", features.RefCtrFormat, err)
-	}
-	if !ok {
-		return fmt.Errorf("uprobe ref_ctr_offset: %w (needs Linux 4.20; %s is missing)", ebpf.ErrNotSupported, features.RefCtrFormat)
+	if err := features.Check(features.RefCtr); err != nil {
+		return fmt.Errorf("%w (%s)", err, features.RefCtrFormat)
 	}
 	return nil
 }

@@ -53,12 +53,8 @@ func Prepare(spec *ebpf.CollectionSpec) error {
 		return ErrNoSpecsMap
 	}
 	if _, ok := spec.Variables[cookieFlagName]; !ok {
-		cookie, err := features.Have(features.Cookie)
-		if err != nil {
-			return fmt.Errorf("probe BPF cookie support: %w", err)
-		}
-		if !cookie {
-			return fmt.Errorf("kernel lacks BPF cookies and the program has no %s flag: %w", cookieFlagName, ebpf.ErrNotSupported)
+		if err := features.Check(features.Cookie); err != nil {
+			return fmt.Errorf("the program has no %s flag: %w", cookieFlagName, err)
 		}
 	}
 	return attach.Prepare(spec)

@@ -94,6 +94,24 @@ func Have(f Feature) (bool, error) {
 	return probes[f]()
 }
 
+// Check returns nil if the kernel has f, an error wrapping
+// ebpf.ErrNotSupported that names f and its first release if not, and
+// the probe's own error if the probe failed for another reason. It is
+// the one place that words a missing feature; callers add what needed it.
+func Check(f Feature) error {
+	ok, err := Have(f)
+	switch {
+	case err != nil:
+		return fmt.Errorf("probe %s: %w", f, err)
+	case ok:
+		return nil
+	case Forced(f):
+		return fmt.Errorf("%w: %s (forced off)", ebpf.ErrNotSupported, f)
+	default:
+		return fmt.Errorf("%w: %s", ebpf.ErrNotSupported, f)
+	}
+}
+
 // ForceOff makes Have(f) report false until the returned function is
 // called. Calls nest, and each restore counts once. For tests of the
 // fallbacks; it affects the whole process, so tests that force a feature

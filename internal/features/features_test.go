@@ -1,8 +1,12 @@
 package features
 
 import (
+	"errors"
 	"os"
+	"strings"
 	"testing"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/probekit/probekit/internal/test/testkit"
 )
@@ -31,5 +35,34 @@ func TestForceOff(t *testing.T) {
 	restore()
 	if ok, err := Have(RefCtr); !ok || err != nil {
 		t.Fatalf("after restore: %v %v", ok, err)
+	}
+}
+
+// Check agrees with Have, and a missing feature's error wraps
+// ebpf.ErrNotSupported and names the feature with its release.
+func TestCheck(t *testing.T) {
+	testkit.RequireKernel(t)
+	for f := Feature(0); f < numFeatures; f++ {
+		ok, err := Have(f)
+		if err != nil {
+			t.Fatalf("Have(%s): %v", f, err)
+		}
+		if got := Check(f); (got == nil) != ok {
+			t.Errorf("Check(%s) = %v, Have = %v", f, got, ok)
+		}
+	}
+	restore := ForceOff(RefCtr)
+	err := Check(RefCtr)
+	restore()
+	if !errors.Is(err, ebpf.ErrNotSupported) {
+		t.Fatalf("forced off: %v, want ErrNotSupported", err)
+	}
+	for _, want := range []string{"ref_ctr_offset", "4.20", "forced off"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("forced off: %q lacks %q", err, want)
+		}
+	}
+	if err := Check(RefCtr); err != nil {
+		t.Fatalf("after restore: %v", err)
 	}
 }
