@@ -134,7 +134,7 @@ const (
 // Attributes debug/dwarf has no name for.
 const (
 	attrCallingConvention = dwarf.Attr(0x36) // DW_AT_calling_convention
-	ccPassByReference     = 0x04 // DW_CC_pass_by_reference
+	ccPassByReference     = 0x04             // DW_CC_pass_by_reference
 	attrGoKind            = dwarf.Attr(0x2900)
 	goKindString          = 24 // reflect.String, the value Go's linker writes
 )
