@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"os"
 	"testing"
 
@@ -49,7 +50,9 @@ func FuzzSignaturesELF(f *testing.F) {
 	})
 }
 
-func isNoFunction(err error) bool { return err != nil && bytes.Contains([]byte(err.Error()), []byte(ErrNoFunction.Error())) }
+func isNoFunction(err error) bool {
+	return errors.Is(err, ErrNoFunction)
+}
 
 // FuzzLocations: hostile location lists and expressions, seeded from the
 // fixtures' .debug_loclists (DWARF 5) and .debug_loc (DWARF 4).
