@@ -79,7 +79,9 @@ type Type struct {
 	// Fields are the members of a struct, union or class (KindStruct),
 	// in declaration order, to a depth of maxFieldDepth; nil otherwise.
 	Fields []Field
-	// Elem is the element of an array (KindArray), nil otherwise.
+	// Elem is the element of an array (KindArray) or what a pointer
+	// points to (KindPointer, KindString; without its Fields); nil
+	// otherwise and for void *.
 	Elem *Type
 	// ByReference is set on a C++ class that its ABI passes by
 	// invisible reference (DW_AT_calling_convention
@@ -222,6 +224,11 @@ func (tr *typeReader) classify(t *Type, e *dwarf.Entry, depth int) {
 		}
 		if e.Tag == dwarf.TagPointerType && tr.lang != langGo && tr.pointsToChar(e, depth) {
 			t.Kind = KindString
+		}
+		if off, ok := e.Val(dwarf.AttrType).(dwarf.Offset); ok {
+			// The pointee, without its members.
+			u := tr.typeAt(off, max(depth+1, maxFieldDepth+1))
+			t.Elem = &u
 		}
 	case dwarf.TagStructType, dwarf.TagUnionType, dwarf.TagClassType:
 		t.Kind, t.Size = KindStruct, size

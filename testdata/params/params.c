@@ -6,7 +6,7 @@
  *                  mix(r, -5000000000, 4000000000u, &pt, "probekit-params", &pt)
  *                      pt = {3, -4}                          returns r + 7
  *                  byval(pt, big, 2.5, buf)  big = {10, 20, 30}
- *                                                            returns r + 66
+ *                                                            returns 66
  *                  label(r)                                  returns "even" or "odd"
  *                  shapes(twice, argv, &grid, 200, GREEN, &w, 77, &vs, 1, 0.5f)
  *                                                            returns 81
