@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 
 	"github.com/probekit/probekit/internal/safeelf"
@@ -105,6 +106,18 @@ const maxSignatureEntries = 1 << 20
 
 // maxTypeEntries bounds the type entries read for one parameter.
 const maxTypeEntries = 4096
+
+// OpenSignaturesFile opens the signatures of the DWARF of the ELF file r
+// (a file with DWARF, or a debug file Find returned), read through
+// probekit's hardened ELF reader; r is read now, not kept.
+func OpenSignaturesFile(r io.ReaderAt) (s *Signatures, err error) {
+	defer safeelf.Recover(&err)
+	ef, err := safeelf.NewFile(r)
+	if err != nil {
+		return nil, fmt.Errorf("debuginfo: %w", err)
+	}
+	return OpenSignaturesELF(ef)
+}
 
 // OpenSignaturesELF opens the signatures of ef's DWARF (plain or
 // compressed sections); ef is read now, the section bytes are kept.
