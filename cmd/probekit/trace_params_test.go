@@ -203,3 +203,30 @@ func TestTraceParamsGo(t *testing.T) {
 		}
 	}
 }
+
+// libc, stripped, with libc6-dbg's debug file found by build ID: the
+// static _int_malloc's parameters by name and type, the sizes func_args
+// mallocs exact in bytes.
+func TestTraceParamsLibc(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	needFuncCookie(t)
+	testkit.LibcDebugFile(t)
+	fx := testkit.Fixture("func_args")
+	hits := traceParamsJSON(t, "uprobe:libc.so.6:_int_malloc", "--", fx, "3")
+	var sizes []string
+	for _, h := range hits {
+		if len(h.Params) != 2 || h.Params[0].Name != "av" || h.Params[0].Type != "mstate" || h.Params[1].Name != "bytes" || h.Params[1].Type != "size_t" {
+			t.Fatalf("hit %+v", h)
+		}
+		if v := string(h.Params[1].Value); v >= "4242" && v <= "4244" && len(v) == 4 {
+			sizes = append(sizes, v)
+		}
+		if string(h.Params[1].Value) != string(h.Args[1]) {
+			t.Errorf("bytes=%s, but rsi=%s", h.Params[1].Value, h.Args[1])
+		}
+	}
+	if strings.Join(sizes, " ") != "4242 4243 4244" {
+		t.Errorf("_int_malloc sizes %v, want 4242 4243 4244 (%d hits)", sizes, len(hits))
+	}
+}
