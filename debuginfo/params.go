@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 
 	"github.com/probekit/probekit/internal/safeelf"
 )
@@ -92,16 +93,17 @@ func (l Location) Available() bool {
 // Signatures reads the function signatures of one file's DWARF. It is
 // safe for concurrent use.
 type Signatures struct {
-	lines             *Lines
-	machine           elf.Machine
-	loc, loclists     []byte
-	addr              []byte
-	maxEntriesPerCall int
+	lines         *Lines
+	machine       elf.Machine
+	loc, loclists []byte
+	addr          []byte
+
+	mu    sync.Mutex
+	units map[int]*unitIndex // read so far
 }
 
-// maxSignatureEntries bounds the entries read for one At: the unit's
-// tree and the types of the parameters. libc's largest unit has about
-// 60,000 entries.
+// maxSignatureEntries bounds the entries of one unit's tree read for
+// its index. libc's largest unit has about 60,000 entries.
 const maxSignatureEntries = 1 << 20
 
 // maxTypeEntries bounds the type entries read for one parameter.
@@ -132,7 +134,7 @@ func OpenSignaturesELF(ef *safeelf.File) (*Signatures, error) {
 // of machine m, which chooses the stack pointer and the calling
 // convention.
 func OpenSignatures(m elf.Machine, section func(name string) ([]byte, error)) (*Signatures, error) {
-	s := &Signatures{machine: m, maxEntriesPerCall: maxSignatureEntries}
+	s := &Signatures{machine: m}
 	l, err := OpenLines(func(name string) ([]byte, error) {
 		b, err := section(name)
 		if name == "addr" {
@@ -189,12 +191,61 @@ type unitInfo struct {
 
 // inUnit finds pc's subprogram in unit u; nil, nil when it has none.
 func (s *Signatures) inUnit(u int, pc uint64) (*Signature, error) {
+	ix := s.unitIndex(u)
+	if ix.err != nil {
+		return nil, ix.err
+	}
+	off, ok := ix.entries[pc]
+	if !ok {
+		return nil, nil
+	}
+	r := s.lines.d.Reader()
+	r.Seek(off)
+	e, err := r.Next()
+	if err != nil || e == nil {
+		return nil, &LinesError{"info", uint64(off), fmt.Sprintf("subprogram entry: %v", err)}
+	}
+	return s.signature(r, e, ix.ui, pc)
+}
+
+// unitIndex is what At needs of one unit: its first entry's facts and
+// its subprograms by entry address, read on the unit's first lookup
+// (one walk of its tree, instead of one per lookup).
+type unitIndex struct {
+	ui      unitInfo
+	entries map[uint64]dwarf.Offset
+	err     error
+}
+
+// unitIndex returns unit u's index, reading it the first time.
+func (s *Signatures) unitIndex(u int) *unitIndex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ix, ok := s.units[u]; ok {
+		return ix
+	}
+	ix := s.readIndex(u)
+	if s.units == nil {
+		s.units = map[int]*unitIndex{}
+	}
+	s.units[u] = ix
+	return ix
+}
+
+func (s *Signatures) readIndex(u int) (ix *unitIndex) {
+	ix = &unitIndex{entries: map[uint64]dwarf.Offset{}}
 	un := &s.lines.units[u]
+	defer func() {
+		if p := recover(); p != nil {
+			ix.err = &LinesError{"info", uint64(un.off), fmt.Sprintf("debug/dwarf panicked: %v", p)}
+		}
+	}()
 	r := s.lines.d.Reader()
 	r.Seek(un.off)
 	cu, err := r.Next()
 	if err != nil || cu == nil {
-		return nil, &LinesError{"info", uint64(un.off), fmt.Sprintf("unit entry: %v", err)}
+		ix.err = &LinesError{"info", uint64(un.off), fmt.Sprintf("unit entry: %v", err)}
+		return ix
 	}
 	ui := unitInfo{version: un.version, addrSize: r.AddressSize(), offSize: 4, addrBase: -1, locBase: -1}
 	if un.dwarf64 {
@@ -208,14 +259,17 @@ func (s *Signatures) inUnit(u int, pc uint64) (*Signature, error) {
 	if v, ok := cu.Val(dwarf.AttrLoclistsBase).(int64); ok {
 		ui.locBase = v
 	}
+	ix.ui = ui
 	if !cu.Children {
-		return nil, nil
+		return ix
 	}
 	depth := 0
-	for n := 0; n <= un.size && n < s.maxEntriesPerCall; n++ {
+	// Every entry takes at least one byte (its abbreviation code).
+	for n := 0; n <= un.size && n < maxSignatureEntries; n++ {
 		e, err := r.Next()
 		if err != nil {
-			return nil, dwarfErr("info", err)
+			ix.err = dwarfErr("info", err)
+			return ix
 		}
 		if e == nil {
 			break
@@ -227,15 +281,17 @@ func (s *Signatures) inUnit(u int, pc uint64) (*Signature, error) {
 			continue
 		}
 		if e.Tag == dwarf.TagSubprogram {
-			if at, ok := s.entryOf(e); ok && at == pc {
-				return s.signature(r, e, ui, pc)
+			if at, ok := s.entryOf(e); ok {
+				if _, dup := ix.entries[at]; !dup {
+					ix.entries[at] = e.Offset
+				}
 			}
 		}
 		if e.Children {
 			depth++
 		}
 	}
-	return nil, nil
+	return ix
 }
 
 // entryOf is subprogram e's entry: DW_AT_entry_pc, else DW_AT_low_pc,
