@@ -119,18 +119,29 @@ func TestSignatures(t *testing.T) {
 	for _, tc := range []struct {
 		file string
 		want map[string]string
+		m    elf.Machine
 	}{
-		{"params_O2", cSignatures},   // DWARF 5, .debug_loclists
-		{"params_v4", cSignatures},   // DWARF 4, .debug_loc
-		{"params_O0", cSignaturesO0}, // exprlocs in the callee's frame
+		{"params_O2", cSignatures, 0},   // DWARF 5, .debug_loclists
+		{"params_v4", cSignatures, 0},   // DWARF 4, .debug_loc
+		{"params_O0", cSignaturesO0, 0}, // exprlocs in the callee's frame
+		// AAPCS64: x0-x7, v0 for floats; a struct over 16 bytes is
+		// passed by reference (its address in x1); the ninth integer
+		// on the stack at the CFA (the entry's sp).
+		{"params_arm64", map[string]string{
+			"mix":   "mix(int i/signed/4@x0, long l/signed/8@x1, unsigned int u/unsigned/4@x2, void * p/pointer/8@x3, const char * s/string/8@x4, struct point * pt/pointer/8@x5) long/signed/8@abi:x0",
+			"byval": "byval(struct point pt/struct/8@x0, struct big b/struct/24@[x1+0], double d/float/8@v0, char * buf/string/8@x2) long/signed/8@abi:x0",
+			"shapes": "shapes(int (*)(int) fn/pointer/8@x0, char *const * argv/pointer/8@x1, int (*)[4] grid/pointer/8@x2, " +
+				"unsigned char c/unsigned/1@x3, enum color col/unsigned/4@x4, union word * w/pointer/8@x5, " +
+				"ulong_t n/unsigned/8@x6, const volatile short * vs/pointer/8@x7, _Bool ok/bool/1@CFA+0, float f/float/4@v0) int/signed/4@abi:x0",
+		}, elf.EM_AARCH64},
 		{"params_cc", map[string]string{
 			"_ZN7Counter3addEiPKc": "add(Counter *const this/pointer/8@rdi, int v/signed/4@rsi, const char * tag/string/8@rdx) long/signed/8@abi:rax",
-		}},
+		}, 0},
 		{"goparams", map[string]string{
 			"main.emit": "main.emit(int i/signed/8@rax, string name/go string/16@rbx+rcx, *main.point p/pointer/8@rdi, " +
 				"uint8 u/unsigned/1@rsi, bool ok/bool/1@r8) int/signed/8@abi:rax",
 			"strconv.Atoi": "strconv.Atoi(string s/go string/16@rax+rbx) int/signed/8@abi:rax error/struct/16@-",
-		}},
+		}, 0},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			s, funcs := openSigs(t, paramsFixture(tc.file))
@@ -140,7 +151,11 @@ func TestSignatures(t *testing.T) {
 					t.Errorf("%s: %v", fn, err)
 					continue
 				}
-				if got := sigString(elf.EM_X86_64, sig); got != want {
+				m := tc.m
+				if m == 0 {
+					m = elf.EM_X86_64
+				}
+				if got := sigString(m, sig); got != want {
 					t.Errorf("%s:\n got %s\nwant %s", fn, got, want)
 				}
 			}

@@ -44,6 +44,10 @@ const sysvSSERegs = 8
 // fromABI fills the unavailable locations of sig's parameters, and the
 // results' locations, from the calling convention where it applies.
 func (s *Signatures) fromABI(sig *Signature, org []*dwarf.Entry) {
+	if s.machine == elf.EM_AARCH64 && !sig.Go {
+		aapcsResults(sig)
+		return
+	}
 	if s.machine != elf.EM_X86_64 {
 		return
 	}
@@ -310,5 +314,28 @@ func goResults(sig *Signature) {
 		}
 		next += n
 		sig.Results[i].Loc = Location{Pieces: pieces, FromABI: true}
+	}
+}
+
+// aapcsResults sets the location of a C function's scalar result at its
+// return on AArch64 (AAPCS64 §6.9: an integer or pointer in x0, a
+// floating-point value in v0).
+func aapcsResults(sig *Signature) {
+	for i := range sig.Results {
+		t := sig.Results[i].Type
+		reg := -1
+		switch t.Kind {
+		case KindSigned, KindUnsigned, KindBool, KindPointer, KindString:
+			if t.Size <= 8 {
+				reg = 0 // x0
+			}
+		case KindFloat:
+			if t.Size <= 8 {
+				reg = 64 // v0
+			}
+		}
+		if reg >= 0 {
+			sig.Results[i].Loc = Location{Pieces: []Piece{{Kind: PieceReg, Reg: reg}}, FromABI: true}
+		}
 	}
 }

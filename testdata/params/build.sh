@@ -6,6 +6,8 @@
 #   params_stripped        params_O2 stripped, linked by .gnu_debuglink to
 #                          params_stripped.debug (objcopy --only-keep-debug)
 #   params_cc              params.cc, g++ -g -O2
+#   params_arm64           params.c for AArch64 (aarch64-linux-gnu-gcc -g -O2):
+#                          read, not run
 #   goparams               ../goparams, go build with DWARF (no -w)
 # -ffile-prefix-map and -trimpath keep the output the same in any checkout.
 set -eu
@@ -16,11 +18,12 @@ cd "$here"
 cc() { # out cflags...
 	out=$1
 	shift
-	${CC:-gcc} -Wall -Wextra -g -ffile-prefix-map="$here"=. "$@" -o "$bin/$out" params.c
+	${CCX:-${CC:-gcc}} -Wall -Wextra -g -ffile-prefix-map="$here"=. "$@" -o "$bin/$out" params.c
 }
 cc params_O2 -O2 -gdwarf-5
 cc params_O0 -O0 -gdwarf-5
 cc params_v4 -O2 -gdwarf-4
+CCX=aarch64-linux-gnu-gcc cc params_arm64 -O2 -gdwarf-5
 cp "$bin/params_O2" "$bin/params_stripped"
 objcopy --only-keep-debug "$bin/params_stripped" "$bin/params_stripped.debug"
 strip --strip-all "$bin/params_stripped"
