@@ -1,6 +1,7 @@
 package debuginfo
 
 import (
+	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -201,5 +202,58 @@ func TestSignatureFields(t *testing.T) {
 	}
 	if want := "2 x@0:int/4 y@4:int/4"; got != want {
 		t.Errorf("struct point fields %q, want %q", got, want)
+	}
+}
+
+// Damaged sections: location lists cut short leave the parameters whose
+// lists are gone without a DWARF location (the convention then gives
+// the entry's, FromABI), never a panic; mix's s and pt keep theirs,
+// exprlocs in .debug_info (DW_OP_reg8, DW_OP_reg9). A damaged
+// .debug_info is a located error.
+func TestSignaturesDamaged(t *testing.T) {
+	sec := elfSections(t, paramsFixture("params_O2"))
+	ll, _ := sec("loclists")
+	s, err := OpenSignatures(elf.EM_X86_64, func(n string) ([]byte, error) {
+		if n == "loclists" {
+			return ll[:len(ll)/8], nil
+		}
+		return sec(n)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, funcs := openSigs(t, paramsFixture("params_O2"))
+	sig, err := s.At(funcAddr(t, funcs, "mix"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sigString(elf.EM_X86_64, sig), "mix(int i/signed/4@abi:rdi, long l/signed/8@abi:rsi, unsigned int u/unsigned/4@abi:rdx, "+
+		"void * p/pointer/8@abi:rcx, const char * s/string/8@r8, struct point * pt/pointer/8@r9) long/signed/8@abi:rax"; got != want {
+		t.Errorf("with its lists cut:\n got %s\nwant %s", got, want)
+	}
+	info, _ := sec("info")
+	bad := bytes.Clone(info)
+	for i := 0x20; i < len(bad); i += 7 {
+		bad[i] = 0xff
+	}
+	s, err = OpenSignatures(elf.EM_X86_64, func(n string) ([]byte, error) {
+		if n == "info" {
+			return bad, nil
+		}
+		return sec(n)
+	})
+	if err != nil {
+		if _, ok := err.(*LinesError); !ok {
+			t.Fatalf("unlocated error %T: %v", err, err)
+		}
+		return
+	}
+	for i := range funcs.Len() {
+		if _, err := s.At(funcs.Address(i)); err != nil {
+			var le *LinesError
+			if !errors.As(err, &le) && !errors.Is(err, ErrNoFunction) {
+				t.Errorf("%s: unlocated error %T: %v", funcs.Name(i), err, err)
+			}
+		}
 	}
 }
