@@ -153,7 +153,7 @@ func (t *tracer) funcSites(b *uprobe.Binary, p probe.Spec) (*funcSites, error) {
 		}
 		sp := t.paramsFor(b, fn, p.Kind, regs, len(fns), strMask)
 		if sp != nil {
-			strMask |= sp.strMask
+			regs, strMask = sp.regs, strMask|sp.strMask
 		}
 		cookie, err := record.FuncCookie(uint32(len(t.sites)), regs, p.Kind, strMask)
 		if err != nil {

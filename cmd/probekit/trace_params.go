@@ -41,6 +41,11 @@ type siteParams struct {
 	ret    *paramRead // for a uretprobe; nil for void
 	// strMask is the values read as strings for the parameters.
 	strMask uint32
+	// regs is the register set the site sends: the one asked for, but
+	// Go's argument registers at a Go function's return when its first
+	// result takes more than one (Go's ABIInternal returns results in
+	// the registers it passes arguments in: a string in rax and rbx).
+	regs record.Regs
 }
 
 // paramRead is one parameter (or the result): its type and, per piece of
@@ -88,11 +93,14 @@ func (t *tracer) paramsFor(b *uprobe.Binary, fn uprobe.Function, kind record.Kin
 	if err != nil {
 		return nil
 	}
+	if kind == record.KindUretprobe && sig.Go && len(sig.Results) > 0 && len(sig.Results[0].Loc.Pieces) > 1 {
+		regs = record.RegsGo
+	}
 	index := regIndex(b.Machine(), regs)
 	if index == nil {
 		return nil
 	}
-	sp := &siteParams{fn: sig.Name}
+	sp := &siteParams{fn: sig.Name, regs: regs}
 	if sp.fn == "" {
 		sp.fn = funcName(fn)
 	}
@@ -159,7 +167,11 @@ func (t *tracer) setParams(s *traceSite, sp *siteParams, addr uint64) {
 func (t *tracer) appendParams(b []byte, ev *record.Event, site *traceSite) []byte {
 	sp := site.params
 	if t.req.json {
-		for i := range ev.NArgs {
+		n := ev.NArgs
+		if site.kind == record.KindUretprobe {
+			n = min(n, 1) // "ret" is the first register, whichever set was sent
+		}
+		for i := range n {
 			if i > 0 {
 				b = append(b, ',')
 			}

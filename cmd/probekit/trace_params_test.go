@@ -189,17 +189,21 @@ func TestTraceParamsGo(t *testing.T) {
 	requireAMD64(t)
 	needFuncCookie(t)
 	fx := paramsFixture("goparams")
-	hits := traceParamsJSON(t, "uprobe:"+fx+":main.emit", "uretprobe:"+fx+":main.emit", "--", fx, "3")
-	if len(hits) != 6 {
-		t.Fatalf("%d hits, want 6: %+v", len(hits), hits)
+	hits := traceParamsJSON(t, "uprobe:"+fx+":main.emit", "uretprobe:"+fx+":main.emit", "uretprobe:"+fx+":main.greet", "--", fx, "3")
+	if len(hits) != 9 {
+		t.Fatalf("%d hits, want 9: %+v", len(hits), hits)
 	}
 	for r := range 3 {
-		h := hits[2*r : 2*r+2]
+		h := hits[3*r : 3*r+3]
 		if got, want := h[0].params(), fmt.Sprintf(`int i=%d, string name="gopher", *main.point p=%s, uint8 u=7, bool ok=true`, r, hexArg(t, h[0], 3)); got != want {
 			t.Errorf("round %d:\n got %s\nwant %s", r, got, want)
 		}
 		if got, want := h[1].params(), fmt.Sprintf("-> int=%d", r+6); got != want {
 			t.Errorf("round %d return %s, want %s", r, got, want)
+		}
+		// A string result: its pointer in rax, its length in rbx.
+		if got, want := h[2].params(), fmt.Sprintf("-> string=%q", []string{"hello", "bye"}[r%2]); got != want || len(h[2].Ret) == 0 || h[2].Ret[0] == '[' {
+			t.Errorf("round %d greet's return %s (ret %s), want %s", r, got, h[2].Ret, want)
 		}
 	}
 }

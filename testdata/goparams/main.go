@@ -5,9 +5,12 @@
 //	goparams N   N rounds; round r calls
 //	             emit(r, "gopher", &pt, 7, true)    pt = point{3, -4}
 //	                                                 returns r + 6
+//	             greet(r)                           returns "hello" for an
+//	                                                 even r, "bye" for an odd
 //	             then exits 0
 //
-// emit is //go:noinline so that it exists as a function of its own.
+// emit and greet are //go:noinline so that each exists as a function of
+// its own.
 package main
 
 import (
@@ -30,6 +33,13 @@ func emit(i int, name string, p *point, u uint8, ok bool) int {
 	return i + len(name)
 }
 
+var greetings = [...]string{"hello", "bye"}
+
+//go:noinline
+func greet(r int) string {
+	return greetings[r%2]
+}
+
 func main() {
 	rounds := 1
 	if len(os.Args) > 1 {
@@ -44,5 +54,6 @@ func main() {
 	name := string([]byte("gopher"))
 	for r := 0; r < rounds; r++ {
 		sink += emit(r, name, pt, 7, true)
+		sink += len(greet(r))
 	}
 }
