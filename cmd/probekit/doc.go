@@ -68,8 +68,9 @@
 // hit), other pointers in hex, a struct pointer with its type, a small
 // struct passed in registers by its members; a parameter on the stack or
 // in a floating-point register is named with its type and "not shown".
-// A uretprobe prints the result by its type (a char pointer or a Go string as a
-// string). With --json the raw "args" stay and "params": [{"name",
+// A uretprobe prints the result by its type (a char pointer or a Go
+// string as a string). With --json the raw "args" stay and "params":
+// [{"name",
 // "type", "value"}] follows them (value null when not shown); a
 // uretprobe adds "return": {"type", "value"} beside "ret". Probes
 // matching more than 256 functions print raw registers.
