@@ -70,10 +70,11 @@
 // in a floating-point register is named with its type and "not shown".
 // A uretprobe prints the result by its type (a char pointer or a Go
 // string as a string). With --json the raw "args" stay and "params":
-// [{"name",
-// "type", "value"}] follows them (value null when not shown); a
-// uretprobe adds "return": {"type", "value"} beside "ret". Probes
-// matching more than 256 functions print raw registers.
+// [{"name", "type", "value"}] follows them (value null when not shown);
+// a uretprobe adds "return": {"type", "value"} beside "ret". Probes
+// matching more than 256 functions print raw registers. The registers
+// the BPF program reads are those of pt_regs: a floating-point
+// register is not among them, and the stack is not read.
 //
 //	PID/TID uprobe:emit @0x13a0 emit(i=0, name="x")
 //	PID/TID uretprobe:label @0x1440 = "even"
