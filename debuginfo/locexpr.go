@@ -111,8 +111,11 @@ func entryFrame(m elf.Machine) frameInfo {
 
 // frameBase sets fi's frame base from the DW_AT_frame_base expression at
 // the entry: DW_OP_call_frame_cfa (GCC and Go) is the CFA; DW_OP_bregN of
-// the stack pointer is an offset from it. Anything else (clang -O0's
-// DW_OP_reg6, rbp, which the prologue sets) leaves it unknown.
+// the stack pointer is an offset from it. A register (clang's DW_OP_reg7,
+// rsp, or DW_OP_reg6, rbp) is its value after the prologue, which may
+// move it (clang -O2's shapes pushes rbx first: its n, at CFA+0, is
+// DW_OP_fbreg 16 from the rsp after the push); it leaves the base
+// unknown.
 func (fi *frameInfo) frameBase(expr []byte) {
 	fi.fbOK = false
 	switch {

@@ -212,6 +212,12 @@ func TestDecodeLoc(t *testing.T) {
 	if p := fi.decodeLoc([]byte{0x91, 0x10}); len(p) != 1 || p[0].Kind != PieceNone {
 		t.Errorf("fbreg with an rbp frame base: %+v", p)
 	}
+	// clang's DW_OP_reg7 (rsp) as the frame base: rsp after the
+	// prologue, which may have moved it.
+	fi.frameBase([]byte{0x57})
+	if p := fi.decodeLoc([]byte{0x91, 0x08}); len(p) != 1 || p[0].Kind != PieceNone {
+		t.Errorf("fbreg 8 with an rsp frame base: %+v", p)
+	}
 	// DW_OP_breg7 (rsp) 16 as the frame base: CFA + 8.
 	fi.frameBase([]byte{0x77, 0x10})
 	if p := fi.decodeLoc([]byte{0x91, 0x00}); len(p) != 1 || p[0] != (Piece{Kind: PieceStack, Offset: 8}) {

@@ -462,8 +462,16 @@ func (s *Signatures) entryExpr(f *dwarf.Field, lr *locReader, ui unitInfo, pc ui
 		b, _ := f.Val.([]byte)
 		return b
 	case dwarf.ClassLocListPtr, dwarf.ClassLocList:
-		off, ok := f.Val.(int64)
-		if !ok {
+		var off int64
+		switch v := f.Val.(type) {
+		case int64: // DW_FORM_sec_offset (and data4/data8 before DWARF 4)
+			off = v
+		case uint64: // DW_FORM_loclistx, an index
+			if v > 1<<31 {
+				return nil
+			}
+			off = int64(v)
+		default:
 			return nil
 		}
 		var es []locEntry

@@ -125,6 +125,20 @@ func TestSignatures(t *testing.T) {
 		{"params_O2", cSignatures, 0},   // DWARF 5, .debug_loclists
 		{"params_v4", cSignatures, 0},   // DWARF 4, .debug_loc
 		{"params_O0", cSignaturesO0, 0}, // exprlocs in the callee's frame
+		// clang: DW_FORM_loclistx lists; a frame base of DW_OP_reg7
+		// (rsp after the prologue: shapes pushes rbx first, and its n,
+		// at CFA+0, is DW_OP_fbreg 16) makes the stack parameters the
+		// convention's; pt by value is described by computed pieces
+		// (DW_OP_breg5 ... DW_OP_stack_value), which name no place:
+		// the convention gives rdi.
+		{"params_clang", map[string]string{
+			"mix":   cSignatures["mix"],
+			"label": cSignatures["label"],
+			"byval": "byval(struct point pt/struct/8@abi:rdi, struct big b/struct/24@abi:CFA+0, double d/float/8@xmm0, char * buf/string/8@rsi) long/signed/8@abi:rax",
+			"shapes": "shapes(int (*)(int) fn/pointer/8@rdi, char *const * argv/pointer/8@rsi, int (*)[4] grid/pointer/8@rdx, " +
+				"unsigned char c/unsigned/1@rcx, enum color col/unsigned/4@r8, union word * w/pointer/8@r9, " +
+				"ulong_t n/unsigned/8@abi:CFA+0, const volatile short * vs/pointer/8@abi:CFA+8, _Bool ok/bool/1@abi:CFA+16, float f/float/4@xmm0) int/signed/4@abi:rax",
+		}, 0},
 		// AAPCS64: x0-x7, v0 for floats; a struct over 16 bytes is
 		// passed by reference (its address in x1); the ninth integer
 		// on the stack at the CFA (the entry's sp).

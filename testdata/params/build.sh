@@ -6,6 +6,9 @@
 #   params_stripped        params_O2 stripped, linked by .gnu_debuglink to
 #                          params_stripped.debug (objcopy --only-keep-debug)
 #   params_cc              params.cc, g++ -g -O2
+#   params_clang           params.c, clang-19 -g -O2 (DWARF 5 with
+#                          DW_FORM_loclistx); read, not run: clang has no
+#                          noipa and may inline the calls
 #   params_arm64           params.c for AArch64 (aarch64-linux-gnu-gcc -g -O2):
 #                          read, not run
 #   goparams               ../goparams, go build with DWARF (no -w)
@@ -24,6 +27,7 @@ cc params_O2 -O2 -gdwarf-5
 cc params_O0 -O0 -gdwarf-5
 cc params_v4 -O2 -gdwarf-4
 CCX=aarch64-linux-gnu-gcc cc params_arm64 -O2 -gdwarf-5
+CCX=clang-19 cc params_clang -O2 -gdwarf-5 -Wno-unknown-attributes
 cp "$bin/params_O2" "$bin/params_stripped"
 objcopy --only-keep-debug "$bin/params_stripped" "$bin/params_stripped.debug"
 strip --strip-all "$bin/params_stripped"
