@@ -173,9 +173,15 @@ func (tr *typeReader) cplusplus() bool {
 // typeOf is the type entry e refers to by DW_AT_type (void when it has
 // none).
 func (tr *typeReader) typeOf(e *dwarf.Entry, depth int) Type {
-	off, ok := e.Val(dwarf.AttrType).(dwarf.Offset)
-	if !ok {
+	v := e.Val(dwarf.AttrType)
+	if v == nil {
 		return Type{Name: "void"}
+	}
+	off, ok := v.(dwarf.Offset)
+	if !ok {
+		// A reference into a type unit (DW_FORM_ref_sig8) or a dwz
+		// multifile (DW_FORM_GNU_ref_alt): not followed.
+		return Type{Name: "?"}
 	}
 	return tr.typeAt(off, depth)
 }
@@ -371,9 +377,13 @@ func (tr *typeReader) spell(e *dwarf.Entry, decl string, depth int) string {
 		return name + pad(decl)
 	}
 	next := func(d string) string {
-		off, ok := e.Val(dwarf.AttrType).(dwarf.Offset)
-		if !ok {
+		v := e.Val(dwarf.AttrType)
+		if v == nil {
 			return "void" + pad(d)
+		}
+		off, ok := v.(dwarf.Offset)
+		if !ok {
+			return "?" + pad(d)
 		}
 		n := tr.entry(off)
 		if n == nil {

@@ -421,9 +421,13 @@ func (s *Signatures) signature(r *dwarf.Reader, e *dwarf.Entry, ui unitInfo, pc 
 		sig.Params = append(sig.Params, p)
 	}
 	if !sig.Go {
-		if off, ok := first(org, dwarf.AttrType).(dwarf.Offset); ok {
+		switch v := first(org, dwarf.AttrType).(type) {
+		case nil: // void
+		case dwarf.Offset:
 			tr.budget = maxTypeEntries
-			sig.Results = []Param{{Type: tr.typeAt(off, 0)}}
+			sig.Results = []Param{{Type: tr.typeAt(v, 0)}}
+		default: // a type unit's or a multifile's: not followed
+			sig.Results = []Param{{Type: Type{Name: "?"}}}
 		}
 	}
 	s.fromABI(sig, org)
