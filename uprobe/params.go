@@ -3,9 +3,14 @@ package uprobe
 import (
 	"errors"
 	"fmt"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/debuginfo"
 	"github.com/probekit/probekit/internal/safeelf"
+	"github.com/probekit/probekit/procmaps"
 )
 
 // ErrNoDWARF is returned by Params for a binary whose DWARF (its own or
@@ -50,6 +55,12 @@ func (b *Binary) loadSignatures() (*debuginfo.Signatures, error) {
 		return nil, fmt.Errorf("uprobe: %s: %w: %w", b.display, ErrNoDWARF, err)
 	}
 	defer d.Close()
+	key, keyed := sigKeyOf(d.File)
+	if keyed {
+		if s := cachedSignatures(key); s != nil {
+			return s, nil
+		}
+	}
 	ef, err := safeelf.NewFile(d)
 	if err != nil {
 		return nil, fmt.Errorf("uprobe: %s: debug file %s: %w", b.display, d.Path, err)
@@ -61,5 +72,61 @@ func (b *Binary) loadSignatures() (*debuginfo.Signatures, error) {
 	if err != nil {
 		return nil, fmt.Errorf("uprobe: %s: DWARF of %s: %w", b.display, d.Path, err)
 	}
+	if keyed {
+		cacheSignatures(key, s)
+	}
 	return s, nil
+}
+
+// The DWARF of the debug files read last, shared by the Binaries of one
+// process: every trace of libc's functions would read libc6-dbg's 10 MB
+// of sections again (0.5 s each; Signatures are safe for concurrent
+// use). A file is known by its identity, size and modification time,
+// so a file rewritten in place is read again.
+var sigCache struct {
+	sync.Mutex
+	entries []sigEntry // least recent first
+}
+
+// maxCachedSignatures bounds the files kept: libc's DWARF takes about
+// 45 MB in memory.
+const maxCachedSignatures = 2
+
+type sigKey struct {
+	id          procmaps.FileID
+	size, mtime int64
+}
+
+type sigEntry struct {
+	key sigKey
+	s   *debuginfo.Signatures
+}
+
+func sigKeyOf(f *os.File) (sigKey, bool) {
+	var st unix.Stat_t
+	if f == nil || unix.Fstat(int(f.Fd()), &st) != nil {
+		return sigKey{}, false
+	}
+	return sigKey{procmaps.FileID{Dev: st.Dev, Inode: st.Ino}, st.Size, st.Mtim.Nano()}, true
+}
+
+func cachedSignatures(k sigKey) *debuginfo.Signatures {
+	sigCache.Lock()
+	defer sigCache.Unlock()
+	for i, e := range sigCache.entries {
+		if e.key == k {
+			sigCache.entries = append(append(sigCache.entries[:i:i], sigCache.entries[i+1:]...), e)
+			return e.s
+		}
+	}
+	return nil
+}
+
+func cacheSignatures(k sigKey, s *debuginfo.Signatures) {
+	sigCache.Lock()
+	defer sigCache.Unlock()
+	if len(sigCache.entries) >= maxCachedSignatures {
+		sigCache.entries = sigCache.entries[1:]
+	}
+	sigCache.entries = append(sigCache.entries, sigEntry{k, s})
 }
