@@ -111,6 +111,8 @@ func gather(t *testing.T, reg prometheus.Gatherer, prefix string) map[string]flo
 			switch {
 			case m.Counter != nil:
 				out[key(name, m.GetLabel())] = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				out[key(name, m.GetLabel())] = m.GetGauge().GetValue()
 			case m.Histogram != nil:
 				h := m.GetHistogram()
 				for _, b := range h.GetBucket() {
@@ -350,11 +352,22 @@ func TestLatencyRecursion(t *testing.T) {
 }
 
 // TestFuncProbeGlobTarget: function probes on a glob target attach to
-// every matching file as its processes map it.
+// every matching file as its processes map it, a process started after
+// the exporter or running before it; two metrics on the same function
+// each count every hit and each show the site.
 func TestFuncProbeGlobTarget(t *testing.T) {
 	testkit.RequireKernel(t)
+	t.Run("started_after", func(t *testing.T) { testFuncProbeGlobTarget(t, false) })
+	t.Run("running_before", func(t *testing.T) { testFuncProbeGlobTarget(t, true) })
+}
+
+func testFuncProbeGlobTarget(t *testing.T, before bool) {
 	fixture := privateFixture(t, "usdt_sample")
 	target := filepath.Join(filepath.Dir(fixture), "usdt_samp*")
+	var p *testkit.Process
+	if before {
+		p = testkit.Start(t, fixture)
+	}
 	_, reg := start(t, &exporter.Config{Metrics: []*exporter.Metric{
 		{Name: "glob_fire_loop_total", Type: exporter.Counter,
 			Probe: &probe.Spec{Kind: record.KindUprobe, Target: target, Func: "fire_loop"}},
@@ -362,7 +375,9 @@ func TestFuncProbeGlobTarget(t *testing.T) {
 			Probe: &probe.Spec{Kind: record.KindUprobe, Target: target, Func: "fire_loop"},
 			End:   &probe.Spec{Kind: record.KindUretprobe, Target: target, Func: "fire_loop"}},
 	}})
-	p := testkit.Start(t, fixture)
+	if !before {
+		p = testkit.Start(t, fixture)
+	}
 	// The watches attach a few milliseconds after the process starts:
 	// fire until both metrics count, then count 5 more rounds.
 	var got map[string]float64
@@ -390,6 +405,14 @@ func TestFuncProbeGlobTarget(t *testing.T) {
 	for _, m := range []string{"glob_fire_loop_total", "glob_fire_loop_seconds"} {
 		if n := after[fmt.Sprintf(`probekit_export_attach_errors_total{metric=%q}`, m)]; n != 0 {
 			t.Errorf("%s: %v attach errors", m, n)
+		}
+	}
+	// Both metrics use fire_loop's entry in the fixture: each shows the
+	// site (the counter one, the latency its entry and its return).
+	for m, want := range map[string]float64{"glob_fire_loop_total": 1, "glob_fire_loop_seconds": 2} {
+		k := fmt.Sprintf(`probekit_export_metric_sites{file=%q,metric=%q}`, fixture, m)
+		if after[k] != want {
+			t.Errorf("%s = %v, want %v", k, after[k], want)
 		}
 	}
 }
