@@ -448,3 +448,42 @@ func TestFuncGlobSites(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadGlobTarget: a metric added by a reload on the glob function
+// target of a metric kept, while a process maps the file, is attached
+// there too (its own watch): both show the site and count each hit; the
+// kept one keeps its counts.
+func TestReloadGlobTarget(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := privateFixture(t, "usdt_sample")
+	target := filepath.Join(filepath.Dir(fixture), "usdt_samp*")
+	p := testkit.Start(t, fixture)
+	a := &exporter.Metric{Name: "a_total", Type: exporter.Counter, Probe: &probe.Spec{Kind: record.KindUprobe, Target: target, Func: "fire_loop"}}
+	b := &exporter.Metric{Name: "b_total", Type: exporter.Counter, Probe: &probe.Spec{Kind: record.KindUprobe, Target: target, Func: "fire_loop"}}
+	x, reg := start(t, &exporter.Config{Metrics: []*exporter.Metric{a}})
+	if err := p.Loop("loop", 3); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &exporter.Config{Metrics: []*exporter.Metric{a, b}}
+	if err := cfg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	x.Apply(cfg)
+	if got := x.Attached(); len(got) != 2 {
+		t.Fatalf("attached %v after the reload, want 2 metrics", got)
+	}
+	if err := p.Loop("loop", 5); err != nil {
+		t.Fatal(err)
+	}
+	got := gather(t, reg, "")
+	for k, want := range map[string]float64{
+		"a_total": 8,
+		"b_total": 5,
+		fmt.Sprintf(`probekit_export_metric_sites{file=%q,metric="a_total"}`, fixture): 1,
+		fmt.Sprintf(`probekit_export_metric_sites{file=%q,metric="b_total"}`, fixture): 1,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+}
