@@ -105,6 +105,45 @@ func TestExportLargeConfig(t *testing.T) {
 		}
 	}
 
+	// A reload that replaces all but two metrics: the two keep their
+	// counts, the new ones count from the reload on.
+	var b strings.Builder
+	b.WriteString("metrics:\n")
+	probes := largeProbes(fixture)
+	for i := range n {
+		name := fmt.Sprintf("n%d_total", i)
+		if i < 2 {
+			name = fmt.Sprintf("m%d_total", i)
+		}
+		fmt.Fprintf(&b, "  - name: %s\n    type: counter\n    probe: %s\n", name, probes[i%len(probes)])
+	}
+	cfg, err = exporter.ParseConfig("large.yaml", []byte(b.String()), exporter.ParseProbe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	x.Apply(cfg)
+	reloaded := time.Since(start)
+	t.Logf("reload replacing %d metrics in %v, holding %d descriptors", n-2, reloaded, countFDs(t)-fds)
+	if got := len(x.Attached()); got != n {
+		t.Fatalf("%d metrics attached after the reload, want %d", got, n)
+	}
+	if reloaded > 5*time.Second {
+		t.Errorf("reloaded in %v, want under 5 s", reloaded)
+	}
+	if err := p.Loop("loop", 2); err != nil {
+		t.Fatal(err)
+	}
+	got = scrape(t, "http://"+addr.String()+"/metrics")
+	for name, want := range map[string]float64{"m0_total": loops + 2, "m1_total": loops + 2, "n2_total": 2, "n5_total": 2, "n999_total": 0} {
+		if got[name] != want {
+			t.Errorf("after the reload: %s = %v, want %v", name, got[name], want)
+		}
+	}
+	if _, ok := got["m5_total"]; ok {
+		t.Error("m5_total served after the reload dropped it")
+	}
+
 	start = time.Now()
 	if err := x.Close(); err != nil {
 		t.Error(err)
