@@ -606,7 +606,11 @@ func (p *program) close() error {
 			errs = append(errs, fmt.Errorf("mark the metric closed: %w", err))
 		}
 	}
-	for _, s := range p.at {
+	sites := p.at
+	if last {
+		sites = g.sites
+	}
+	for _, s := range sites {
 		if s.link == nil {
 			continue
 		}
