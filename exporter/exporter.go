@@ -293,11 +293,11 @@ func (x *Exporter) Close() error {
 // more metrics than CPUs are worked on at once.
 const closeWorkers = 64
 
-// each calls f on every state, from at most n goroutines at once.
-func each(states []*metricState, n int, f func(*metricState)) {
+// each calls f on every item, from at most n goroutines at once.
+func each[T any](items []T, n int, f func(T)) {
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, n)
-	for _, s := range states {
+	for _, s := range items {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()

@@ -413,20 +413,13 @@ func (g *group) attach(spec *ebpf.CollectionSpec) {
 		watched = append(watched, fp)
 		wsites = append(wsites, s)
 	}
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, attachWorkers)
-	for _, s := range named {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			if s.probe.Kind == record.KindUSDT {
-				s.link, s.err = att.Attach(g.coll.Programs[usdtProgram], s.probe.Target, s.probe.Provider, s.probe.Name, &usdt.Options{Cookie: uint64(s.id)})
-			} else {
-				s.link, s.err = attachFunc(g.coll.Programs[funcProgram], s, s.skipped)
-			}
-		})
-	}
-	wg.Wait()
+	each(named, attachWorkers, func(s *site) {
+		if s.probe.Kind == record.KindUSDT {
+			s.link, s.err = att.Attach(g.coll.Programs[usdtProgram], s.probe.Target, s.probe.Provider, s.probe.Name, &usdt.Options{Cookie: uint64(s.id)})
+		} else {
+			s.link, s.err = attachFunc(g.coll.Programs[funcProgram], s, s.skipped)
+		}
+	})
 	if len(watched) > 0 {
 		w, err := follow.WatchHost(watched, &follow.Options{Attacher: att, Notify: g.notify})
 		if err != nil {
