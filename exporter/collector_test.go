@@ -213,8 +213,9 @@ func TestSeriesEviction(t *testing.T) {
 	if err := p.Loop("loop", 2); err != nil {
 		t.Fatal(err)
 	}
-	first := time.Now()
 	got := gather(t, reg, "")
+	// The series were seen at that gather, before now.
+	first := time.Now()
 	for _, k := range []string{`ev_total{neg="0"}`, `ev_total{neg="-1"}`, `kept_total{neg="0"}`} {
 		if got[k] != 1 {
 			t.Errorf("%s = %v, want 1", k, got[k])

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -220,12 +219,13 @@ func siteKey(pr *Probe, checkC bool) string {
 }
 
 // Sizes of the USDT maps of a group: a spec slot per location of a site
-// (each site's cookie makes its own specs), at least the header's 256.
+// (each site's cookie makes its own specs), at least the header's 256;
+// a slot costs 304 bytes (the libbpf 1.7 layout), so 1,000 USDT sites
+// take 9.7 MB.
 const (
-	minSpecs      = 256
-	specsPerSite  = 8
-	maxSpecs      = 1 << 16
-	seriesPerCPUs = 1 // each CPU may add one series past a metric's max_series
+	minSpecs     = 256
+	specsPerSite = 32
+	maxSpecs     = 1 << 16
 )
 
 // loadGroup loads the programs of ms as one group and attaches their
@@ -299,10 +299,16 @@ func loadGroup(ms []*Metric, failed func(*Metric) func(follow.Event)) ([]*progra
 			p.at = append(p.at, s)
 		}
 	}
+	// Each CPU may add one series past a metric's max_series (export.c's
+	// add): room for that, beyond the sum.
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fail(err)
+	}
 	n := uint32(len(ms))
 	for name, size := range map[string]uint32{
 		"metrics": n, "inserted": n, "evicted": n, "other": n, "errors": n * uint32(len(lostReasons)),
-		"sites": uint32(len(g.sites)), "series": uint32(min(series+uint64(runtime.NumCPU())*seriesPerCPUs, math.MaxUint32)),
+		"sites": uint32(len(g.sites)), "series": uint32(min(series+uint64(cpus), math.MaxUint32)),
 	} {
 		spec.Maps[name].MaxEntries = size
 	}
