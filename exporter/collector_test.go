@@ -3,6 +3,7 @@ package exporter_test
 import (
 	"fmt"
 	"log"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/probekit/probekit/exporter"
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/record"
@@ -487,4 +489,66 @@ func TestReloadGlobTarget(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, got[k], want)
 		}
 	}
+}
+
+// TestFuncSitesShareLink: counters on two functions of one file share one
+// attachment (a uprobe_multi link: as many descriptors as one counter
+// takes), each counts its own function's calls exactly and shows its own
+// site, and the attachment is released with them.
+func TestFuncSitesShareLink(t *testing.T) {
+	testkit.RequireKernel(t)
+	have, err := features.Have(features.UprobeMulti)
+	testkit.NeedFeature(t, have, err, features.UprobeMulti.Since(), "uprobe_multi")
+	fixture := privateFixture(t, "func_args")
+	counter := func(name, fn string) *exporter.Metric {
+		return &exporter.Metric{Name: name, Type: exporter.Counter, Probe: &probe.Spec{Kind: record.KindUprobe, Target: fixture, Func: fn}}
+	}
+	held := func(ms ...*exporter.Metric) int {
+		before := openFDs(t)
+		x, _ := start(t, &exporter.Config{Metrics: ms})
+		n := openFDs(t) - before
+		x.Close()
+		return n
+	}
+	one, two := held(counter("sum6_total", "sum6")), held(counter("sum6_total", "sum6"), counter("count_char_total", "count_char"))
+	if one != two {
+		t.Errorf("one counter holds %d descriptors, two on two functions %d: want the same (one link)", one, two)
+	}
+	sum6 := counter("sum6_total", "sum6")
+	x, reg := start(t, &exporter.Config{Metrics: []*exporter.Metric{sum6, counter("count_char_total", "count_char")}})
+	run := func() {
+		if out, err := exec.Command(fixture, "3").CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", fixture, err, out)
+		}
+	}
+	run()
+	got := gather(t, reg, "")
+	for k, want := range map[string]float64{
+		"sum6_total": 3, "count_char_total": 3,
+		fmt.Sprintf(`probekit_export_metric_sites{file=%q,metric="sum6_total"}`, fixture):       1,
+		fmt.Sprintf(`probekit_export_metric_sites{file=%q,metric="count_char_total"}`, fixture): 1,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+	// A reload that drops one keeps the link for the other.
+	x.Apply(&exporter.Config{Metrics: []*exporter.Metric{sum6}})
+	run()
+	got = gather(t, reg, "")
+	if got["sum6_total"] != 6 {
+		t.Errorf("sum6_total = %v after the reload, want 6", got["sum6_total"])
+	}
+	if _, ok := got["count_char_total"]; ok {
+		t.Error("count_char_total served after the reload dropped it")
+	}
+}
+
+// openFDs is the number of open descriptors of the test process.
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -419,6 +420,28 @@ func (g *group) attach(spec *ebpf.CollectionSpec) {
 		watched = append(watched, fp)
 		wsites = append(wsites, s)
 	}
+	// The function sites of one file and kind share one attachment
+	// where they can; the others attach each on its own.
+	byFile := map[string][]*site{}
+	var files []string
+	for _, s := range named {
+		if s.probe.Kind == record.KindUSDT {
+			continue
+		}
+		k := fmt.Sprintf("%d\x00%s", s.probe.Kind, s.probe.Target)
+		if byFile[k] == nil {
+			files = append(files, k)
+		}
+		byFile[k] = append(byFile[k], s)
+	}
+	var shared [][]*site
+	for _, k := range files {
+		if len(byFile[k]) > 1 {
+			shared = append(shared, byFile[k])
+		}
+	}
+	each(shared, attachWorkers, func(ss []*site) { attachShared(g.coll.Programs[funcProgram], ss) })
+	named = slices.DeleteFunc(named, func(s *site) bool { return s.link != nil })
 	each(named, attachWorkers, func(s *site) {
 		if s.probe.Kind == record.KindUSDT {
 			s.link, s.err = att.Attach(g.coll.Programs[usdtProgram], s.probe.Target, s.probe.Provider, s.probe.Name, &usdt.Options{Cookie: uint64(s.id)})
@@ -581,6 +604,74 @@ func attachFunc(prog *ebpf.Program, s *site, skip func(uprobe.Function, error)) 
 	return b.Entries(fns, prog, opts)
 }
 
+// attachShared attaches the function sites ss, of one file and one kind
+// (entries or returns), as one attachment (one uprobe_multi link where
+// the kernel has it), each function with its site's cookie. It attaches
+// nothing when they cannot share one: a function in two of them, a name
+// that does not resolve, a Go function where C registers are read, or a
+// site's one function refused by the kernel. Each is then attached on
+// its own, which says what fails.
+func attachShared(prog *ebpf.Program, ss []*site) {
+	pr := ss[0].probe
+	b, err := uprobe.Open(pr.Target)
+	if err != nil {
+		return
+	}
+	// Attached, the kernel holds what it needs of the file.
+	defer b.Close()
+	owner := map[uint64]*site{}
+	nfns := map[*site]int{}
+	var fns []uprobe.Function
+	for _, s := range ss {
+		fs, err := b.Resolve(s.probe.Func)
+		if err != nil {
+			return
+		}
+		for _, fn := range fs {
+			if owner[fn.Address] != nil || s.checkC && b.Convention(fn) != uprobe.ConventionC {
+				return
+			}
+			owner[fn.Address] = s
+		}
+		nfns[s] = len(fs)
+		fns = append(fns, fs...)
+	}
+	type skip struct {
+		fn  uprobe.Function
+		err error
+	}
+	var skips []skip
+	alone := false
+	opts := &uprobe.Options{
+		FunctionCookie: func(fn uprobe.Function) uint64 { return owner[fn.Address].cookie() },
+		// Called from this goroutine, during the attach.
+		Skip: func(fn uprobe.Function, err error) {
+			skips = append(skips, skip{fn, err})
+			alone = alone || nfns[owner[fn.Address]] == 1
+		},
+	}
+	var l *attach.Link
+	if pr.Kind == record.KindUretprobe {
+		l, err = b.Returns(fns, prog, opts)
+	} else {
+		l, err = b.Entries(fns, prog, opts)
+	}
+	if err != nil {
+		return
+	}
+	if alone {
+		// A site of one function fails when the kernel refuses it.
+		l.Close()
+		return
+	}
+	for _, s := range ss {
+		s.link = l
+	}
+	for _, sk := range skips {
+		owner[sk.fn.Address].skipped(sk.fn, sk.err)
+	}
+}
+
 // close ends p's counting: its shape is marked dead in the group's
 // metrics map (its sites skip it), the sites no open metric uses are
 // detached, and the group is released with its last metric.
@@ -610,16 +701,22 @@ func (p *program) close() error {
 		sites = g.sites
 	}
 	for _, s := range sites {
-		if s.link == nil {
+		if s.link == nil || !last && s.used() {
 			continue
 		}
-		used := false
-		for _, u := range s.users {
-			used = used || !u.closed
+		// A link shared by sites of one file is closed with the last
+		// of them.
+		l, shared := s.link, false
+		for _, o := range g.sites {
+			shared = shared || o.link == l && !last && o.used()
 		}
-		if !used || last {
-			links = append(links, s.link)
-			s.link = nil
+		if !shared {
+			for _, o := range g.sites {
+				if o.link == l {
+					o.link = nil
+				}
+			}
+			links = append(links, l)
 		}
 	}
 	var watch *follow.Watch
@@ -649,6 +746,16 @@ func closeLinks(links []*attach.Link) error {
 	return errors.Join(errs...)
 }
 
+// used reports whether a metric of s is open (under the group's mu).
+func (s *site) used() bool {
+	for _, u := range s.users {
+		if !u.closed {
+			return true
+		}
+	}
+	return false
+}
+
 // sites returns the number of sites attached per file.
 func (p *program) sites() map[string]int {
 	out := map[string]int{}
@@ -657,7 +764,11 @@ func (p *program) sites() map[string]int {
 	for _, s := range p.at {
 		if s.link != nil {
 			for _, site := range s.link.Sites() {
-				out[site.Path]++
+				// A function site's link may be shared: its cookie
+				// says whose a location is.
+				if s.probe.Kind == record.KindUSDT || site.Cookie == s.cookie() {
+					out[site.Path]++
+				}
 			}
 		}
 		for f, n := range s.watched {
