@@ -26,8 +26,11 @@
 //     function), each metric's shape an entry of a map, and one
 //     attachment per probe, whose cookie indexes the table of the
 //     metrics it updates (up to MaxSiteMetrics; more take another
-//     attachment of the probe). So 1,000 metrics on a few probes cost a
-//     few links and descriptors, not 1,000 collections. A metric dropped
+//     attachment of the probe); the function probes of one file, of one
+//     kind (entries or returns), share one attachment too (one
+//     uprobe_multi link where the kernel has it) when no function is in
+//     two of them. So 1,000 metrics on a few probes cost a few links and
+//     descriptors, not 1,000 collections. A metric dropped
 //     by a reload stops counting at once; its probes are detached when
 //     no metric of its collection uses them, except those of a "*" or
 //     glob target, held by the collection's one watch until its last

@@ -13,7 +13,6 @@ import (
 
 // countFDs is the number of open descriptors of this process.
 func countFDs(t *testing.T) int {
-	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
