@@ -151,12 +151,19 @@ func (t *tracer) funcSites(b *uprobe.Binary, p probe.Spec) (*funcSites, error) {
 			warned = true
 			t.warnf("%s was built with %s, which passes Go arguments on the stack: the registers printed are not the arguments", p.Target, b.GoVersion())
 		}
+		sp := t.paramsFor(b, fn, p.Kind, regs, len(fns), strMask)
+		if sp != nil {
+			regs, strMask = sp.regs, strMask|sp.strMask
+		}
 		cookie, err := record.FuncCookie(uint32(len(t.sites)), regs, p.Kind, strMask)
 		if err != nil {
 			return nil, err
 		}
 		fs.index[fn.Address] = len(t.sites)
 		t.funcSite(p.Kind, funcName(fn), fn.Address)
+		if sp != nil {
+			t.setParams(&t.sites[len(t.sites)-1], sp, fn.Address)
+		}
 		fs.byAddr[fn.Address] = cookie
 		if i == 0 {
 			fs.first = cookie
