@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/probekit/probekit/internal/test/testkit"
@@ -174,6 +175,52 @@ func BenchmarkFileWarmLines(b *testing.B) {
 			for b.Loop() {
 				frames = f.Frames(frames[:0], addrs[i&4095])
 				i++
+			}
+		})
+	}
+}
+
+// libcTextAddrs returns n random addresses in libc's .text.
+func libcTextAddrs(b *testing.B, n int, seed uint64) []uint64 {
+	ef, err := elf.Open(libcPath)
+	if err != nil {
+		b.Skip(err)
+	}
+	text := ef.Section(".text")
+	ef.Close()
+	rng := rand.New(rand.NewPCG(seed, seed))
+	addrs := make([]uint64, n)
+	for i := range addrs {
+		addrs[i] = text.Addr + rng.Uint64N(text.Size)
+	}
+	return addrs
+}
+
+// BenchmarkFirstLines: the first symbolization of libc with its debug
+// file by a new Symbolizer: opening libc, finding and opening libc6-dbg's
+// debug file, and naming one address, then 10,000 random addresses
+// (most of libc's units read), each with file:line and inline chain.
+func BenchmarkFirstLines(b *testing.B) {
+	for _, n := range []int{1, 10000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			addrs := libcTextAddrs(b, n, 2)
+			frames := make([]Frame, 0, 64)
+			b.ReportAllocs()
+			for b.Loop() {
+				f, err := New(nil).File(libcPath)
+				if err != nil {
+					b.Fatal(err)
+				}
+				lines := 0
+				for _, a := range addrs {
+					frames = f.Frames(frames[:0], a)
+					if frames[0].Line > 0 {
+						lines++
+					}
+				}
+				if lines == 0 {
+					b.Fatal("no line")
+				}
 			}
 		})
 	}
