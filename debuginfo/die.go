@@ -133,9 +133,27 @@ func parseAbbrevs(b []byte, off uint64) (*abbrevTable, error) {
 	if off >= uint64(len(b)) {
 		return nil, &LinesError{"abbrev", off, "abbreviation table past the end of .debug_abbrev"}
 	}
-	t := &abbrevTable{}
-	var specs []attrSpec // of all the abbreviations, cut up at the end
-	var ends []int
+	// A first pass counts the codes and attributes, so the table is two
+	// allocations of the size the bytes give.
+	codes, attrs := 0, 0
+	for p := int(off); ; {
+		code, q, ok := uleb(b, p, len(b))
+		if !ok || code == 0 {
+			break
+		}
+		if code > maxAbbrevCode || code > uint64(codes)+uint64(q-int(off))+16 {
+			return nil, &LinesError{"abbrev", uint64(p), fmt.Sprintf("abbreviation code %d too sparse", code)}
+		}
+		codes = max(codes, int(code)+1)
+		n := 0
+		if p, n, ok = skipAbbrev(b, q); !ok {
+			break // the second pass says where
+		}
+		attrs += n
+	}
+	t := &abbrevTable{byCode: make([]abbrev, 0, codes)}
+	specs := make([]attrSpec, 0, attrs) // of all the abbreviations, cut up at the end
+	ends := make([]int, 0, codes)
 	p := int(off)
 	for {
 		code, q, ok := uleb(b, p, len(b))
@@ -185,31 +203,32 @@ func findAbbrev(b []byte, off, code uint64) (abbrev, bool) {
 			a.attrs = specs
 			return a, ok
 		}
-		if p, ok = skipAbbrev(b, q); !ok {
+		if p, _, ok = skipAbbrev(b, q); !ok {
 			break
 		}
 	}
 	return abbrev{}, false
 }
 
-// skipAbbrev steps over one abbreviation after its code.
-func skipAbbrev(b []byte, p int) (int, bool) {
+// skipAbbrev steps over one abbreviation after its code, counting its
+// attributes.
+func skipAbbrev(b []byte, p int) (int, int, bool) {
 	_, p, ok := uleb(b, p, len(b)) // tag
 	p++                            // children
-	for ok && p < len(b) {
+	for n := 0; ok && p < len(b); n++ {
 		var attr, form uint64
 		var ok2 bool
 		attr, p, ok = uleb(b, p, len(b))
 		form, p, ok2 = uleb(b, p, len(b))
 		ok = ok && ok2
 		if attr == 0 && form == 0 {
-			return p, ok
+			return p, n, ok
 		}
 		if form == formImplicitConst {
 			_, p, ok = readSLEB(b, p, len(b))
 		}
 	}
-	return p, false
+	return p, 0, false
 }
 
 // parseAbbrev reads one abbreviation after its code, its attributes

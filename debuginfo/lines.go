@@ -580,6 +580,11 @@ func cleanFile(name, compDir string, version int) string {
 	return path.Clean(name)
 }
 
+// rowLoc is the file and line of a row; line -1 ends a sequence.
+type rowLoc struct {
+	file, line int32
+}
+
 // lineRow is one row of a unit's line table; line -1 ends a sequence.
 type lineRow struct {
 	addr uint64
@@ -589,7 +594,10 @@ type lineRow struct {
 
 // unitTable is what one unit's tables give: immutable once read.
 type unitTable struct {
-	rows []lineRow // by address; at one address, sequence ends first
+	// addrs and locs are the line table: the row at addrs[i] gives
+	// locs[i]; by address, and at one address a sequence's end first.
+	addrs []uint64
+	locs  []rowLoc
 	// files is the line header's file table: rows and DW_AT_call_file
 	// index it.
 	files   []lineFile
@@ -672,14 +680,28 @@ func holds(rs [][2]uint64, pc uint64) bool {
 	return false
 }
 
+// searchAddr is the index of the first of a (ascending) above pc.
+func searchAddr(a []uint64, pc uint64) int {
+	lo, hi := 0, len(a)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if a[m] <= pc {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
 // lineAt is the row holding pc: the last at or before it, unless that
 // row ends a sequence.
 func (t *unitTable) lineAt(pc uint64) (string, int, bool) {
-	i := sort.Search(len(t.rows), func(i int) bool { return t.rows[i].addr > pc })
-	if i == 0 || t.rows[i-1].line < 0 {
+	i := searchAddr(t.addrs, pc)
+	if i == 0 || t.locs[i-1].line < 0 {
 		return "", 0, false
 	}
-	r := t.rows[i-1]
+	r := t.locs[i-1]
 	return t.path(r.file), int(r.line), true
 }
 

@@ -321,6 +321,9 @@ func (t *unitTable) path(i int32) string {
 func (l *Lines) runLineProgram(t *unitTable, b []byte, h *lineHeader) error {
 	var addr uint64
 	file, line, opIndex := int64(1), int64(1), 0
+	// Every row takes a byte of the program at least; most take two
+	// or three.
+	rows := make([]lineRow, 0, (h.end-h.program)/4+16)
 	seq := 0 // the current sequence's first row
 	reset := func() { addr, file, line, opIndex = 0, 1, 1, 0 }
 	advance := func(n uint64) {
@@ -336,15 +339,15 @@ func (l *Lines) runLineProgram(t *unitTable, b []byte, h *lineHeader) error {
 		if end {
 			// Rows at the end address cover nothing; dropping them lets
 			// a sequence that starts there win.
-			for len(t.rows) > seq && t.rows[len(t.rows)-1].addr >= addr {
-				t.rows = t.rows[:len(t.rows)-1]
+			for len(rows) > seq && rows[len(rows)-1].addr >= addr {
+				rows = rows[:len(rows)-1]
 			}
-			seq = len(t.rows) + 1
+			seq = len(rows) + 1
 			row.line = -1
 		} else if file >= 0 && file < int64(len(h.files)) {
 			row.file = int32(file)
 		}
-		t.rows = append(t.rows, row)
+		rows = append(rows, row)
 	}
 	bad := func(p int, msg string) error { return &LinesError{"line", uint64(p), msg} }
 	p, end := h.program, h.end
@@ -412,8 +415,7 @@ func (l *Lines) runLineProgram(t *unitTable, b []byte, h *lineHeader) error {
 			}
 		}
 	}
-	t.bytes += int64(cap(t.rows)) * 16
-	slices.SortStableFunc(t.rows, func(a, b lineRow) int {
+	slices.SortStableFunc(rows, func(a, b lineRow) int {
 		switch {
 		case a.addr < b.addr:
 			return -1
@@ -426,5 +428,25 @@ func (l *Lines) runLineProgram(t *unitTable, b []byte, h *lineHeader) error {
 		}
 		return 0
 	})
+	// The compact table: addresses apart (the search reads only them),
+	// and a row that repeats the file and line of the row before it
+	// dropped (a lookup between them gives the same answer).
+	n := 0
+	for i, r := range rows {
+		if i > 0 && r.line >= 0 && r.file == rows[i-1].file && r.line == rows[i-1].line {
+			continue
+		}
+		n++
+	}
+	t.addrs = make([]uint64, 0, n)
+	t.locs = make([]rowLoc, 0, n)
+	for i, r := range rows {
+		if i > 0 && r.line >= 0 && r.file == rows[i-1].file && r.line == rows[i-1].line {
+			continue
+		}
+		t.addrs = append(t.addrs, r.addr)
+		t.locs = append(t.locs, rowLoc{r.file, r.line})
+	}
+	t.bytes += int64(n) * 16
 	return nil
 }

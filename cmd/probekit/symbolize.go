@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -78,6 +79,7 @@ type symbolizer struct {
 	out    *bufio.Writer
 	json   bool
 	frames []symbolize.Frame
+	buf    []byte
 }
 
 // maxBatch bounds the addresses named at once: a process's liveness is
@@ -120,13 +122,17 @@ func (sy *symbolizer) stream(in io.Reader) error {
 			sy.out.Flush()
 			return fmt.Errorf("stdin line %d: %w", n, rerr)
 		}
-		text := strings.TrimSpace(string(line))
+		text := bytes.TrimSpace(line)
 		if long {
-			text = "(a line of more than 64 KiB)"
+			text = []byte("(a line of more than 64 KiB)")
 		}
-		if text != "" {
+		if len(text) > 0 {
 			total++
-			v, err := parseAddr(text)
+			v, ok := hexAddr(text)
+			var err error
+			if !ok {
+				_, err = parseAddr(string(text))
+			}
 			if long {
 				err = errors.New("line too long")
 			}
@@ -188,20 +194,45 @@ func (sy *symbolizer) name(addrs []uint64) error {
 	} else if sy.frames, err = sy.proc.SymbolizeInto(sy.frames[:0], addrs); err != nil {
 		return err
 	}
-	var b []byte
+	// One buffer for the batch, kept: no allocation per line.
+	b := sy.buf[:0]
 	for _, fr := range sy.frames {
-		b = b[:0]
 		if sy.json {
 			b = appendFrameJSON(b, fr)
 		} else {
-			b = append(b, fr.String()...)
+			b, _ = fr.AppendText(b)
 		}
 		b = append(b, '\n')
-		if _, err := sy.out.Write(b); err != nil {
-			return err
-		}
 	}
-	return nil
+	sy.buf = b
+	_, err = sy.out.Write(b)
+	return err
+}
+
+// hexAddr is parseAddr without an allocation, for the common case: a
+// hexadecimal address of at most 16 digits, with or without 0x.
+func hexAddr(b []byte) (uint64, bool) {
+	if len(b) > 2 && b[0] == '0' && (b[1] == 'x' || b[1] == 'X') {
+		b = b[2:]
+	}
+	if len(b) == 0 || len(b) > 16 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | uint64(c)
+	}
+	return v, true
 }
 
 // parseAddr parses a hexadecimal address, with or without 0x (addr2line
