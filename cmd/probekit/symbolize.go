@@ -10,7 +10,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
+	"github.com/probekit/probekit/debuginfo"
 	"github.com/probekit/probekit/symbolize"
 )
 
@@ -22,7 +24,7 @@ func init() {
 		usage: symbolizeUsage,
 		summary: "name the functions holding addresses: runtime addresses of process PID, or link-time addresses of FILE " +
 			"(as nm and addr2line show them); addresses in hex (0x optional) from the arguments, else from stdin, one per line",
-		run: runSymbolize,
+		runIO: runSymbolize,
 	})
 }
 
@@ -30,7 +32,7 @@ func init() {
 // (a variable for tests).
 var symbolizeStdin io.Reader = os.Stdin
 
-func runSymbolize(args []string, stdout io.Writer) error {
+func runSymbolize(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("symbolize", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	jsonOut := fs.Bool("json", false, "one JSON object per frame")
@@ -53,8 +55,11 @@ func runSymbolize(args []string, stdout io.Writer) error {
 		}
 		addrs = append(addrs, v)
 	}
-	sy := &symbolizer{out: bufio.NewWriterSize(stdout, 64<<10), json: *jsonOut}
-	s := symbolize.New(&symbolize.Options{Demangle: *dem})
+	sy := &symbolizer{out: bufio.NewWriterSize(stdout, 64<<10), json: *jsonOut, warn: &warner{w: stderr}}
+	// A debug file refused (another build's, a bad debuglink, a failed
+	// download) is said once, on stderr; the addresses are still named
+	// from what was usable.
+	s := symbolize.New(&symbolize.Options{Demangle: *dem, DebugInfo: debuginfo.Options{Warn: sy.warn.say}})
 	if *exe != "" {
 		if sy.file, err = s.File(*exe); err != nil {
 			return err
@@ -80,6 +85,28 @@ type symbolizer struct {
 	json   bool
 	frames []symbolize.Frame
 	buf    []byte
+	warn   *warner
+}
+
+// warner prints each distinct warning once, as one line on stderr.
+type warner struct {
+	mu   sync.Mutex
+	w    io.Writer
+	seen map[string]bool
+}
+
+func (w *warner) say(err error) {
+	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen[msg] {
+		return
+	}
+	if w.seen == nil {
+		w.seen = map[string]bool{}
+	}
+	w.seen[msg] = true
+	fmt.Fprintf(w.w, "probekit symbolize: warning: %s\n", msg)
 }
 
 // maxBatch bounds the addresses named at once: a process's liveness is
@@ -191,8 +218,16 @@ func (sy *symbolizer) name(addrs []uint64) error {
 		for _, a := range addrs {
 			sy.frames = sy.file.Frames(sy.frames, a)
 		}
-	} else if sy.frames, err = sy.proc.SymbolizeInto(sy.frames[:0], addrs); err != nil {
-		return err
+	} else {
+		sy.frames, err = sy.proc.SymbolizeInto(sy.frames[:0], addrs)
+		if perr := sy.proc.PerfMapErr(); perr != nil {
+			// The perf map refused (not the process's user's or root's,
+			// a link): its JIT code stays unnamed.
+			sy.warn.say(fmt.Errorf("perf map not read: %w", perr))
+		}
+		if err != nil {
+			return err
+		}
 	}
 	// One buffer for the batch, kept: no allocation per line.
 	b := sy.buf[:0]
