@@ -21,7 +21,7 @@ func (l *Lines) readTree(t *unitTable, un *lineUnit) error {
 	if err != nil {
 		return err
 	}
-	names := map[int]string{}
+	names := map[int]refName{}
 	// open holds, per entry whose children are being read, the index
 	// of the innermost node enclosing them (-1 for none) and the node
 	// the entry itself is (-1 when it is none).
@@ -67,7 +67,13 @@ func (l *Lines) readTree(t *unitTable, un *lineUnit) error {
 			if len(rs) == 0 {
 				break // a declaration or an abstract instance
 			}
-			nd := dieNode{name: l.name(r, &d, names), ranges: slices.Clone(rs), parent: -1, callFile: -1}
+			nd := dieNode{name: l.name(&r, &d, names), parent: -1, callFile: -1}
+			if len(rs) == 1 {
+				nd.lo, nd.hi = rs[0][0], rs[0][1]
+			} else {
+				nd.lo, nd.hi, nd.more = uint64(len(t.more)), uint64(len(rs)), true
+				t.more = append(t.more, rs...)
+			}
 			if tag == tagInlinedSubroutine {
 				nd.parent = enclosing
 				if v := d.a[slotCallFile]; isConst(v.form) && v.v < 1<<31 {
@@ -80,7 +86,10 @@ func (l *Lines) readTree(t *unitTable, un *lineUnit) error {
 			self = int32(len(t.nodes))
 			nd.end = self + 1
 			t.nodes = append(t.nodes, nd)
-			t.bytes += 64 + int64(len(rs))*16
+			t.bytes += 64
+			if nd.more {
+				t.bytes += int64(len(rs)) * 16
+			}
 			if tag == tagSubprogram {
 				for _, rg := range rs {
 					if rg[1] > rg[0] {
@@ -135,51 +144,65 @@ func sortFuncs(fs []funcRange) {
 	slices.SortStableFunc(fs, func(a, b funcRange) int { return cmp.Compare(a.lo, b.lo) })
 }
 
-// name is d's linkage name, else its name, looked up through
-// DW_AT_abstract_origin and DW_AT_specification when d has neither.
-func (l *Lines) name(r *dieReader, d *dieVals, cache map[int]string) string {
-	if s, ok := cache[d.off]; ok {
+// refName is what a chain of DW_AT_abstract_origin and
+// DW_AT_specification references gives: its first linkage name and its
+// first plain name.
+type refName struct{ link, plain string }
+
+// name is d's linkage name, else the first linkage name along its
+// DW_AT_abstract_origin / DW_AT_specification chain, else d's name, else
+// the first name along the chain. What a chain gives is cached by the
+// entry it starts at (many inlined calls of one function share its
+// abstract instance).
+func (l *Lines) name(r *dieReader, d *dieVals, cache map[int]refName) string {
+	if s := r.str(d.a[slotLinkage]); s != "" {
 		return s
 	}
-	plain := ""
-	cur, cr := d, r
-	var next dieVals
-	for depth := 0; depth < maxNameDepth; depth++ {
-		if s := cr.str(cur.a[slotLinkage]); s != "" {
-			cache[d.off] = s
-			return s
+	plain := r.str(d.a[slotName])
+	first, ok := r.ref(d.a[slotOrigin])
+	if !ok {
+		if first, ok = r.ref(d.a[slotSpec]); !ok {
+			return plain
 		}
-		if plain == "" {
-			plain = cr.str(cur.a[slotName])
-		}
-		ref, ok := cr.ref(cur.a[slotOrigin])
-		if !ok {
-			if ref, ok = cr.ref(cur.a[slotSpec]); !ok {
+	}
+	rn, ok := cache[first]
+	if !ok {
+		ref := first
+		var next dieVals
+		for depth := 1; depth < maxNameDepth; depth++ {
+			nr, err := l.readerAt(ref)
+			if err != nil || nr.decode(ref, &next) != nil || next.ab == nil {
 				break
 			}
-		}
-		if s, ok := cache[ref]; ok && depth > 0 {
-			if plain == "" {
-				plain = s
+			if rn.link = nr.str(next.a[slotLinkage]); rn.link != "" {
+				break
 			}
-			break
+			if rn.plain == "" {
+				rn.plain = nr.str(next.a[slotName])
+			}
+			if ref, ok = nr.ref(next.a[slotOrigin]); !ok {
+				if ref, ok = nr.ref(next.a[slotSpec]); !ok {
+					break
+				}
+			}
 		}
-		nr, err := l.readerAt(ref)
-		if err != nil || nr.decode(ref, &next) != nil || next.ab == nil {
-			break
-		}
-		cur, cr = &next, nr
+		cache[first] = rn
 	}
-	cache[d.off] = plain
-	return plain
+	switch {
+	case rn.link != "":
+		return rn.link
+	case plain != "":
+		return plain
+	}
+	return rn.plain
 }
 
 // readerAt returns a reader of the unit holding the .debug_info offset
 // off.
-func (l *Lines) readerAt(off int) (*dieReader, error) {
+func (l *Lines) readerAt(off int) (dieReader, error) {
 	i := sort.Search(len(l.units), func(i int) bool { return l.units[i].end > off })
 	if i == len(l.units) || off < l.units[i].die {
-		return nil, &LinesError{"info", uint64(off), "reference outside every unit"}
+		return dieReader{}, &LinesError{"info", uint64(off), "reference outside every unit"}
 	}
 	return l.reader(&l.units[i])
 }

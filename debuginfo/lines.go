@@ -367,16 +367,16 @@ func (l *Lines) indexUnits(info []byte) error {
 
 // reader returns a reader of un's entries, its abbreviations read on
 // first use.
-func (l *Lines) reader(un *lineUnit) (*dieReader, error) {
+func (l *Lines) reader(un *lineUnit) (dieReader, error) {
 	ab := un.abbrs.Load()
 	if ab == nil {
 		var err error
 		if ab, err = parseAbbrevs(l.sec.abbrev, un.abbrOff); err != nil {
-			return nil, err
+			return dieReader{}, err
 		}
 		un.abbrs.Store(ab)
 	}
-	return &dieReader{l: l, u: un, ab: ab, b: l.sec.info, end: un.end}, nil
+	return dieReader{l: l, u: un, ab: ab, b: l.sec.info, end: un.end}, nil
 }
 
 // cuInfo reads the unit's bases from its first entry d. The bases come
@@ -605,7 +605,9 @@ type unitTable struct {
 	version int
 	funcs   []funcRange // by lo
 	nodes   []dieNode   // subprograms and inlined calls, in tree order
-	bytes   int64
+	// more holds the ranges of nodes with more than one.
+	more  [][2]uint64
+	bytes int64
 	err     error
 }
 
@@ -616,8 +618,11 @@ type funcRange struct {
 
 // dieNode is a subprogram (parent -1) or an inlined call.
 type dieNode struct {
-	name     string
-	ranges   [][2]uint64
+	name string
+	// lo and hi are the node's one range; with more than one, more
+	// is its first in unitTable.more and hi their count.
+	lo, hi   uint64
+	more     bool
 	parent   int32 // the enclosing node for an inlined call, else -1
 	end      int32 // index after the node's subtree
 	callFile int32
@@ -652,7 +657,7 @@ func (t *unitTable) frames(dst []SourceFrame, pc uint64) []SourceFrame {
 	chain[0] = fn
 	for j := fn + 1; j < t.nodes[fn].end && n < len(chain); j++ {
 		nd := &t.nodes[j]
-		if nd.parent == chain[n-1] && holds(nd.ranges, pc) {
+		if nd.parent == chain[n-1] && t.holds(nd, pc) {
 			chain[n] = j
 			n++
 		} else if nd.end > j+1 {
@@ -671,8 +676,12 @@ func (t *unitTable) frames(dst []SourceFrame, pc uint64) []SourceFrame {
 	return dst
 }
 
-func holds(rs [][2]uint64, pc uint64) bool {
-	for _, r := range rs {
+// holds reports whether one of nd's ranges holds pc.
+func (t *unitTable) holds(nd *dieNode, pc uint64) bool {
+	if !nd.more {
+		return pc >= nd.lo && pc < nd.hi
+	}
+	for _, r := range t.more[nd.lo : nd.lo+nd.hi] {
 		if pc >= r[0] && pc < r[1] {
 			return true
 		}
