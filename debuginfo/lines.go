@@ -608,7 +608,7 @@ type unitTable struct {
 	// more holds the ranges of nodes with more than one.
 	more  [][2]uint64
 	bytes int64
-	err     error
+	err   error
 }
 
 type funcRange struct {
