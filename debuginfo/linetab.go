@@ -144,16 +144,12 @@ func (l *Lines) lineHeader(b []byte, off int64, un *lineUnit) (lineHeader, error
 		// relative directories are under the compilation directory.
 		h.dirs = append(h.dirs, compDir)
 		for {
-			if p >= h.program {
-				return h, bad(p, "truncated include_directories")
+			s, q, err := listString(b, p, h.program, len(h.dirs), "include_directories")
+			if p = q; err != nil {
+				return h, err
 			}
-			s := cString(b, uint64(p))
-			p += len(s) + 1
 			if s == "" {
 				break
-			}
-			if len(h.dirs) >= maxLineFiles {
-				return h, bad(p, "too many include directories")
 			}
 			if s[0] != '/' && compDir != "" {
 				s = path.Join(compDir, s)
@@ -162,13 +158,9 @@ func (l *Lines) lineHeader(b []byte, off int64, un *lineUnit) (lineHeader, error
 		}
 		h.files = make([]lineFile, 1, 16)
 		for {
-			if p >= h.program {
-				return h, bad(p, "truncated file_names")
-			}
-			s := cString(b, uint64(p))
-			p += len(s) + 1
-			if s == "" {
-				break
+			s, q, err := listString(b, p, h.program, len(h.files), "file_names")
+			if p = q; err != nil || s == "" {
+				return h, err
 			}
 			dir, q, ok := uleb(b, p, h.program)
 			if _, q, ok2 := uleb(b, q, h.program); ok && ok2 { // mtime
@@ -181,12 +173,8 @@ func (l *Lines) lineHeader(b []byte, off int64, un *lineUnit) (lineHeader, error
 			if !ok {
 				return h, bad(p, "truncated file entry")
 			}
-			if len(h.files) >= maxLineFiles {
-				return h, bad(p, "too many files")
-			}
 			h.addFile(s, dir)
 		}
-		return h, nil
 	}
 	// DWARF 5: an entry format, then the entries, for the directories
 	// and then for the files.
@@ -243,6 +231,20 @@ func (l *Lines) lineHeader(b []byte, off int64, un *lineUnit) (lineHeader, error
 		}
 	}
 	return h, nil
+}
+
+// listString reads the next string of a DWARF 2-4 header's list (n
+// entries so far) at p, "" at the list's end.
+func listString(b []byte, p, end, n int, list string) (string, int, error) {
+	if p >= end {
+		return "", p, &LinesError{"line", uint64(p), "truncated " + list}
+	}
+	s := cString(b, uint64(p))
+	p += len(s) + 1
+	if s != "" && n >= maxLineFiles {
+		return "", p, &LinesError{"line", uint64(p), "too many entries in " + list}
+	}
+	return s, p, nil
 }
 
 // addFile adds a file to the header's table, its directory resolved.

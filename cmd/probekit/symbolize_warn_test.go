@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"debug/elf"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,27 +30,6 @@ func warnings(t *testing.T, stderr string) []string {
 	return ws
 }
 
-// symbolAddr is the value of the symbol name in file's .symtab.
-func symbolAddr(t *testing.T, file, name string) uint64 {
-	t.Helper()
-	f, err := elf.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range syms {
-		if s.Name == name {
-			return s.Value
-		}
-	}
-	t.Fatalf("%s: no symbol %s", file, name)
-	return 0
-}
-
 // TestSymbolizeWarnsRefusedDebugFile: a stripped fixture whose
 // .gnu_debuglink names a file of another build (its CRC-32 differs) gets
 // one warning line on stderr naming the refused file, and its addresses
@@ -59,19 +37,12 @@ func symbolAddr(t *testing.T, file, name string) uint64 {
 // is no warning and the address gets its source line.
 func TestSymbolizeWarnsRefusedDebugFile(t *testing.T) {
 	dir := t.TempDir()
-	cp := func(from, to string) {
-		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "debuginfo", "bin", from))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, to), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fixtures := filepath.Join("..", "..", "testdata", "debuginfo", "bin")
+	cp := func(from, to string) { testkit.CopyFile(t, filepath.Join(fixtures, from), filepath.Join(dir, to)) }
 	cp("dbg_v5", "dbg_v5")
 	cp("dbg_v4.debug", "dbg_v5.debug") // another build's
 	obj := filepath.Join(dir, "dbg_v5")
-	addr := fmt.Sprintf("%#x", symbolAddr(t, filepath.Join("..", "..", "testdata", "debuginfo", "bin", "dbg_v5.debug"), "main"))
+	addr := fmt.Sprintf("%#x", testkit.FunctionValue(t, filepath.Join(fixtures, "dbg_v5.debug"), "main"))
 	run1 := func() (string, string) {
 		var out, errb bytes.Buffer
 		if code := run([]string{"symbolize", "-e", obj, addr, addr}, &out, &errb); code != 0 {
@@ -105,17 +76,7 @@ func TestSymbolizeWarnsRefusedDebugFile(t *testing.T) {
 // of addresses.
 func TestSymbolizeWarnsPerfMapRefused(t *testing.T) {
 	testkit.RequireKernel(t) // root: chown
-	py := "/usr/bin/python3.11"
-	if _, err := os.Stat(py); err != nil {
-		testkit.Unavailable(t, "no python3.11 (make deps installs it): %v", err)
-	}
-	const script = `
-import mmap, ctypes, time
-m = mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
-print("%x" % ctypes.addressof(ctypes.c_char.from_buffer(m)), flush=True)
-time.sleep(60)
-`
-	cmd, line := testkit.StartAs(t, 0, 20*time.Second, py, "-c", script)
+	cmd, line := testkit.StartAs(t, 0, 20*time.Second, testkit.Python311(t), "-c", testkit.JITScript)
 	var base uint64
 	if _, err := fmt.Sscanf(line, "%x", &base); err != nil {
 		t.Fatalf("%q: %v", line, err)
