@@ -35,5 +35,9 @@
 //
 // The static functions of a stripped object come from the debug file's
 // .symtab; packages uprobe and symbolize join them to the object's own
-// table (see Functions).
+// table (see Functions). Without a debug file they come from the
+// object's MiniDebugInfo if it has one (MiniDebugInfo: Fedora's and
+// CentOS's binaries keep an xz-compressed .symtab of the functions
+// .dynsym lacks in .gnu_debugdata), so a container built from those
+// distributions names its static functions with no debug package.
 package debuginfo

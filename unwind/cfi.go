@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/probekit/probekit/internal/safeelf"
@@ -19,11 +20,13 @@ const (
 	// maxStateStack bounds DW_CFA_remember_state nesting: GCC and clang
 	// emit one level per epilogue, never nested.
 	maxStateStack = 16
-	// maxRegister is the highest DWARF register column kept: 0-15 are
-	// the x86-64 general registers, 16 the return address (psABI
-	// "DWARF Register Number Mapping"). Rules for others (SSE, x87) are
+	// maxRegister is the highest DWARF register column kept. On x86-64,
+	// 0-15 are the general registers and 16 the return address (psABI
+	// "DWARF Register Number Mapping"); on arm64, 0-30 are x0-x30 and 31
+	// sp (AADWARF64 "DWARF register names"), and this package keeps the
+	// pc in 32. Rules for others (SSE, x87, the vector registers) are
 	// parsed and dropped.
-	maxRegister = 16
+	maxRegister = 32
 )
 
 // Register columns of the x86-64 psABI's DWARF numbering.
@@ -31,6 +34,17 @@ const (
 	RegRBP = 6
 	RegRSP = 7
 	RegRA  = 16
+)
+
+// Register columns of arm64 (AADWARF64). The CIE's return-address
+// column is x30, the link register; RegPC is where an unwind of arm64
+// code keeps the instruction pointer, which arm64's CFI has no column
+// for.
+const (
+	RegX29 = 29
+	RegX30 = 30
+	RegSP  = 31
+	RegPC  = 32
 )
 
 // Errors.
@@ -84,16 +98,41 @@ const (
 type Rule struct {
 	Kind RuleKind
 	Reg  uint16
+	Expr Expr
 	Off  int64
-	Expr []byte
 }
 
 // CFA is the canonical frame address rule: Reg+Off, or Expr when it is
-// not nil (DW_CFA_def_cfa_expression).
+// set (DW_CFA_def_cfa_expression).
 type CFA struct {
 	Reg  uint16
+	Expr Expr
 	Off  int64
-	Expr []byte
+}
+
+// Expr locates a DWARF expression in its table's section
+// (Table.ExprBytes gives the bytes). It holds no pointer, so a Row,
+// copied per frame, is plain memory for the garbage collector.
+type Expr struct {
+	off, n uint32
+	set    bool
+}
+
+// Set reports whether the rule has an expression.
+func (e Expr) Set() bool { return e.set }
+
+// ExprBytes returns the bytes of an expression of t's rows.
+func (t *Table) ExprBytes(e Expr) []byte {
+	if !e.set || uint64(e.off)+uint64(e.n) > uint64(len(t.data)) {
+		return nil
+	}
+	return t.data[e.off : e.off+e.n]
+}
+
+// exprOf locates b, a sub-slice of t's section bytes, as an Expr: its
+// offset is how much shorter its capacity is than the section's.
+func (t *Table) exprOf(b []byte) Expr {
+	return Expr{off: uint32(cap(t.data) - cap(b)), n: uint32(len(b)), set: true}
 }
 
 // Row is the unwind rule of one address: the CFA and a rule per
@@ -104,6 +143,10 @@ type Row struct {
 	// Signal is set for a signal frame's trampoline (augmentation "S"):
 	// its return address is exact, look-ups use it without subtracting 1.
 	Signal bool
+	// RASigned is set on arm64 where the return address is signed by
+	// pointer authentication (DW_CFA_AARCH64_negate_ra_state toggles
+	// it): its high bits hold the signature, not address.
+	RASigned bool
 }
 
 type cie struct {
@@ -115,6 +158,10 @@ type cie struct {
 	hasAug    bool // augmentation "z": FDEs carry augmentation data
 	initial   []byte
 	off       uint64
+
+	once   sync.Once // computes row
+	row    Row       // after the initial instructions
+	rowErr error
 }
 
 type fde struct {
@@ -128,7 +175,11 @@ type fde struct {
 // address. It keeps the section bytes and 56 bytes per FDE; rows are
 // computed by Find on demand.
 type Table struct {
+	// Machine is the architecture the rules are for: elf.EM_X86_64 or
+	// elf.EM_AARCH64.
+	Machine elf.Machine
 	section string
+	data    []byte // the section: rules' expressions point into it
 	fdes    []fde
 	// Size is the memory the table holds: section bytes plus the index.
 	Size int
@@ -139,24 +190,25 @@ func (t *Table) Len() int { return len(t.fdes) }
 
 // Load reads the call-frame information of f: .eh_frame (located by its
 // section header or, without section headers, by PT_GNU_EH_FRAME's
-// .eh_frame_hdr), else .debug_frame. Only x86-64 files are accepted.
+// .eh_frame_hdr), else .debug_frame. x86-64 and little-endian arm64
+// files are accepted.
 func Load(f *safeelf.File) (*Table, error) {
-	if f.Machine != elf.EM_X86_64 || f.Class != elf.ELFCLASS64 {
-		return nil, fmt.Errorf("%v %v: %w (x86-64 only)", f.Class, f.Machine, ErrUnsupported)
+	if archOf(f.Machine) == nil || f.Class != elf.ELFCLASS64 || f.ByteOrder != binary.LittleEndian {
+		return nil, fmt.Errorf("%v %v %v: %w (x86-64 and little-endian arm64 only)", f.Class, f.Machine, f.ByteOrder, ErrUnsupported)
 	}
 	if s := f.Section(".eh_frame"); s != nil && s.Type == elf.SHT_PROGBITS && s.Size > 0 {
 		data, err := f.ReadAt(s.Offset, s.Size, maxCFISection)
 		if err != nil {
 			return nil, err
 		}
-		return Parse(data, s.Addr, false, f.ByteOrder)
+		return ParseMachine(f.Machine, data, s.Addr, false, f.ByteOrder)
 	}
 	if s := f.Section(".debug_frame"); s != nil && s.Type == elf.SHT_PROGBITS && s.Size > 0 {
 		data, err := f.ReadAt(s.Offset, s.Size, maxCFISection)
 		if err != nil {
 			return nil, err
 		}
-		return Parse(data, 0, true, f.ByteOrder)
+		return ParseMachine(f.Machine, data, 0, true, f.ByteOrder)
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_GNU_EH_FRAME {
@@ -194,13 +246,22 @@ func loadFromHdr(f *safeelf.File, p safeelf.Prog) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Parse(data, ptr, false, f.ByteOrder)
+	return ParseMachine(f.Machine, data, ptr, false, f.ByteOrder)
 }
 
 // Parse reads a .eh_frame (addr: its link-time address, for pc-relative
-// pointers) or, with debug set, a .debug_frame section.
+// pointers) or, with debug set, a .debug_frame section, of x86-64 code.
 func Parse(data []byte, addr uint64, debug bool, order binary.ByteOrder) (*Table, error) {
-	t := &Table{section: ".eh_frame"}
+	return ParseMachine(elf.EM_X86_64, data, addr, debug, order)
+}
+
+// ParseMachine is Parse for the code of machine m (elf.EM_X86_64 or
+// elf.EM_AARCH64).
+func ParseMachine(m elf.Machine, data []byte, addr uint64, debug bool, order binary.ByteOrder) (*Table, error) {
+	if archOf(m) == nil {
+		return nil, fmt.Errorf("%v: %w (x86-64 and arm64 only)", m, ErrUnsupported)
+	}
+	t := &Table{Machine: m, section: ".eh_frame", data: data}
 	if debug {
 		t.section = ".debug_frame"
 	}
@@ -392,6 +453,10 @@ func parseCIE(r *reader, debug bool, start uint64) (*cie, error) {
 				}
 			case 'S':
 				c.signal = true
+			case 'B', 'G':
+				// arm64: return addresses signed with the B key, and
+				// memory-tagged frames. Neither changes the rules read
+				// here; the signature is stripped the same way.
 			default:
 				return nil, fmt.Errorf("%w: CIE at %#x: augmentation %q", ErrUnsupported, start, aug)
 			}

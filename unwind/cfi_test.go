@@ -142,7 +142,7 @@ func TestLibc(t *testing.T) {
 		}
 	}
 	row, err := tab.Find(restore)
-	if restore == 0 || err != nil || !row.Signal || row.CFA.Expr == nil || row.Regs[RegRA].Kind != RuleExpression {
+	if restore == 0 || err != nil || !row.Signal || !row.CFA.Expr.Set() || row.Regs[RegRA].Kind != RuleExpression {
 		t.Errorf("signal frame at %#x: %+v, %v", restore, row, err)
 	}
 }
@@ -199,14 +199,14 @@ func TestPLTExpression(t *testing.T) {
 	}
 	plt := f.Section(".plt")
 	row, err := tab.Find(plt.Addr + 16) // past PLT0, the first entry
-	if err != nil || row.CFA.Expr == nil {
+	if err != nil || !row.CFA.Expr.Set() {
 		t.Fatalf(".plt at %#x: %+v, %v", plt.Addr, row.CFA, err)
 	}
 	for _, c := range []struct{ rip, want uint64 }{{0x1000, 0x7008}, {0x100a, 0x7008}, {0x100b, 0x7010}, {0x101f, 0x7010}} {
 		var regs Regs
 		regs.Set(RegRSP, 0x7000)
 		regs.Set(RegRA, c.rip)
-		got, err := eval(row.CFA.Expr, &regs, StackCopy{}, nil)
+		got, err := eval(tab.ExprBytes(row.CFA.Expr), &regs, StackCopy{}, nil)
 		if err != nil || got != c.want {
 			t.Errorf("rip %#x: CFA %#x, %v; want %#x", c.rip, got, err, c.want)
 		}

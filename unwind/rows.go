@@ -1,6 +1,7 @@
 package unwind
 
 import (
+	"debug/elf"
 	"encoding/binary"
 	"fmt"
 	"sort"
@@ -9,55 +10,75 @@ import (
 // DW_CFA_* opcodes (DWARF5 §6.4.2, §7.24; GNU extensions from GCC's
 // dwarf2.def).
 const (
-	cfaAdvanceLoc        = 0x40 // high 2 bits; low 6 the delta
-	cfaOffset            = 0x80 // low 6 the register
-	cfaRestore           = 0xc0 // low 6 the register
-	cfaNop               = 0x00
-	cfaSetLoc            = 0x01
-	cfaAdvanceLoc1       = 0x02
-	cfaAdvanceLoc2       = 0x03
-	cfaAdvanceLoc4       = 0x04
-	cfaOffsetExtended    = 0x05
-	cfaRestoreExtended   = 0x06
-	cfaUndefined         = 0x07
-	cfaSameValue         = 0x08
-	cfaRegister          = 0x09
-	cfaRememberState     = 0x0a
-	cfaRestoreState      = 0x0b
-	cfaDefCFA            = 0x0c
-	cfaDefCFARegister    = 0x0d
-	cfaDefCFAOffset      = 0x0e
-	cfaDefCFAExpression  = 0x0f
-	cfaExpression        = 0x10
-	cfaOffsetExtendedSF  = 0x11
-	cfaDefCFASF          = 0x12
-	cfaDefCFAOffsetSF    = 0x13
-	cfaValOffset         = 0x14
-	cfaValOffsetSF       = 0x15
-	cfaValExpression     = 0x16
-	cfaGNUArgsSize       = 0x2e
-	cfaGNUNegOffsetExtSF = 0x2f
+	cfaAdvanceLoc       = 0x40 // high 2 bits; low 6 the delta
+	cfaOffset           = 0x80 // low 6 the register
+	cfaRestore          = 0xc0 // low 6 the register
+	cfaNop              = 0x00
+	cfaSetLoc           = 0x01
+	cfaAdvanceLoc1      = 0x02
+	cfaAdvanceLoc2      = 0x03
+	cfaAdvanceLoc4      = 0x04
+	cfaOffsetExtended   = 0x05
+	cfaRestoreExtended  = 0x06
+	cfaUndefined        = 0x07
+	cfaSameValue        = 0x08
+	cfaRegister         = 0x09
+	cfaRememberState    = 0x0a
+	cfaRestoreState     = 0x0b
+	cfaDefCFA           = 0x0c
+	cfaDefCFARegister   = 0x0d
+	cfaDefCFAOffset     = 0x0e
+	cfaDefCFAExpression = 0x0f
+	cfaExpression       = 0x10
+	cfaOffsetExtendedSF = 0x11
+	cfaDefCFASF         = 0x12
+	cfaDefCFAOffsetSF   = 0x13
+	cfaValOffset        = 0x14
+	cfaValOffsetSF      = 0x15
+	cfaValExpression    = 0x16
+	// cfaAArch64NegateRAState is DW_CFA_AARCH64_negate_ra_state on
+	// arm64 (GCC's dwarf2.def reuses SPARC's DW_CFA_GNU_window_save
+	// number for it); other machines refuse it.
+	cfaAArch64NegateRAState = 0x2d
+	cfaGNUArgsSize          = 0x2e
+	cfaGNUNegOffsetExtSF    = 0x2f
 )
 
 // Find returns the unwind row in effect at pc, a link-time address of
 // the object: the CIE's initial instructions, then the FDE's up to pc.
 func (t *Table) Find(pc uint64) (Row, error) {
+	var row Row
+	err := t.find(pc, &row)
+	return row, err
+}
+
+// find is Find into row, which it overwrites: an unwind reuses one Row
+// (33 rules of 40 bytes) rather than copying it per frame.
+func (t *Table) find(pc uint64, row *Row) error {
 	i := sort.Search(len(t.fdes), func(i int) bool { return t.fdes[i].start > pc }) - 1
 	if i < 0 || pc >= t.fdes[i].end {
-		return Row{}, ErrNoFDE
+		return ErrNoFDE
 	}
 	e := &t.fdes[i]
-	var row Row
-	row.Signal = e.cie.signal
+	initial, err := t.initialRow(e.cie)
+	if err != nil {
+		return err
+	}
+	*row = *initial
 	m := machine{table: t, cie: e.cie, loc: e.start, target: pc}
-	if err := m.run(e.cie.initial, &row, nil, e.cie.off); err != nil {
-		return Row{}, err
-	}
-	initial := row
-	if err := m.run(e.ins, &row, &initial, e.off); err != nil {
-		return Row{}, err
-	}
-	return row, nil
+	return m.run(e.ins, row, initial, e.off)
+}
+
+// initialRow is the row of a CIE's initial instructions, computed on
+// first use and kept. They run without an address: GCC and clang put
+// no advance there, and one would be ignored.
+func (t *Table) initialRow(c *cie) (*Row, error) {
+	c.once.Do(func() {
+		c.row.Signal = c.signal
+		m := machine{table: t, cie: c, target: ^uint64(0)}
+		c.rowErr = m.run(c.initial, &c.row, nil, c.off)
+	})
+	return &c.row, c.rowErr
 }
 
 // machine runs CFA instructions up to the row of target.
@@ -233,7 +254,7 @@ func (m *machine) run(ins []byte, row *Row, initial *Row, entry uint64) error {
 			if err != nil {
 				return err
 			}
-			row.CFA.Reg, row.CFA.Expr = uint16(min(reg, 0xffff)), nil
+			row.CFA.Reg, row.CFA.Expr = uint16(min(reg, 0xffff)), Expr{}
 		case cfaDefCFAOffset, cfaDefCFAOffsetSF:
 			off, err := m.cfaOffset(&r, op == cfaDefCFAOffsetSF)
 			if err != nil {
@@ -245,7 +266,7 @@ func (m *machine) run(ins []byte, row *Row, initial *Row, entry uint64) error {
 			if err != nil {
 				return err
 			}
-			row.CFA = CFA{Expr: expr}
+			row.CFA = CFA{Expr: m.table.exprOf(expr)}
 		case cfaExpression, cfaValExpression:
 			reg, err := r.uleb()
 			if err != nil {
@@ -259,11 +280,16 @@ func (m *machine) run(ins []byte, row *Row, initial *Row, entry uint64) error {
 			if op == cfaValExpression {
 				kind = RuleValExpression
 			}
-			set(reg, Rule{Kind: kind, Expr: expr})
+			set(reg, Rule{Kind: kind, Expr: m.table.exprOf(expr)})
 		case cfaGNUArgsSize:
 			if _, err := r.uleb(); err != nil {
 				return err
 			}
+		case cfaAArch64NegateRAState:
+			if m.table.Machine != elf.EM_AARCH64 {
+				return fmt.Errorf("%w: DW_CFA opcode %#x in the entry at %s offset %#x", ErrUnsupported, op, m.table.section, entry)
+			}
+			row.RASigned = !row.RASigned
 		default:
 			return fmt.Errorf("%w: DW_CFA opcode %#x in the entry at %s offset %#x", ErrUnsupported, op, m.table.section, entry)
 		}

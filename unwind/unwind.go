@@ -1,6 +1,7 @@
 package unwind
 
 import (
+	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,17 +15,48 @@ const MaxFrames = 127
 var ErrOutsideStack = errors.New("read outside the copied stack")
 
 // Regs are the registers an unwind starts from and tracks, by DWARF
-// column (RegRSP, RegRBP, RegRA for the instruction pointer).
+// column: on x86-64 RegRSP, RegRBP and RegRA for the instruction
+// pointer; on arm64 RegSP, RegX29, RegX30 (the link register) and RegPC.
 type Regs struct {
 	v     [maxRegister + 1]uint64
-	known uint32
+	known uint64
+}
+
+// arch is what the walk needs to know of a machine's registers.
+type arch struct {
+	pc, sp, fp, ra int
+	// raKept: an unspecified rule keeps the return-address column's
+	// value (arm64's link register at a function's entry, before any
+	// store); on x86-64 the column is the return address in memory,
+	// which every CIE gives a rule for.
+	raKept bool
+	// addrMask clears what is not address in a return address: arm64's
+	// pointer-authentication signature and top-byte tag above the
+	// 48-bit user address space (4- and 64-KiB pages without
+	// 52-bit addresses).
+	addrMask uint64
+}
+
+var (
+	archX86 = arch{pc: RegRA, sp: RegRSP, fp: RegRBP, ra: RegRA, addrMask: ^uint64(0)}
+	archA64 = arch{pc: RegPC, sp: RegSP, fp: RegX29, ra: RegX30, raKept: true, addrMask: 1<<48 - 1}
+)
+
+func archOf(m elf.Machine) *arch {
+	switch m {
+	case elf.EM_X86_64:
+		return &archX86
+	case elf.EM_AARCH64:
+		return &archA64
+	}
+	return nil
 }
 
 // Set records register column reg's value.
 func (r *Regs) Set(reg int, v uint64) {
 	if reg >= 0 && reg <= maxRegister {
 		r.v[reg] = v
-		r.known |= 1 << reg
+		r.known |= 1 << uint(reg)
 	}
 }
 
@@ -113,9 +145,10 @@ type Result struct {
 	Err error
 }
 
-// Unwind walks the stack from regs (rip in RegRA, rsp, rbp) through
-// mem, with each object's CFI, falling back to the frame-pointer chain
-// (saved rbp at rbp, return address at rbp+8) for objects without CFI.
+// Unwind walks an x86-64 stack from regs (rip in RegRA, rsp, rbp)
+// through mem, with each object's CFI, falling back to the
+// frame-pointer chain (saved rbp at rbp, return address at rbp+8) for
+// objects without CFI. UnwindMachine walks another machine's.
 //
 // The first frame is looked up at its own address, later ones at the
 // return address minus 1 (the call instruction: a call may be the last
@@ -125,13 +158,33 @@ type Result struct {
 // sigcontext on the stack, so a copy that holds the signal frame
 // unwinds through it; glibc's __restore_rt has such rules.
 func Unwind(regs Regs, mem Memory, objs Objects) Result {
+	return unwind(&archX86, regs, mem, objs)
+}
+
+// UnwindMachine is Unwind for code of machine m: elf.EM_X86_64, or
+// elf.EM_AARCH64 with the pc in RegPC, sp in RegSP, x29 and x30 (the
+// link register, which holds the return address until a prologue
+// stores it). On arm64 the frame-pointer fallback reads the frame
+// record at x29 (x29 then x30) and return addresses lose their
+// pointer-authentication bits. Another machine ends at once with
+// StopUnsupported.
+func UnwindMachine(m elf.Machine, regs Regs, mem Memory, objs Objects) Result {
+	a := archOf(m)
+	if a == nil {
+		return Result{Stop: StopUnsupported, Err: fmt.Errorf("%v: %w", m, ErrUnsupported)}
+	}
+	return unwind(a, regs, mem, objs)
+}
+
+func unwind(a *arch, regs Regs, mem Memory, objs Objects) Result {
 	var res Result
-	pc, ok := regs.Get(RegRA)
+	pc, ok := regs.Get(uint64(a.pc))
 	if !ok {
 		res.Stop = StopUnmapped
 		return res
 	}
 	exact := true
+	var row Row
 	for {
 		res.Frames = append(res.Frames, pc)
 		if len(res.Frames) >= MaxFrames {
@@ -147,20 +200,19 @@ func Unwind(regs Regs, mem Memory, objs Objects) Result {
 		if !exact {
 			look--
 		}
-		sp, _ := regs.Get(RegRSP)
+		sp, _ := regs.Get(uint64(a.sp))
 		var next Regs
 		var stop Stop
 		var err error
 		var signal bool
 		if t != nil {
-			var row Row
-			row, err = t.Find(look - bias)
+			err = t.find(look-bias, &row)
 			switch {
 			case err == nil:
-				next, stop, err = step(&row, &regs, mem)
+				next, stop, err = step(a, t, &row, &regs, mem)
 				signal = row.Signal
 			case errors.Is(err, ErrNoFDE):
-				next, stop = framePointer(&regs, mem)
+				next, stop = framePointer(a, &regs, mem)
 				if stop == StopOutsideStack {
 					stop = StopNoFDE
 				}
@@ -169,33 +221,48 @@ func Unwind(regs Regs, mem Memory, objs Objects) Result {
 				stop = StopUnsupported
 			}
 		} else {
-			next, stop = framePointer(&regs, mem)
+			next, stop = framePointer(a, &regs, mem)
 			res.ByFramePointer++
 		}
 		if stop != stopNone {
 			res.Stop, res.Err = stop, err
 			return res
 		}
-		ra, _ := next.Get(RegRA)
-		nsp, _ := next.Get(RegRSP)
+		ra, _ := next.Get(uint64(a.ra))
+		ra &= a.addrMask
+		nsp, _ := next.Get(uint64(a.sp))
 		if ra == 0 {
 			res.Stop = StopOutermost
 			return res
 		}
-		if nsp <= sp && !signal {
+		// A call grows the stack on x86-64; on arm64 it leaves sp
+		// alone, so a function that has not moved sp (a leaf, or any
+		// at its entry) has its caller's sp while x30 is live.
+		_, lrLive := regs.Get(uint64(a.ra))
+		lrLive = lrLive && a.pc != a.ra
+		if (nsp < sp || nsp == sp && !lrLive) && !signal {
 			res.Stop = StopNoProgress
 			return res
 		}
+		// On arm64 the pc column takes the return address, and the
+		// caller's link register is forgotten: a caller that made a
+		// call has stored its own, and its CFI says where. Only the
+		// innermost frame, or one a signal interrupted (whose
+		// trampoline's rules restore x30), runs with a live x30.
+		if a.pc != a.ra && !signal {
+			next.known &^= 1 << uint(a.ra)
+		}
+		next.Set(a.pc, ra)
 		regs, pc, exact = next, ra, signal
 	}
 }
 
 // step computes the caller's registers from row. It returns a non-zero
 // Stop, or stopNone with the caller's registers.
-func step(row *Row, regs *Regs, mem Memory) (Regs, Stop, error) {
+func step(a *arch, t *Table, row *Row, regs *Regs, mem Memory) (Regs, Stop, error) {
 	var cfa uint64
-	if row.CFA.Expr != nil {
-		v, err := eval(row.CFA.Expr, regs, mem, nil)
+	if row.CFA.Expr.Set() {
+		v, err := eval(t.ExprBytes(row.CFA.Expr), regs, mem, nil)
 		if err != nil {
 			return Regs{}, stopFor(err), err
 		}
@@ -215,17 +282,17 @@ func step(row *Row, regs *Regs, mem Memory) (Regs, Stop, error) {
 		switch rule.Kind {
 		case RuleUnspecified, RuleSameValue:
 			v, ok = regs.Get(uint64(reg))
-			if reg == RegRA && rule.Kind == RuleUnspecified {
+			if reg == a.ra && rule.Kind == RuleUnspecified && !a.raKept {
 				ok = false
 			}
 		case RuleUndefined:
-			if reg == RegRA {
+			if reg == a.ra {
 				return Regs{}, StopOutermost, nil
 			}
 			ok = false
 		case RuleOffset:
 			if v, ok = mem.ReadUint64(cfa + uint64(rule.Off)); !ok {
-				if reg == RegRA || reg == RegRBP {
+				if reg == a.ra || reg == a.fp {
 					return Regs{}, StopOutsideStack, ErrOutsideStack
 				}
 			}
@@ -234,18 +301,18 @@ func step(row *Row, regs *Regs, mem Memory) (Regs, Stop, error) {
 		case RuleRegister:
 			v, ok = regs.Get(uint64(rule.Reg))
 		case RuleExpression, RuleValExpression:
-			a, err := eval(rule.Expr, regs, mem, &cfa)
+			addr, err := eval(t.ExprBytes(rule.Expr), regs, mem, &cfa)
 			if err != nil {
-				if reg == RegRA {
+				if reg == a.ra {
 					return Regs{}, stopFor(err), err
 				}
 				ok = false
 				break
 			}
-			v = a
+			v = addr
 			if rule.Kind == RuleExpression {
-				v, ok = mem.ReadUint64(a)
-				if !ok && reg == RegRA {
+				v, ok = mem.ReadUint64(addr)
+				if !ok && reg == a.ra {
 					return Regs{}, StopOutsideStack, ErrOutsideStack
 				}
 			}
@@ -254,13 +321,13 @@ func step(row *Row, regs *Regs, mem Memory) (Regs, Stop, error) {
 			next.Set(reg, v)
 		}
 	}
-	if row.Regs[RegRSP].Kind == RuleUnspecified {
+	if row.Regs[a.sp].Kind == RuleUnspecified {
 		// The caller's stack pointer is the CFA by definition (DWARF5
 		// §6.4: the value of the stack pointer at the call site).
-		next.Set(RegRSP, cfa)
+		next.Set(a.sp, cfa)
 	}
-	if _, ok := next.Get(RegRA); !ok {
-		return Regs{}, StopUnsupported, fmt.Errorf("%w: return address rule %d", ErrUnsupported, row.Regs[RegRA].Kind)
+	if _, ok := next.Get(uint64(a.ra)); !ok {
+		return Regs{}, StopUnsupported, fmt.Errorf("%w: return address rule %d", ErrUnsupported, row.Regs[a.ra].Kind)
 	}
 	return next, stopNone, nil
 }
@@ -272,12 +339,15 @@ func stopFor(err error) Stop {
 	return StopUnsupported
 }
 
-// framePointer steps through the frame record at rbp: the caller's rbp
-// at rbp, the return address at rbp+8, the caller's rsp at rbp+16
-// (psABI §3.4.1 with the frame pointer kept).
-func framePointer(regs *Regs, mem Memory) (Regs, Stop) {
+// framePointer steps through the frame record at the frame pointer:
+// the caller's frame pointer there, the return address 8 bytes above,
+// on x86-64 the caller's rsp 16 above (psABI §3.4.1 with the frame
+// pointer kept). An arm64 frame record (AAPCS64 §6.2.3) is at the
+// bottom of its frame, so fp+16 is only a lower bound of the caller's
+// sp: a caller whose CFA is sp-based does not unwind after it.
+func framePointer(a *arch, regs *Regs, mem Memory) (Regs, Stop) {
 	var next Regs
-	bp, ok := regs.Get(RegRBP)
+	bp, ok := regs.Get(uint64(a.fp))
 	if !ok {
 		return next, StopUnsupported
 	}
@@ -286,22 +356,35 @@ func framePointer(regs *Regs, mem Memory) (Regs, Stop) {
 	if !ok1 || !ok2 {
 		return next, StopOutsideStack
 	}
-	next.Set(RegRBP, saved)
-	next.Set(RegRA, ra)
-	next.Set(RegRSP, bp+16)
+	next.Set(a.fp, saved)
+	next.Set(a.ra, ra)
+	next.Set(a.sp, bp+16)
 	return next, stopNone
 }
 
 // Sample is a copied user stack with the registers the walk starts
 // from, as stack.bpf.h's probekit_copy_stack takes them (bpf.DecodeStackCopy).
 type Sample struct {
+	// IP, SP and BP are rip, rsp and rbp on x86-64, and pc, sp and x29
+	// on arm64, where LR is x30.
 	IP, SP, BP uint64
+	LR         uint64
 	Stack      StackCopy
+	// Machine is the sampled code's: 0 (x86-64, as bpf.DecodeStackCopy
+	// gives), elf.EM_X86_64 or elf.EM_AARCH64.
+	Machine elf.Machine
 }
 
 // Unwind walks s with the CFI of objs.
 func (s Sample) Unwind(objs Objects) Result {
 	var regs Regs
+	if s.Machine == elf.EM_AARCH64 {
+		regs.Set(RegPC, s.IP)
+		regs.Set(RegSP, s.SP)
+		regs.Set(RegX29, s.BP)
+		regs.Set(RegX30, s.LR)
+		return UnwindMachine(elf.EM_AARCH64, regs, s.Stack, objs)
+	}
 	regs.Set(RegRA, s.IP)
 	regs.Set(RegRSP, s.SP)
 	regs.Set(RegRBP, s.BP)
