@@ -2,9 +2,8 @@ package debuginfo
 
 import (
 	"cmp"
-	"debug/dwarf"
-	"fmt"
 	"slices"
+	"sort"
 )
 
 // The tree of a unit: subprograms with code (their address ranges) and
@@ -13,30 +12,37 @@ import (
 // (DW_AT_call_file, DW_AT_call_line) and the called function's name,
 // found through DW_AT_abstract_origin.
 
-const (
-	attrMIPSLinkageName = dwarf.Attr(0x2007) // GCC before DWARF 4
-)
-
-// readTree reads the entries of unit un after its first (r is positioned
-// there) into t's nodes and funcs.
-func (l *Lines) readTree(t *unitTable, r *dwarf.Reader, un *lineUnit) error {
-	names := map[dwarf.Offset]string{}
-	nr := l.d.Reader()
+// readTree reads the entries of unit un after its first into t's nodes
+// and funcs. Entries that hold no code in their children (types,
+// variables, parameters, call sites) are stepped over by DW_AT_sibling
+// when they have one.
+func (l *Lines) readTree(t *unitTable, un *lineUnit) error {
+	r, err := l.reader(un)
+	if err != nil {
+		return err
+	}
+	names := map[int]refName{}
 	// open holds, per entry whose children are being read, the index
 	// of the innermost node enclosing them (-1 for none) and the node
 	// the entry itself is (-1 when it is none).
 	type level struct{ enclosing, self int32 }
 	open := []level{{-1, -1}}
-	// Every entry takes at least one byte (its abbreviation code).
-	for n := 0; n <= un.size; n++ {
-		e, err := r.Next()
-		if err != nil {
-			return dwarfErr("info", err)
+	var d dieVals
+	var rs [][2]uint64
+	p := un.die
+	if err := r.decode(p, &d); err != nil {
+		return err
+	}
+	p = d.next
+	if !d.ab.children {
+		return nil
+	}
+	for p < un.end {
+		if err := r.decode(p, &d); err != nil {
+			return err
 		}
-		if e == nil {
-			break
-		}
-		if e.Tag == 0 {
+		p = d.next
+		if d.ab == nil {
 			top := open[len(open)-1]
 			open = open[:len(open)-1]
 			if top.self >= 0 {
@@ -49,33 +55,42 @@ func (l *Lines) readTree(t *unitTable, r *dwarf.Reader, un *lineUnit) error {
 		}
 		enclosing := open[len(open)-1].enclosing
 		self := int32(-1)
-		switch e.Tag {
-		case dwarf.TagSubprogram, dwarf.TagInlinedSubroutine:
-			if e.Tag == dwarf.TagInlinedSubroutine && enclosing < 0 {
+		tag := d.ab.tag
+		switch tag {
+		case tagSubprogram, tagInlinedSubroutine:
+			if tag == tagInlinedSubroutine && enclosing < 0 {
 				break // no function to be inlined into
 			}
-			rs, err := l.d.Ranges(e)
-			if err != nil {
-				return dwarfErr("info", err)
+			if rs, err = r.ranges(rs[:0], &d); err != nil {
+				return err
 			}
 			if len(rs) == 0 {
 				break // a declaration or an abstract instance
 			}
-			nd := dieNode{name: l.name(nr, e, names), ranges: rs, parent: -1, callFile: -1}
-			if e.Tag == dwarf.TagInlinedSubroutine {
+			nd := dieNode{name: l.name(&r, &d, names), parent: -1, callFile: -1}
+			if len(rs) == 1 {
+				nd.lo, nd.hi = rs[0][0], rs[0][1]
+			} else {
+				nd.lo, nd.hi, nd.more = uint64(len(t.more)), uint64(len(rs)), true
+				t.more = append(t.more, rs...)
+			}
+			if tag == tagInlinedSubroutine {
 				nd.parent = enclosing
-				if v, ok := e.Val(dwarf.AttrCallFile).(int64); ok && v >= 0 && v < 1<<31 {
-					nd.callFile = int32(v)
+				if v := d.a[slotCallFile]; isConst(v.form) && v.v < 1<<31 {
+					nd.callFile = int32(v.v)
 				}
-				if v, ok := e.Val(dwarf.AttrCallLine).(int64); ok && v >= 0 && v < 1<<31 {
-					nd.callLine = int32(v)
+				if v := d.a[slotCallLine]; isConst(v.form) && v.v < 1<<31 {
+					nd.callLine = int32(v.v)
 				}
 			}
 			self = int32(len(t.nodes))
 			nd.end = self + 1
 			t.nodes = append(t.nodes, nd)
-			t.bytes += 64 + int64(len(rs))*16
-			if e.Tag == dwarf.TagSubprogram {
+			t.bytes += 64
+			if nd.more {
+				t.bytes += int64(len(rs)) * 16
+			}
+			if tag == tagSubprogram {
 				for _, rg := range rs {
 					if rg[1] > rg[0] {
 						t.funcs = append(t.funcs, funcRange{rg[0], rg[1], self})
@@ -83,7 +98,13 @@ func (l *Lines) readTree(t *unitTable, r *dwarf.Reader, un *lineUnit) error {
 				}
 			}
 		}
-		if e.Children {
+		if d.ab.children {
+			if !mayHoldCode(tag) {
+				if sib, ok := r.ref(d.a[slotSibling]); ok && sib > p && sib <= un.end {
+					p = sib
+					continue
+				}
+			}
 			next := enclosing
 			if self >= 0 {
 				next = self
@@ -91,139 +112,99 @@ func (l *Lines) readTree(t *unitTable, r *dwarf.Reader, un *lineUnit) error {
 			open = append(open, level{next, self})
 		}
 	}
-	for _, s := range names {
-		t.bytes += int64(len(s))
-	}
 	t.bytes += int64(len(t.funcs)) * 24
 	sortFuncs(t.funcs)
 	return nil
+}
+
+// mayHoldCode reports whether an entry of tag may have subprograms or
+// inlined calls among its descendants (DWARF 5 §3, §4, §5): scopes, and
+// the types that may define member functions.
+func mayHoldCode(tag uint32) bool {
+	switch tag {
+	case tagSubprogram, tagInlinedSubroutine,
+		0x0b,       // lexical_block
+		0x39,       // namespace
+		0x02,       // class_type
+		0x13,       // structure_type
+		0x17,       // union_type
+		0x1e,       // module
+		0x32,       // try_block
+		0x25,       // catch_block
+		0x03,       // entry_point
+		0x3d,       // imported_unit
+		0x4107,     // GNU_template_template_param (may nest anything)
+		0x11, 0x3c: // compile_unit, partial_unit
+		return true
+	}
+	return false
 }
 
 func sortFuncs(fs []funcRange) {
 	slices.SortStableFunc(fs, func(a, b funcRange) int { return cmp.Compare(a.lo, b.lo) })
 }
 
-// name is e's linkage name, else its name, looked up through
-// DW_AT_abstract_origin and DW_AT_specification when e has neither.
-func (l *Lines) name(nr *dwarf.Reader, e *dwarf.Entry, cache map[dwarf.Offset]string) string {
-	if s, ok := cache[e.Offset]; ok {
+// refName is what a chain of DW_AT_abstract_origin and
+// DW_AT_specification references gives: its first linkage name and its
+// first plain name.
+type refName struct{ link, plain string }
+
+// name is d's linkage name, else the first linkage name along its
+// DW_AT_abstract_origin / DW_AT_specification chain, else d's name, else
+// the first name along the chain. What a chain gives is cached by the
+// entry it starts at (many inlined calls of one function share its
+// abstract instance).
+func (l *Lines) name(r *dieReader, d *dieVals, cache map[int]refName) string {
+	if s := r.str(d.a[slotLinkage]); s != "" {
 		return s
 	}
-	plain := ""
-	cur := e
-	for depth := 0; cur != nil && depth < maxNameDepth; depth++ {
-		if s, ok := cur.Val(dwarf.AttrLinkageName).(string); ok && s != "" {
-			cache[e.Offset] = s
-			return s
+	plain := r.str(d.a[slotName])
+	first, ok := r.ref(d.a[slotOrigin])
+	if !ok {
+		if first, ok = r.ref(d.a[slotSpec]); !ok {
+			return plain
 		}
-		if s, ok := cur.Val(attrMIPSLinkageName).(string); ok && s != "" {
-			cache[e.Offset] = s
-			return s
-		}
-		if s, ok := cur.Val(dwarf.AttrName).(string); ok && plain == "" {
-			plain = s
-		}
-		ref, ok := cur.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
-		if !ok {
-			if ref, ok = cur.Val(dwarf.AttrSpecification).(dwarf.Offset); !ok {
+	}
+	rn, ok := cache[first]
+	if !ok {
+		ref := first
+		var next dieVals
+		for depth := 1; depth < maxNameDepth; depth++ {
+			nr, err := l.readerAt(ref)
+			if err != nil || nr.decode(ref, &next) != nil || next.ab == nil {
 				break
 			}
-		}
-		if s, ok := cache[ref]; ok && depth > 0 {
-			if plain == "" {
-				plain = s
+			if rn.link = nr.str(next.a[slotLinkage]); rn.link != "" {
+				break
 			}
-			break
-		}
-		nr.Seek(ref)
-		next, err := nr.Next()
-		if err != nil || next == nil || next.Offset != ref {
-			break
-		}
-		cur = next
-	}
-	cache[e.Offset] = plain
-	return plain
-}
-
-// checkLineHeader checks the counts of a DWARF 5 line header at off in
-// .debug_line (§6.2.4) against the bytes that hold them: debug/dwarf
-// allocates a slice by each count before reading the entries.
-func (l *Lines) checkLineHeader(off int64) error {
-	b := l.lineSec
-	bad := func(at int, msg string) error { return &LinesError{"line", uint64(at), msg} }
-	if off < 0 || off >= int64(len(b)) {
-		return bad(int(max(off, 0)), "DW_AT_stmt_list past the end of .debug_line")
-	}
-	p := int(off)
-	if p+6 > len(b) {
-		return bad(p, "truncated line header")
-	}
-	n := uint64(l.order.Uint32(b[p:]))
-	offSz := 4
-	p += 4
-	if n == 0xffffffff {
-		if p+10 > len(b) {
-			return bad(p, "truncated line header")
-		}
-		n, offSz = l.order.Uint64(b[p:]), 8
-		p += 8
-	}
-	if n > uint64(len(b)-p) {
-		return bad(int(off), fmt.Sprintf("line unit length %d past the end of the section", n))
-	}
-	end := p + int(n)
-	ver := int(l.order.Uint16(b[p:]))
-	if ver < 5 {
-		return nil // NUL-terminated lists: no counts
-	}
-	// version, address_size, segment_selector_size, header_length,
-	// minimum_instruction_length, maximum_operations_per_instruction,
-	// default_is_stmt, line_base, line_range, opcode_base.
-	p += 2 + 1 + 1 + offSz + 6
-	if p > end {
-		return bad(p, "truncated line header")
-	}
-	opBase := int(b[p-1])
-	p += max(opBase-1, 0)
-	for list := 0; list < 2; list++ {
-		if p >= end {
-			return bad(p, "truncated line header")
-		}
-		nf := int(b[p])
-		p++
-		forms := make([]uint64, 0, nf)
-		for range nf {
-			var ok bool
-			if _, p, ok = uleb(b, p, end); !ok {
-				return bad(p, "truncated entry format")
+			if rn.plain == "" {
+				rn.plain = nr.str(next.a[slotName])
 			}
-			var form uint64
-			if form, p, ok = uleb(b, p, end); !ok {
-				return bad(p, "truncated entry format")
-			}
-			forms = append(forms, form)
-		}
-		count, q, ok := uleb(b, p, end)
-		if !ok {
-			return bad(p, "truncated entry count")
-		}
-		p = q
-		if count == 0 {
-			continue
-		}
-		if nf == 0 || count > uint64(end-p) {
-			return bad(p, fmt.Sprintf("%d entries with %d fields in %d bytes", count, nf, end-p))
-		}
-		for range count {
-			for _, f := range forms {
-				if p, ok = skipForm(b, p, end, f, offSz); !ok {
-					return bad(p, fmt.Sprintf("entry field of form %#x truncated or not allowed", f))
+			if ref, ok = nr.ref(next.a[slotOrigin]); !ok {
+				if ref, ok = nr.ref(next.a[slotSpec]); !ok {
+					break
 				}
 			}
 		}
+		cache[first] = rn
 	}
-	return nil
+	switch {
+	case rn.link != "":
+		return rn.link
+	case plain != "":
+		return plain
+	}
+	return rn.plain
+}
+
+// readerAt returns a reader of the unit holding the .debug_info offset
+// off.
+func (l *Lines) readerAt(off int) (dieReader, error) {
+	i := sort.Search(len(l.units), func(i int) bool { return l.units[i].end > off })
+	if i == len(l.units) || off < l.units[i].die {
+		return dieReader{}, &LinesError{"info", uint64(off), "reference outside every unit"}
+	}
+	return l.reader(&l.units[i])
 }
 
 // skipForm skips one value of form in b[p:end] (the forms DWARF 5

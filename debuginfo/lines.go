@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -19,17 +18,22 @@ import (
 // innermost first, as addr2line -f -i prints them.
 //
 // Reading is lazy. OpenLines reads the unit headers and each compilation
-// unit's first entry (its address ranges), not the units' trees or line
+// unit's first entry (its address ranges, found with that one
+// abbreviation), not the units' abbreviation tables, trees or line
 // programs; the first address a unit covers makes it read that unit's
-// line table and its tree of functions and inlined calls, kept under
-// LinesOptions.MaxBytes.
+// line table (a compact row per address, binary-searched) and its tree
+// of functions and inlined calls (entries that cannot hold code skipped
+// by DW_AT_sibling), kept under LinesOptions.MaxBytes. Names and file
+// names share the section bytes; a file's path is joined the first time
+// a lookup gives it, so lookups of a unit already read allocate nothing.
 //
-// Go's debug/dwarf reads the units, but says it is not hardened against
-// hostile input. Lines wraps every call into it with recover, checks the
-// counts of a DWARF 5 line header against the bytes that hold them before
-// debug/dwarf allocates by them, and bounds every loop by the bytes of
-// the unit it reads, so a malformed unit gives a LinesError and leaves the
-// other units usable.
+// The entries and line programs are decoded here (die.go, linetab.go),
+// not by Go's debug/dwarf, which decodes every attribute of every entry,
+// parses every unit's abbreviations on open, and says it is not hardened
+// against hostile input. Every read is bounded by the bytes of its unit
+// or section, counts are checked against the bytes that hold them before
+// anything is allocated by them, and a malformed unit gives a LinesError
+// and leaves the other units usable.
 //
 // Split DWARF (gcc -gsplit-dwarf): a skeleton unit holds the line table
 // and the unit's ranges but no functions, which live in a .dwo file that
@@ -92,28 +96,43 @@ var ErrNoLines = errors.New("no DWARF (.debug_info)")
 // Lines is the DWARF of one file, read lazily. It is safe for concurrent
 // use; lookups of units already read take no lock.
 type Lines struct {
-	d        *dwarf.Data
-	order    binary.ByteOrder
-	lineSec  []byte
-	secBytes int64
-	lineSz   int // len of .debug_line
-	units    []lineUnit
-	ranges   []unitRange // sorted by lo
-	max      int64
-	total    atomic.Int64
-	sweep    sync.Mutex
-	hand     int
+	order  binary.ByteOrder
+	sec    dwarfSections
+	units  []lineUnit
+	ranges []unitRange // sorted by lo
+	max    int64
+	total  atomic.Int64
+	sweep  sync.Mutex
+	hand   int
+	// dwarf is debug/dwarf over the same sections, made on first use
+	// (by readers of what Lines does not decode itself).
+	dwarf func() (*dwarf.Data, error)
 }
 
 type lineUnit struct {
-	off     dwarf.Offset // of the unit's first entry
-	start   int          // of the unit's header
-	size    int          // bytes of the unit in .debug_info
+	start   int // of the unit's header in .debug_info
+	die     int // of the unit's first entry
+	end     int // after the unit
 	version int
-	dwarf64 bool // 64-bit DWARF: 8-byte section offsets
+	offSz   int // 4, or 8 in the 64-bit format
+	addrSz  int
+	abbrOff uint64
+	cu      cuInfo
+	abbrs   atomic.Pointer[abbrevTable]
 	tab     atomic.Pointer[unitTable]
 	ref     atomic.Bool
 	load    sync.Mutex // one reader of a unit at a time
+}
+
+// cuInfo is what a unit's first entry says of the whole unit.
+type cuInfo struct {
+	ok             bool  // the entry read
+	stmtList       int64 // offset in .debug_line, -1 for none
+	compDir        string
+	base           uint64 // DW_AT_entry_pc, else DW_AT_low_pc: base of range lists
+	strOffsetsBase uint64
+	addrBase       uint64
+	rnglistsBase   uint64
 }
 
 type unitRange struct {
@@ -131,64 +150,140 @@ const maxNameDepth = 8
 // .debug_info sections of hundreds of MiB.
 const maxDWARFSection = 1 << 30
 
+// sectionNames are the sections Lines reads, without ".debug_".
+var sectionNames = []string{"info", "abbrev", "line", "str", "line_str", "ranges", "rnglists", "addr", "str_offsets", "aranges"}
+
 // OpenLinesELF is OpenLines over the DWARF sections of ef (plain, or
 // compressed: SHF_COMPRESSED with zlib or zstd, or .zdebug_*). ef is read
-// now; the section bytes are kept, the file is not.
+// now: .debug_info on this goroutine and the others on a second one at
+// the same time (decompressing libc6-dbg's sections takes 50 ms, 60 % of
+// it .debug_info); the section bytes are kept, the file is not.
 func OpenLinesELF(ef *safeelf.File, opts *LinesOptions) (*Lines, error) {
-	return OpenLines(func(name string) ([]byte, error) {
-		return ef.DebugSection(".debug_"+name, maxDWARFSection)
-	}, opts)
+	secs := map[string]*lazySection{}
+	for _, n := range sectionNames {
+		if ef.Section(".debug_"+n) == nil && ef.Section(".zdebug_"+n) == nil {
+			continue
+		}
+		secs[n] = &lazySection{get: func() ([]byte, error) { return ef.DebugSection(".debug_"+n, maxDWARFSection) }}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// In the order the unit index needs them.
+		for _, n := range []string{"abbrev", "rnglists", "addr", "str_offsets", "str", "line_str", "aranges", "ranges", "line"} {
+			if ls := secs[n]; ls != nil {
+				ls.bytes()
+			}
+		}
+	})
+	l, err := openLines(secs, opts)
+	wg.Wait()
+	return l, err
 }
 
-// SectionBytes is the size of the DWARF sections the Lines keeps.
-func (l *Lines) SectionBytes() int64 { return l.secBytes }
+// SectionBytes is the size of the DWARF sections the Lines keeps
+// (decompressed, of those read so far).
+func (l *Lines) SectionBytes() int64 {
+	n := int64(0)
+	for _, ls := range l.sec.lazy {
+		if ls.done.Load() {
+			n += int64(len(ls.b))
+		}
+	}
+	return n
+}
 
 // OpenLines reads the unit index of the DWARF sections section returns.
 // section is called with names without ".debug_" ("info", "abbrev",
 // "line", "str", "line_str", "ranges", "rnglists", "addr",
-// "str_offsets", "aranges") and returns the section's uncompressed bytes,
-// nil when the file lacks it. The bytes are kept, not copied.
-func OpenLines(section func(name string) ([]byte, error), opts *LinesOptions) (l *Lines, err error) {
-	sec := map[string][]byte{}
-	secBytes := int64(0)
-	for _, n := range []string{"info", "abbrev", "line", "str", "line_str", "ranges", "rnglists", "addr", "str_offsets", "aranges"} {
-		b, err := section(n)
-		if err != nil {
-			return nil, fmt.Errorf(".debug_%s: %w", n, err)
-		}
-		sec[n] = b
-		secBytes += int64(len(b))
+// "str_offsets", "aranges"), at most once each, and returns the
+// section's uncompressed bytes, nil when the file lacks it; "info" and
+// "abbrev" are asked for now, the others when first needed. The bytes
+// are kept, not copied.
+func OpenLines(section func(name string) ([]byte, error), opts *LinesOptions) (*Lines, error) {
+	secs := map[string]*lazySection{}
+	for _, n := range sectionNames {
+		secs[n] = &lazySection{get: func() ([]byte, error) { return section(n) }}
 	}
-	if len(sec["info"]) == 0 {
+	return openLines(secs, opts)
+}
+
+func openLines(secs map[string]*lazySection, opts *LinesOptions) (l *Lines, err error) {
+	l = &Lines{max: DefaultLinesMaxBytes, sec: dwarfSections{lazy: secs}}
+	info, err := l.sec.section("info")
+	if err != nil {
+		return nil, err
+	}
+	if len(info) == 0 {
 		return nil, ErrNoLines
 	}
+	abbr, err := l.sec.section("abbrev")
+	if err != nil {
+		return nil, err
+	}
+	l.sec.info, l.sec.abbrev = info, abbr
+	l.dwarf = sync.OnceValues(l.newDwarfData)
 	defer recoverLines(&err, "info", 0)
-	d, err := dwarf.New(sec["abbrev"], nil, nil, sec["info"], sec["line"], nil, sec["ranges"], sec["str"])
+	if opts != nil && opts.MaxBytes > 0 {
+		l.max = opts.MaxBytes
+	}
+	if err := l.indexUnits(info); err != nil {
+		return nil, err
+	}
+	if ar, _ := l.sec.section("aranges"); ar != nil {
+		l.addAranges(ar)
+	}
+	sort.Slice(l.ranges, func(i, j int) bool { return l.ranges[i].lo < l.ranges[j].lo })
+	return l, nil
+}
+
+// attrMIPSLinkageName is DW_AT_MIPS_linkage_name for debug/dwarf users.
+const attrMIPSLinkageName = dwarf.Attr(atMIPSLinkageName)
+
+// dwarfData returns debug/dwarf's reader of the sections.
+func (l *Lines) dwarfData() (*dwarf.Data, error) { return l.dwarf() }
+
+func (l *Lines) newDwarfData() (d *dwarf.Data, err error) {
+	defer recoverLines(&err, "info", 0)
+	sec := map[string][]byte{}
+	for _, n := range sectionNames {
+		if sec[n], err = l.sec.section(n); err != nil {
+			return nil, err
+		}
+	}
+	d, err = dwarf.New(sec["abbrev"], nil, nil, sec["info"], sec["line"], nil, sec["ranges"], sec["str"])
 	if err != nil {
 		return nil, dwarfErr("info", err)
 	}
 	for _, n := range []string{"addr", "line_str", "str_offsets", "rnglists"} {
 		if sec[n] != nil {
-			d.AddSection(".debug_"+n, sec[n])
+			if err := d.AddSection(".debug_"+n, sec[n]); err != nil {
+				return nil, dwarfErr(n, err)
+			}
 		}
 	}
-	l = &Lines{d: d, order: d.Reader().ByteOrder(), lineSec: sec["line"], lineSz: len(sec["line"]), max: DefaultLinesMaxBytes}
-	l.secBytes = secBytes
-	if opts != nil && opts.MaxBytes > 0 {
-		l.max = opts.MaxBytes
-	}
-	if err := l.indexUnits(sec["info"]); err != nil {
-		return nil, err
-	}
-	l.addAranges(sec["aranges"])
-	sort.Slice(l.ranges, func(i, j int) bool { return l.ranges[i].lo < l.ranges[j].lo })
-	return l, nil
+	return d, nil
 }
 
-// indexUnits finds each unit's first entry from its header (DWARF 5
-// §7.5.1) and reads that entry's address ranges.
+// byteOrder guesses the byte order of .debug_info from its first unit's
+// version field: a version from 2 to 5 in one order is one of 512 or
+// more in the other.
+func byteOrder(info []byte) binary.ByteOrder {
+	off := 4
+	if len(info) >= 4 && binary.LittleEndian.Uint32(info) == 0xffffffff || len(info) >= 4 && binary.BigEndian.Uint32(info) == 0xffffffff {
+		off = 12
+	}
+	if len(info) >= off+2 {
+		if v := binary.BigEndian.Uint16(info[off:]); v >= 2 && v <= 5 {
+			return binary.BigEndian
+		}
+	}
+	return binary.LittleEndian
+}
+
+// indexUnits reads each unit's header (DWARF 5 §7.5.1) and first entry:
+// its address ranges and the unit's bases.
 func (l *Lines) indexUnits(info []byte) error {
-	r := l.d.Reader()
+	l.order = byteOrder(info)
 	for off := 0; off+4 <= len(info); {
 		start := off
 		n := uint64(l.order.Uint32(info[off:]))
@@ -205,14 +300,23 @@ func (l *Lines) indexUnits(info []byte) error {
 		end := off + hdr + int(n)
 		ver := int(l.order.Uint16(info[off+hdr:]))
 		die := off + hdr + 2
+		var abbrOff uint64
+		addrSz := 0
 		switch {
 		case ver >= 2 && ver <= 4:
+			if die+offSz+1 > end {
+				return &LinesError{"info", uint64(off), "truncated unit header"}
+			}
+			abbrOff = l.uintN(info[die:], offSz)
+			addrSz = int(info[die+offSz])
 			die += offSz + 1
 		case ver == 5:
-			if die >= end {
+			if die+2+offSz > end {
 				return &LinesError{"info", uint64(off), "truncated unit header"}
 			}
 			ut := info[die]
+			addrSz = int(info[die+1])
+			abbrOff = l.uintN(info[die+2:], offSz)
 			die += 2 + offSz
 			switch ut {
 			case 0x04, 0x05: // DW_UT_skeleton, DW_UT_split_compile: dwo_id
@@ -224,20 +328,31 @@ func (l *Lines) indexUnits(info []byte) error {
 			return &LinesError{"info", uint64(off), fmt.Sprintf("unit version %d", ver)}
 		}
 		off = end
-		if die >= end {
-			continue
-		}
-		u := len(l.units)
-		l.units = append(l.units, lineUnit{off: dwarf.Offset(die), start: start, size: end - start, version: ver, dwarf64: offSz == 8})
-		r.Seek(dwarf.Offset(die))
-		e, err := r.Next()
-		if err != nil || e == nil {
+		if die >= end || (addrSz != 4 && addrSz != 8) {
 			continue // its addresses get nothing; the other units still serve
 		}
-		if e.Tag != dwarf.TagCompileUnit && e.Tag != dwarf.TagSkeletonUnit && e.Tag != dwarf.TagPartialUnit {
+		u := len(l.units)
+		l.units = append(l.units, lineUnit{start: start, die: die, end: end, version: ver, offSz: offSz, addrSz: addrSz, abbrOff: abbrOff})
+		l.units[u].cu.stmtList = -1
+		un := &l.units[u]
+		code, _, ok := uleb(info, un.die, un.end)
+		if !ok {
 			continue
 		}
-		rs, err := l.d.Ranges(e)
+		ab, ok := findAbbrev(l.sec.abbrev, un.abbrOff, code)
+		if !ok {
+			continue
+		}
+		r := &dieReader{l: l, u: un, one: &ab, oneCode: code, b: info, end: un.end}
+		var d dieVals
+		if r.decode(un.die, &d) != nil || d.ab == nil {
+			continue
+		}
+		if t := d.ab.tag; t != tagCompileUnit && t != tagSkeletonUnit && t != tagPartialUnit {
+			continue
+		}
+		un.cu = r.cuInfo(&d)
+		rs, err := r.ranges(nil, &d)
 		if err != nil {
 			continue
 		}
@@ -250,18 +365,59 @@ func (l *Lines) indexUnits(info []byte) error {
 	return nil
 }
 
+// reader returns a reader of un's entries, its abbreviations read on
+// first use.
+func (l *Lines) reader(un *lineUnit) (dieReader, error) {
+	ab := un.abbrs.Load()
+	if ab == nil {
+		var err error
+		if ab, err = parseAbbrevs(l.sec.abbrev, un.abbrOff); err != nil {
+			return dieReader{}, err
+		}
+		un.abbrs.Store(ab)
+	}
+	return dieReader{l: l, u: un, ab: ab, b: l.sec.info, end: un.end}, nil
+}
+
+// cuInfo reads the unit's bases from its first entry d. The bases come
+// first: the other attributes' forms may index by them.
+func (r *dieReader) cuInfo(d *dieVals) cuInfo {
+	c := cuInfo{ok: true, stmtList: -1}
+	if v := d.a[slotStrOffsetsBase]; v.form != 0 {
+		c.strOffsetsBase = v.v
+	}
+	if v := d.a[slotAddrBase]; v.form != 0 {
+		c.addrBase = v.v
+	}
+	if v := d.a[slotRnglistsBase]; v.form != 0 {
+		c.rnglistsBase = v.v
+	}
+	r.u.cu = c
+	if v := d.a[slotStmtList]; v.form != 0 && v.v < 1<<62 {
+		c.stmtList = int64(v.v)
+	}
+	c.compDir = r.str(d.a[slotCompDir])
+	if a, ok := r.addr(d.a[slotEntryPC]); ok {
+		c.base = a
+	} else if a, ok := r.addr(d.a[slotLowPC]); ok {
+		c.base = a
+	}
+	r.u.cu = c
+	return c
+}
+
 // addAranges adds the .debug_aranges ranges (DWARF 5 §6.1.2) of units
 // whose first entry gave none: GCC gives every unit DW_AT_ranges or
 // low/high pc, other producers may not.
 func (l *Lines) addAranges(ar []byte) {
-	have := make(map[dwarf.Offset]bool, len(l.units))
+	have := make(map[int32]bool, len(l.units))
 	for _, r := range l.ranges {
-		have[l.units[r.unit].off] = true
+		have[r.unit] = true
 	}
 	byStart := map[int]int32{} // unit header offset -> unit
 	for i := range l.units {
-		if u := &l.units[i]; !have[u.off] {
-			byStart[u.start] = int32(i)
+		if !have[int32(i)] {
+			byStart[l.units[i].start] = int32(i)
 		}
 	}
 	if len(byStart) == 0 {
@@ -424,6 +580,11 @@ func cleanFile(name, compDir string, version int) string {
 	return path.Clean(name)
 }
 
+// rowLoc is the file and line of a row; line -1 ends a sequence.
+type rowLoc struct {
+	file, line int32
+}
+
 // lineRow is one row of a unit's line table; line -1 ends a sequence.
 type lineRow struct {
 	addr uint64
@@ -433,15 +594,21 @@ type lineRow struct {
 
 // unitTable is what one unit's tables give: immutable once read.
 type unitTable struct {
-	rows  []lineRow // by address; at one address, sequence ends first
-	files []string
-	// callFiles maps a DW_AT_call_file (an index in the line header's
-	// file table) to files; -1 for none.
-	callFiles []int32
-	funcs     []funcRange // by lo
-	nodes     []dieNode   // subprograms and inlined calls, in tree order
-	bytes     int64
-	err       error
+	// addrs and locs are the line table: the row at addrs[i] gives
+	// locs[i]; by address, and at one address a sequence's end first.
+	addrs []uint64
+	locs  []rowLoc
+	// files is the line header's file table: rows and DW_AT_call_file
+	// index it.
+	files   []lineFile
+	compDir string
+	version int
+	funcs   []funcRange // by lo
+	nodes   []dieNode   // subprograms and inlined calls, in tree order
+	// more holds the ranges of nodes with more than one.
+	more  [][2]uint64
+	bytes int64
+	err   error
 }
 
 type funcRange struct {
@@ -451,8 +618,11 @@ type funcRange struct {
 
 // dieNode is a subprogram (parent -1) or an inlined call.
 type dieNode struct {
-	name     string
-	ranges   [][2]uint64
+	name string
+	// lo and hi are the node's one range; with more than one, more
+	// is its first in unitTable.more and hi their count.
+	lo, hi   uint64
+	more     bool
 	parent   int32 // the enclosing node for an inlined call, else -1
 	end      int32 // index after the node's subtree
 	callFile int32
@@ -487,7 +657,7 @@ func (t *unitTable) frames(dst []SourceFrame, pc uint64) []SourceFrame {
 	chain[0] = fn
 	for j := fn + 1; j < t.nodes[fn].end && n < len(chain); j++ {
 		nd := &t.nodes[j]
-		if nd.parent == chain[n-1] && holds(nd.ranges, pc) {
+		if nd.parent == chain[n-1] && t.holds(nd, pc) {
 			chain[n] = j
 			n++
 		} else if nd.end > j+1 {
@@ -501,13 +671,17 @@ func (t *unitTable) frames(dst []SourceFrame, pc uint64) []SourceFrame {
 			f.Entry = entry
 		}
 		dst = append(dst, f)
-		file, line = t.callSite(nd.callFile), int(nd.callLine)
+		file, line = t.path(nd.callFile), int(nd.callLine)
 	}
 	return dst
 }
 
-func holds(rs [][2]uint64, pc uint64) bool {
-	for _, r := range rs {
+// holds reports whether one of nd's ranges holds pc.
+func (t *unitTable) holds(nd *dieNode, pc uint64) bool {
+	if !nd.more {
+		return pc >= nd.lo && pc < nd.hi
+	}
+	for _, r := range t.more[nd.lo : nd.lo+nd.hi] {
 		if pc >= r[0] && pc < r[1] {
 			return true
 		}
@@ -515,29 +689,29 @@ func holds(rs [][2]uint64, pc uint64) bool {
 	return false
 }
 
-func (t *unitTable) file(i int32) string {
-	if i < 0 || int(i) >= len(t.files) {
-		return ""
+// searchAddr is the index of the first of a (ascending) above pc.
+func searchAddr(a []uint64, pc uint64) int {
+	lo, hi := 0, len(a)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if a[m] <= pc {
+			lo = m + 1
+		} else {
+			hi = m
+		}
 	}
-	return t.files[i]
-}
-
-func (t *unitTable) callSite(i int32) string {
-	if i < 0 || int(i) >= len(t.callFiles) {
-		return ""
-	}
-	return t.file(t.callFiles[i])
+	return lo
 }
 
 // lineAt is the row holding pc: the last at or before it, unless that
 // row ends a sequence.
 func (t *unitTable) lineAt(pc uint64) (string, int, bool) {
-	i := sort.Search(len(t.rows), func(i int) bool { return t.rows[i].addr > pc })
-	if i == 0 || t.rows[i-1].line < 0 {
+	i := searchAddr(t.addrs, pc)
+	if i == 0 || t.locs[i-1].line < 0 {
 		return "", 0, false
 	}
-	r := t.rows[i-1]
-	return t.file(r.file), int(r.line), true
+	r := t.locs[i-1]
+	return t.path(r.file), int(r.line), true
 }
 
 // readUnit reads unit un's line table and tree. A failure is kept in the
@@ -546,103 +720,22 @@ func (l *Lines) readUnit(un *lineUnit) (t *unitTable) {
 	t = &unitTable{bytes: 256}
 	defer func() {
 		if p := recover(); p != nil {
-			t = &unitTable{bytes: 256, err: &LinesError{"info", uint64(un.off), fmt.Sprintf("debug/dwarf panicked: %v", p)}}
+			t = &unitTable{bytes: 256, err: &LinesError{"info", uint64(un.die), fmt.Sprintf("reading the unit panicked: %v", p)}}
 		}
 	}()
-	r := l.d.Reader()
-	r.Seek(un.off)
-	cu, err := r.Next()
-	if err != nil || cu == nil {
-		t.err = &LinesError{"info", uint64(un.off), fmt.Sprintf("unit entry: %v", err)}
+	if !un.cu.ok {
+		t.err = &LinesError{"info", uint64(un.die), "unit entry does not read"}
 		return t
 	}
-	if err := l.readLineTable(t, cu, un.version); err != nil {
-		t.err = err
-		return t
+	if un.cu.stmtList >= 0 {
+		if err := l.readLineProgram(t, un, un.cu.stmtList); err != nil {
+			t.err = err
+			return t
+		}
 	}
-	if err := l.readTree(t, r, un); err != nil {
+	if err := l.readTree(t, un); err != nil {
 		t.err = err
 		return t
 	}
 	return t
-}
-
-func (l *Lines) readLineTable(t *unitTable, cu *dwarf.Entry, version int) error {
-	stmt, ok := cu.Val(dwarf.AttrStmtList).(int64)
-	if !ok {
-		return nil
-	}
-	if err := l.checkLineHeader(stmt); err != nil {
-		return err
-	}
-	lr, err := l.d.LineReader(cu)
-	if err != nil {
-		return dwarfErr("line", err)
-	}
-	if lr == nil {
-		return nil
-	}
-	compDir, _ := cu.Val(dwarf.AttrCompDir).(string)
-	index := map[*dwarf.LineFile]int32{}
-	var e dwarf.LineEntry
-	seq := 0 // the current sequence's first row
-	// Every row takes at least one byte of the program.
-	for n := 0; n <= l.lineSz; n++ {
-		err := lr.Next(&e)
-		if err != nil {
-			break // io.EOF, or a malformed program: the rows so far serve
-		}
-		row := lineRow{addr: e.Address, line: int32(e.Line), file: -1}
-		if e.EndSequence {
-			// Rows at the end address cover nothing; dropping them lets
-			// a sequence that starts there win.
-			for len(t.rows) > seq && t.rows[len(t.rows)-1].addr >= e.Address {
-				t.rows = t.rows[:len(t.rows)-1]
-			}
-			seq = len(t.rows) + 1
-			row.line = -1
-		} else if e.File != nil {
-			fi, ok := index[e.File]
-			if !ok {
-				fi = int32(len(t.files))
-				t.files = append(t.files, cleanFile(e.File.Name, compDir, version))
-				t.bytes += int64(len(t.files[fi])) + 16
-				index[e.File] = fi
-			}
-			row.file = fi
-		}
-		t.rows = append(t.rows, row)
-	}
-	t.bytes += int64(cap(t.rows)) * 16
-	slices.SortStableFunc(t.rows, func(a, b lineRow) int {
-		switch {
-		case a.addr < b.addr:
-			return -1
-		case a.addr > b.addr:
-			return 1
-		case a.line < 0 && b.line >= 0:
-			return -1
-		case b.line < 0 && a.line >= 0:
-			return 1
-		}
-		return 0
-	})
-	// Call sites name files by their index in the header's table.
-	files := lr.Files()
-	t.callFiles = make([]int32, len(files))
-	for i, f := range files {
-		t.callFiles[i] = -1
-		if f == nil {
-			continue
-		}
-		fi, ok := index[f]
-		if !ok {
-			fi = int32(len(t.files))
-			t.files = append(t.files, cleanFile(f.Name, compDir, version))
-			t.bytes += int64(len(t.files[fi])) + 16
-			index[f] = fi
-		}
-		t.callFiles[i] = fi
-	}
-	return nil
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// listString writes entries as "lo-hi:EXPR" (hex), "default:EXPR".
-func listString(es []locEntry) string {
+// locListString writes entries as "lo-hi:EXPR" (hex), "default:EXPR".
+func locListString(es []locEntry) string {
 	var parts []string
 	for _, e := range es {
 		if e.def {
@@ -48,7 +48,7 @@ func TestLocDWARF4(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := listString(es), "1010-1020:55 5004-5008:9110"; got != want {
+	if got, want := locListString(es), "1010-1020:55 5004-5008:9110"; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
 	if e := locAt(es, 0x1010); string(e) != "\x55" {
@@ -60,8 +60,8 @@ func TestLocDWARF4(t *testing.T) {
 	// 32-bit addresses: the selection entry's start is 0xffffffff.
 	lr32 := &locReader{order: binary.LittleEndian, addrSize: 4}
 	sec32 := cat(le32(0xffffffff), le32(0x800), le32(1), le32(3), []byte{1, 0, 0x50}, le32(0), le32(0))
-	if es, err := lr32.readLoc(sec32, 0); err != nil || listString(es) != "801-803:50" {
-		t.Errorf("32-bit: %s, %v", listString(es), err)
+	if es, err := lr32.readLoc(sec32, 0); err != nil || locListString(es) != "801-803:50" {
+		t.Errorf("32-bit: %s, %v", locListString(es), err)
 	}
 	for name, bad := range map[string][]byte{
 		"no end":           cat(le64(1), le64(2), []byte{1, 0, 0x50}),
@@ -104,7 +104,7 @@ func TestLocDWARF5(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "1010-1020:55 400100-400108:54 7001-7002:51 400000-400200:52 400200-400280:53 9000-9010:58 a000-a010:9100 default:59"
-	if got := listString(es); got != want {
+	if got := locListString(es); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 	if e := locAt(es, 0x400104); string(e) != "\x54" {

@@ -94,6 +94,7 @@ func (l Location) Available() bool {
 // safe for concurrent use.
 type Signatures struct {
 	lines         *Lines
+	d             *dwarf.Data // debug/dwarf over lines' sections
 	machine       elf.Machine
 	loc, loclists []byte
 	addr          []byte
@@ -151,6 +152,9 @@ func OpenSignatures(m elf.Machine, section func(name string) ([]byte, error)) (*
 		return nil, err
 	}
 	s.lines = l
+	if s.d, err = l.dwarfData(); err != nil {
+		return nil, err
+	}
 	if s.loc, err = section("loc"); err != nil {
 		return nil, fmt.Errorf(".debug_loc: %w", err)
 	}
@@ -204,7 +208,7 @@ func (s *Signatures) inUnit(u int, pc uint64) (*Signature, error) {
 	if !ok {
 		return nil, nil
 	}
-	r := s.lines.d.Reader()
+	r := s.d.Reader()
 	r.Seek(off)
 	e, err := r.Next()
 	if err != nil || e == nil {
@@ -242,18 +246,18 @@ func (s *Signatures) readIndex(u int) (ix *unitIndex) {
 	un := &s.lines.units[u]
 	defer func() {
 		if p := recover(); p != nil {
-			ix.err = &LinesError{"info", uint64(un.off), fmt.Sprintf("debug/dwarf panicked: %v", p)}
+			ix.err = &LinesError{"info", uint64(dwarf.Offset(un.die)), fmt.Sprintf("debug/dwarf panicked: %v", p)}
 		}
 	}()
-	r := s.lines.d.Reader()
-	r.Seek(un.off)
+	r := s.d.Reader()
+	r.Seek(dwarf.Offset(un.die))
 	cu, err := r.Next()
 	if err != nil || cu == nil {
-		ix.err = &LinesError{"info", uint64(un.off), fmt.Sprintf("unit entry: %v", err)}
+		ix.err = &LinesError{"info", uint64(dwarf.Offset(un.die)), fmt.Sprintf("unit entry: %v", err)}
 		return ix
 	}
 	ui := unitInfo{version: un.version, addrSize: r.AddressSize(), offSize: 4, addrBase: -1, locBase: -1}
-	if un.dwarf64 {
+	if un.offSz == 8 {
 		ui.offSize = 8
 	}
 	ui.lang, _ = cu.Val(dwarf.AttrLanguage).(int64)
@@ -270,7 +274,7 @@ func (s *Signatures) readIndex(u int) (ix *unitIndex) {
 	}
 	depth := 0
 	// Every entry takes at least one byte (its abbreviation code).
-	for n := 0; n <= un.size && n < maxSignatureEntries; n++ {
+	for n := 0; n <= (un.end-un.start) && n < maxSignatureEntries; n++ {
 		e, err := r.Next()
 		if err != nil {
 			ix.err = dwarfErr("info", err)
@@ -318,7 +322,7 @@ func (s *Signatures) entryOf(e *dwarf.Entry) (uint64, bool) {
 	if e.Val(dwarf.AttrRanges) == nil {
 		return 0, false
 	}
-	rs, err := s.lines.d.Ranges(e)
+	rs, err := s.d.Ranges(e)
 	if err != nil || len(rs) == 0 {
 		return 0, false
 	}
@@ -329,7 +333,7 @@ func (s *Signatures) entryOf(e *dwarf.Entry) (uint64, bool) {
 // DW_AT_specification lead to, where its name and type may be.
 func (s *Signatures) origins(e *dwarf.Entry) []*dwarf.Entry {
 	out := []*dwarf.Entry{e}
-	nr := s.lines.d.Reader()
+	nr := s.d.Reader()
 	cur := e
 	for depth := 0; depth < maxNameDepth; depth++ {
 		off, ok := cur.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
@@ -378,7 +382,7 @@ func (s *Signatures) signature(r *dwarf.Reader, e *dwarf.Entry, ui unitInfo, pc 
 	case []byte:
 		fi.frameBase(fb)
 	}
-	tr := &typeReader{r: s.lines.d.Reader(), lang: ui.lang, addrSize: ui.addrSize}
+	tr := &typeReader{r: s.d.Reader(), lang: ui.lang, addrSize: ui.addrSize}
 	var kids []*dwarf.Entry
 	if e.Children {
 		for n := 0; n < maxFields*4; n++ {

@@ -2,8 +2,15 @@ package symbolize
 
 import (
 	"debug/elf"
+	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/probekit/probekit/internal/test/testkit"
@@ -177,4 +184,174 @@ func BenchmarkFileWarmLines(b *testing.B) {
 			}
 		})
 	}
+}
+
+// libcTextAddrs returns n random addresses in libc's .text.
+func libcTextAddrs(b *testing.B, n int, seed uint64) []uint64 {
+	ef, err := elf.Open(libcPath)
+	if err != nil {
+		b.Skip(err)
+	}
+	text := ef.Section(".text")
+	ef.Close()
+	rng := rand.New(rand.NewPCG(seed, seed))
+	addrs := make([]uint64, n)
+	for i := range addrs {
+		addrs[i] = text.Addr + rng.Uint64N(text.Size)
+	}
+	return addrs
+}
+
+// BenchmarkFirstLines: the first symbolization of libc with its debug
+// file by a new Symbolizer: opening libc, finding and opening libc6-dbg's
+// debug file, and naming one address, then 10,000 random addresses
+// (most of libc's units read), each with file:line and inline chain.
+func BenchmarkFirstLines(b *testing.B) {
+	for _, n := range []int{1, 10000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			addrs := libcTextAddrs(b, n, 2)
+			frames := make([]Frame, 0, 64)
+			b.ReportAllocs()
+			for b.Loop() {
+				f, err := New(nil).File(libcPath)
+				if err != nil {
+					b.Fatal(err)
+				}
+				lines := 0
+				for _, a := range addrs {
+					frames = f.Frames(frames[:0], a)
+					if frames[0].Line > 0 {
+						lines++
+					}
+				}
+				if lines == 0 {
+					b.Fatal("no line")
+				}
+			}
+		})
+	}
+}
+
+// bigDWARF builds a C program of 50,000 functions (ten units of 5,000,
+// each function with two calls of always_inline helpers, so inlined
+// subroutines too) with -g -O0 in dir and returns its path. gcc takes
+// about 80 s of CPU; PROBEKIT_BIG_DWARF names one built before.
+func bigDWARF(b *testing.B) string {
+	if p := os.Getenv("PROBEKIT_BIG_DWARF"); p != "" {
+		return p
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		b.Skip(err)
+	}
+	dir := b.TempDir()
+	var objs []string
+	var errs []error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 2)
+	for u := range 10 {
+		var src strings.Builder
+		src.WriteString("extern volatile int g;\n")
+		for k := range 50 {
+			fmt.Fprintf(&src, "static inline __attribute__((always_inline)) int h%d(int x) { if (x > %d) g += x; return x * %d + g; }\n", k, k, k+3)
+		}
+		for n := u * 5000; n < (u+1)*5000; n++ {
+			fmt.Fprintf(&src, "int f%d(int x) { return h%d(x) + h%d(x + 1) + %d; }\n", n, n%50, n*7%50, n)
+		}
+		c := filepath.Join(dir, fmt.Sprintf("u%d.c", u))
+		if err := os.WriteFile(c, []byte(src.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		objs = append(objs, c+".o")
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if out, err := exec.Command("gcc", "-c", "-g", "-O0", "-o", c+".o", c).CombinedOutput(); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %v: %s", c, err, out))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		b.Fatal(errs)
+	}
+	main := filepath.Join(dir, "main.c")
+	if err := os.WriteFile(main, []byte("volatile int g;\nint f0(int);\nint main(void) { return f0(g); }\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	bin := filepath.Join(dir, "big")
+	if out, err := exec.Command("gcc", append([]string{"-o", bin, main}, objs...)...).CombinedOutput(); err != nil {
+		b.Fatalf("link: %v: %s", err, out)
+	}
+	return bin
+}
+
+// BenchmarkLargeDWARF: the memory of a File over a program of 50,000
+// functions with DWARF, every function's entry and middle symbolized
+// (every unit's tables read), against the size of its DWARF sections:
+// heap-MiB is the heap in use at the end (garbage included, no GC
+// forced), live-MiB after a GC, debug-MiB the sections' bytes.
+func BenchmarkLargeDWARF(b *testing.B) {
+	bin := bigDWARF(b)
+	ef, err := elf.Open(bin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var debug uint64
+	for _, s := range ef.Sections {
+		if strings.HasPrefix(s.Name, ".debug_") {
+			debug += s.Size
+		}
+	}
+	syms, err := ef.Symbols()
+	ef.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var addrs []uint64
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Size > 0 && strings.HasPrefix(s.Name, "f") {
+			addrs = append(addrs, s.Value, s.Value+s.Size/2)
+		}
+	}
+	if len(addrs) < 100000 {
+		b.Fatalf("%d functions", len(addrs)/2)
+	}
+	var heap, live uint64
+	frames := make([]Frame, 0, 16)
+	for b.Loop() {
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		f, err := New(nil).File(bin)
+		if err != nil {
+			b.Fatal(err)
+		}
+		inlined := 0
+		for _, a := range addrs {
+			frames = f.Frames(frames[:0], a)
+			if frames[0].Line == 0 {
+				b.Fatalf("%#x: no line: %+v", a, frames)
+			}
+			if len(frames) > 1 {
+				inlined++
+			}
+		}
+		if inlined == 0 {
+			b.Fatal("no inlined frame")
+		}
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		heap = after.HeapInuse - before.HeapInuse
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		live = after.HeapInuse - before.HeapInuse
+		runtime.KeepAlive(f)
+	}
+	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
+	b.ReportMetric(float64(live)/(1<<20), "live-MiB")
+	b.ReportMetric(float64(debug)/(1<<20), "debug-MiB")
+	b.ReportMetric(float64(len(addrs)), "addrs")
 }

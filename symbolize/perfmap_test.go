@@ -387,17 +387,7 @@ time.sleep(60)
 // set. Python maps anonymous executable memory and prints its address.
 func jitAsNobody(t *testing.T, userns bool, setup string) (pid int, addr uint64) {
 	t.Helper()
-	py := "/usr/bin/python3.11"
-	if _, err := os.Stat(py); err != nil {
-		testkit.Unavailable(t, "no python3.11 (make deps installs it): %v", err)
-	}
-	const script = `
-import mmap, ctypes, time
-m = mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
-print("%x" % ctypes.addressof(ctypes.c_char.from_buffer(m)), flush=True)
-time.sleep(60)
-`
-	argv := []string{"sh", "-c", setup + ` && exec "$0" -c "$1"`, py, script}
+	argv := []string{"sh", "-c", setup + ` && exec "$0" -c "$1"`, testkit.Python311(t), testkit.JITScript}
 	if userns {
 		argv = append([]string{"unshare", "-Urm"}, argv...)
 		argv[4] = "mount -t tmpfs none /tmp && " + argv[4]

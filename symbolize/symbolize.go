@@ -138,7 +138,13 @@ type Frame struct {
 // String formats f as one line: address, function+offset (for an inlined
 // frame "function (inlined)"), object and file:line when known.
 func (f Frame) String() string {
-	b := make([]byte, 0, 96)
+	b, _ := f.AppendText(make([]byte, 0, 96))
+	return string(b)
+}
+
+// AppendText appends the line String gives to b (encoding.TextAppender);
+// the error is always nil.
+func (f Frame) AppendText(b []byte) ([]byte, error) {
 	b = append(b, "0x"...)
 	b = strconv.AppendUint(b, f.Address, 16)
 	b = append(b, ' ')
@@ -164,7 +170,7 @@ func (f Frame) String() string {
 		b = append(b, ':')
 		b = strconv.AppendInt(b, int64(f.Line), 10)
 	}
-	return string(b)
+	return b, nil
 }
 
 // File is an ELF file whose link-time addresses (symbol values, what nm

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,7 +10,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
+	"github.com/probekit/probekit/debuginfo"
 	"github.com/probekit/probekit/symbolize"
 )
 
@@ -21,7 +24,7 @@ func init() {
 		usage: symbolizeUsage,
 		summary: "name the functions holding addresses: runtime addresses of process PID, or link-time addresses of FILE " +
 			"(as nm and addr2line show them); addresses in hex (0x optional) from the arguments, else from stdin, one per line",
-		run: runSymbolize,
+		runIO: runSymbolize,
 	})
 }
 
@@ -29,7 +32,7 @@ func init() {
 // (a variable for tests).
 var symbolizeStdin io.Reader = os.Stdin
 
-func runSymbolize(args []string, stdout io.Writer) error {
+func runSymbolize(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("symbolize", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	jsonOut := fs.Bool("json", false, "one JSON object per frame")
@@ -52,8 +55,11 @@ func runSymbolize(args []string, stdout io.Writer) error {
 		}
 		addrs = append(addrs, v)
 	}
-	sy := &symbolizer{out: bufio.NewWriterSize(stdout, 64<<10), json: *jsonOut}
-	s := symbolize.New(&symbolize.Options{Demangle: *dem})
+	sy := &symbolizer{out: bufio.NewWriterSize(stdout, 64<<10), json: *jsonOut, warn: &warner{w: stderr}}
+	// A debug file refused (another build's, a bad debuglink, a failed
+	// download) is said once, on stderr; the addresses are still named
+	// from what was usable.
+	s := symbolize.New(&symbolize.Options{Demangle: *dem, DebugInfo: debuginfo.Options{Warn: sy.warn.say}})
 	if *exe != "" {
 		if sy.file, err = s.File(*exe); err != nil {
 			return err
@@ -78,6 +84,29 @@ type symbolizer struct {
 	out    *bufio.Writer
 	json   bool
 	frames []symbolize.Frame
+	buf    []byte
+	warn   *warner
+}
+
+// warner prints each distinct warning once, as one line on stderr.
+type warner struct {
+	mu   sync.Mutex
+	w    io.Writer
+	seen map[string]bool
+}
+
+func (w *warner) say(err error) {
+	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen[msg] {
+		return
+	}
+	if w.seen == nil {
+		w.seen = map[string]bool{}
+	}
+	w.seen[msg] = true
+	fmt.Fprintf(w.w, "probekit symbolize: warning: %s\n", msg)
 }
 
 // maxBatch bounds the addresses named at once: a process's liveness is
@@ -120,13 +149,17 @@ func (sy *symbolizer) stream(in io.Reader) error {
 			sy.out.Flush()
 			return fmt.Errorf("stdin line %d: %w", n, rerr)
 		}
-		text := strings.TrimSpace(string(line))
+		text := bytes.TrimSpace(line)
 		if long {
-			text = "(a line of more than 64 KiB)"
+			text = []byte("(a line of more than 64 KiB)")
 		}
-		if text != "" {
+		if len(text) > 0 {
 			total++
-			v, err := parseAddr(text)
+			v, ok := hexAddr(text)
+			var err error
+			if !ok {
+				_, err = parseAddr(string(text))
+			}
 			if long {
 				err = errors.New("line too long")
 			}
@@ -185,23 +218,56 @@ func (sy *symbolizer) name(addrs []uint64) error {
 		for _, a := range addrs {
 			sy.frames = sy.file.Frames(sy.frames, a)
 		}
-	} else if sy.frames, err = sy.proc.SymbolizeInto(sy.frames[:0], addrs); err != nil {
-		return err
-	}
-	var b []byte
-	for _, fr := range sy.frames {
-		b = b[:0]
-		if sy.json {
-			b = appendFrameJSON(b, fr)
-		} else {
-			b = append(b, fr.String()...)
+	} else {
+		sy.frames, err = sy.proc.SymbolizeInto(sy.frames[:0], addrs)
+		if perr := sy.proc.PerfMapErr(); perr != nil {
+			// The perf map refused (not the process's user's or root's,
+			// a link): its JIT code stays unnamed.
+			sy.warn.say(fmt.Errorf("perf map not read: %w", perr))
 		}
-		b = append(b, '\n')
-		if _, err := sy.out.Write(b); err != nil {
+		if err != nil {
 			return err
 		}
 	}
-	return nil
+	// One buffer for the batch, kept: no allocation per line.
+	b := sy.buf[:0]
+	for _, fr := range sy.frames {
+		if sy.json {
+			b = appendFrameJSON(b, fr)
+		} else {
+			b, _ = fr.AppendText(b)
+		}
+		b = append(b, '\n')
+	}
+	sy.buf = b
+	_, err = sy.out.Write(b)
+	return err
+}
+
+// hexAddr is parseAddr without an allocation, for the common case: a
+// hexadecimal address of at most 16 digits, with or without 0x.
+func hexAddr(b []byte) (uint64, bool) {
+	if len(b) > 2 && b[0] == '0' && (b[1] == 'x' || b[1] == 'X') {
+		b = b[2:]
+	}
+	if len(b) == 0 || len(b) > 16 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | uint64(c)
+	}
+	return v, true
 }
 
 // parseAddr parses a hexadecimal address, with or without 0x (addr2line

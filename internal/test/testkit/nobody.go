@@ -72,3 +72,24 @@ func StartAs(tb testing.TB, uid int, d time.Duration, argv ...string) (*exec.Cmd
 	}
 	return nil, ""
 }
+
+// JITScript is a Python program that maps a page of anonymous executable
+// memory (what a JIT's code lives in), prints its address in hex and
+// sleeps a minute.
+const JITScript = `
+import mmap, ctypes, time
+m = mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+print("%x" % ctypes.addressof(ctypes.c_char.from_buffer(m)), flush=True)
+time.sleep(60)
+`
+
+// Python311 returns the path of python3.11 (make deps installs it), or
+// marks tb unavailable.
+func Python311(tb testing.TB) string {
+	tb.Helper()
+	const py = "/usr/bin/python3.11"
+	if _, err := os.Stat(py); err != nil {
+		Unavailable(tb, "no python3.11 (make deps installs it): %v", err)
+	}
+	return py
+}
