@@ -4,11 +4,12 @@
  *
  *   rec    one call of lat_rec(3) per round: 4 levels, lat_rec(d) fires
  *          lat:start(d), calls lat_rec(d - 1) when d > 0, sleeps, fires
- *          lat:done(d). Level d lasts 1.5 * 2^(23 + d) ns at least
- *          (12.6, 25.2, 50.3 and 100.7 ms): the middle of bucket
- *          [2^(23 + d), 2^(24 + d)), a margin of 4.2 ms and more on
- *          either side. lat_rec is a function of its own (noipa), for
- *          uprobe latency; the USDT pair nests 4 deep.
+ *          lat:done(d). Level d lasts 1.125 * 2^(23 + d) ns at least
+ *          (9.4, 18.9, 37.7 and 75.5 ms): nanosleep never returns
+ *          early, and the level stays in bucket [2^(23 + d),
+ *          2^(24 + d)) unless its wakeups come 7.3 ms late or more.
+ *          lat_rec is a function of its own (noipa), for uprobe
+ *          latency; the USDT pair nests 4 deep.
  *   deep   one call of lat_deep(39) per round: 40 nested levels of
  *          lat:start and lat:done without sleeping (deeper than a
  *          32-frame stack).
@@ -19,7 +20,15 @@
  *          benchmark's function latency.
  *
  * noipa keeps GCC from turning the recursion into a loop or inlining it.
+ *
+ * On a loaded machine a sleeping thread of the default policy wakes
+ * late by tens of milliseconds (seen at a load average of 28 on two
+ * cores), which moves levels to the next bucket. So the fixture asks for
+ * SCHED_FIFO and a 1 ns timer slack (root only; without them it runs as
+ * it is): a FIFO thread runs as soon as its timer fires.
  */
+#include <sched.h>
+#include <sys/prctl.h>
 #include <sys/sdt.h>
 #include <time.h>
 
@@ -35,12 +44,20 @@ static void sleep_ns(long ns)
 		;
 }
 
-/* Level d's own sleep: level 0 sleeps all its 1.5 * 2^23 ns; level d > 0
- * adds 1.5 * 2^(23 + d) - 1.5 * 2^(22 + d) = 1.5 * 2^(22 + d) to its
- * callee's time. */
+__attribute__((constructor)) static void realtime(void)
+{
+	struct sched_param sp = {.sched_priority = 10};
+
+	sched_setscheduler(0, SCHED_FIFO, &sp);
+	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+}
+
+/* Level d's own sleep: level 0 sleeps all its 1.125 * 2^23 ns; level
+ * d > 0 adds 1.125 * 2^(23 + d) - 1.125 * 2^(22 + d) = 1.125 * 2^(22 + d)
+ * = 9 * 2^(19 + d) to its callee's time. */
 __attribute__((noipa)) void lat_rec(long d)
 {
-	long own = d == 0 ? 3L << 22 : 3L << (21 + d);
+	long own = d == 0 ? 9L << 20 : 9L << (19 + d);
 
 	STAP_PROBE1(lat, start, d);
 	if (d > 0)
