@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -224,6 +225,20 @@ func BenchmarkTraceCount(b *testing.B) {
 		benchTraceCount(b, fixture, false, "--filter", "arg3 > 0 && comm == \"x\"")
 	})
 	b.Run("trace", func(b *testing.B) { benchTraceHit(b, fixture) })
+	// bpftrace's one-liners for the same hits (sample:zero, attached
+	// last, tells that its probes are attached).
+	marker := "usdt:" + fixture + ":sample:zero"
+	b.Run("bpftrace_count_by_comm", func(b *testing.B) {
+		benchBpftrace(b, fixture, "loop", "cpu-ns/hit", fmt.Sprintf("usdt:%s:sample:loop { @[comm] = count(); }", fixture), marker, "zero")
+	})
+	// The cast: bpftrace 0.17 compares the argument, -r, as unsigned.
+	b.Run("bpftrace_count_filtered_out", func(b *testing.B) {
+		benchBpftrace(b, fixture, "loop", "cpu-ns/hit", fmt.Sprintf("usdt:%s:sample:loop /(int64)arg2 > 0/ { @ = count(); }", fixture), marker, "zero")
+	})
+	// Latency: a pair of USDT hits (lat:start, lat:done) and a function's
+	// entry and return (lat_fn), timed per thread; cpu-ns/pair is the
+	// fixture's CPU time per pair of hits.
+	benchLatency(b)
 }
 
 // benchTraceCount runs probekit trace --count -i 1 on a fixture, with

@@ -697,11 +697,18 @@ func benchTraceHit(b *testing.B, fixture string, flags ...string) {
 // CPU).
 func loopCPU(b *testing.B, p *testkit.Process) {
 	b.Helper()
+	loopCPUOf(b, p, "loop", "cpu-ns/hit")
+}
+
+// loopCPUOf makes the fixture run command b.N times and reports its CPU
+// time per round as unit.
+func loopCPUOf(b *testing.B, p *testkit.Process, command, unit string) {
+	b.Helper()
 	before := schedRuntime(b, p.PID())
-	if err := p.Loop("loop", b.N); err != nil {
+	if err := p.Loop(command, b.N); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(float64(schedRuntime(b, p.PID())-before)/float64(b.N), "cpu-ns/hit")
+	b.ReportMetric(float64(schedRuntime(b, p.PID())-before)/float64(b.N), unit)
 }
 
 func schedRuntime(b *testing.B, pid int) uint64 {
