@@ -35,7 +35,7 @@
 // as a stack of MaxLatencyDepth frames, so nested and recursive calls
 // are timed each from its own start; the filter and the keys are taken
 // at the start; what could not be paired is counted (LatencyLost). A
-// function's latency, entry to return:
+// function's latency, entry to return (Example_latency in full):
 //
 //	spec, _ := record.Spec()
 //	_ = uprobe.Prepare(spec)
