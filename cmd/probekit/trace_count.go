@@ -93,7 +93,7 @@ func (t *tracer) totals(objs *record.Objects) ([]probeTotals, error) {
 // printAggregate prints the totals so far (cumulative: -i prints them
 // again, grown).
 func (t *tracer) printAggregate(objs *record.Objects) error {
-	if t.req.mode == record.ModeLatency {
+	if t.req.mode == record.ModeLatency && len(t.req.keys) == 0 {
 		return t.printLatency(objs)
 	}
 	b := t.out.buf[:0]

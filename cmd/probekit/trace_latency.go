@@ -149,8 +149,9 @@ func probeName(p probe.Spec) string {
 	return "uprobe:" + p.Func
 }
 
-// printLatency prints the histograms of the starts: with --by per key
-// (as --hist --by), else per start probe,
+// printLatency prints the histograms of the starts without --by (with
+// it, printAggregate prints them per key, as for --hist --by): per start
+// probe,
 //
 //	uprobe:lat_rec -> return (ns)
 //	[8M, 16M)                3 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
@@ -158,18 +159,6 @@ func probeName(p probe.Spec) string {
 // and in JSON {"probe":START,"end":END,"buckets":[...]}.
 func (t *tracer) printLatency(objs *record.Objects) error {
 	b := t.out.buf[:0]
-	if len(t.req.keys) > 0 {
-		totals, err := t.keyedTotals(objs)
-		if err != nil {
-			return err
-		}
-		if t.req.json {
-			b = t.appendKeyedJSON(b, totals)
-		} else {
-			b = t.appendKeyedText(b, totals)
-		}
-		return t.flushAggregate(b)
-	}
 	totals, err := t.totals(objs)
 	if err != nil {
 		return err
