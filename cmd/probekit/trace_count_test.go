@@ -203,8 +203,13 @@ func TestParseTraceAggregate(t *testing.T) {
 // program: under a bare program that only counts (the floor of a uprobe
 // with a BPF program: internal/test/bpftest's count_hits), under probekit
 // trace --count, and under probekit trace printing every hit (as
-// BenchmarkTraceHit/trace). cpu-ns/hit is the fixture's own CPU time per
-// hit.
+// BenchmarkTraceHit/trace), beside bpftrace's one-liners for the same
+// hits (a keyed count, a filter that drops every hit) and, on
+// testdata/latency, --latency of a USDT pair and of a function's entry
+// and return beside bpftrace's @start[tid] idiom. cpu-ns/hit is the
+// fixture's own CPU time per hit, cpu-ns/pair per pair of hits. Run:
+//
+//	go test -run '^$' -bench BenchmarkTraceCount -benchtime 200000x ./cmd/probekit/
 func BenchmarkTraceCount(b *testing.B) {
 	testkit.RequireKernel(b)
 	fixture := testkit.Fixture("usdt_sample")
