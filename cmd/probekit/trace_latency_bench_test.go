@@ -39,11 +39,29 @@ func benchLatency(b *testing.B) {
 	})
 }
 
-// benchTraceLatency runs probekit trace --json --latency -i 1 on the
-// fixture's command, waits for a printed histogram (attached), and checks
-// that the final one timed every round.
+// benchTraceLatency runs probekit trace --latency -p on the fixture's
+// command and checks that it timed every round.
 func benchTraceLatency(b *testing.B, fixture, command string, probes ...string) {
 	p := testkit.Start(b, fixture)
+	finish := traceLatencyPID(b, p, probes...)
+	b.ResetTimer()
+	loopCPUOf(b, p, command, "cpu-ns/pair")
+	b.StopTimer()
+	var n uint64
+	for _, bk := range finish().Buckets {
+		n += bk.Count
+	}
+	if n != uint64(b.N) {
+		b.Fatalf("timed %d pairs, want %d", n, b.N)
+	}
+}
+
+// traceLatencyPID runs probekit trace --json --latency -i 1 -p on p's
+// process and waits for a printed histogram (it prints once attached).
+// finish stops the process, which ends the trace, and returns the final
+// histogram of the first start probe.
+func traceLatencyPID(tb testing.TB, p *testkit.Process, probes ...string) (finish func() latLine) {
+	tb.Helper()
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
 	go func() {
@@ -52,27 +70,21 @@ func benchTraceLatency(b *testing.B, fixture, command string, probes ...string) 
 	}()
 	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), `"buckets"`); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			b.Fatalf("no histogram printed within 30s: %s", errOut.String())
+			tb.Fatalf("no histogram printed within 30s: %s", errOut.String())
 		}
 	}
-	b.ResetTimer()
-	loopCPUOf(b, p, command, "cpu-ns/pair")
-	b.StopTimer()
-	p.Stop()
-	if code := <-done; code != 0 {
-		b.Fatalf("exit %d: %s", code, errOut.String())
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	var l latLine
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &l); err != nil {
-		b.Fatal(err)
-	}
-	var n uint64
-	for _, bk := range l.Buckets {
-		n += bk.Count
-	}
-	if n != uint64(b.N) {
-		b.Fatalf("timed %d pairs, want %d", n, b.N)
+	return func() latLine {
+		tb.Helper()
+		p.Stop()
+		if code := <-done; code != 0 {
+			tb.Fatalf("exit %d: %s", code, errOut.String())
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		var l latLine
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &l); err != nil {
+			tb.Fatal(err)
+		}
+		return l
 	}
 }
 

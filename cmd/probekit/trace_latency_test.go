@@ -69,7 +69,8 @@ func TestTraceLatencyFunc(t *testing.T) {
 
 // TestTraceLatencyUSDT: --latency START END on lat:start and lat:done,
 // nested 4 deep: each level is timed from its own start; as a launched
-// command, and with "*" targets under -f. Orphan ends are reported.
+// command, with "*" targets under -f, and with -p. Orphan ends are
+// reported.
 func TestTraceLatencyUSDT(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
@@ -80,6 +81,15 @@ func TestTraceLatencyUSDT(t *testing.T) {
 		if len(got) != 1 || got[0].Probe != "lat:start" || got[0].End != "lat:done" || histOf(t, got[0].histLine) != recHist(2, 0) {
 			t.Errorf("%v: %+v, want %v", probes, got, recHist(2, 0))
 		}
+	}
+	// -p: a running process, traced until it exits.
+	p := testkit.Start(t, fx)
+	finish := traceLatencyPID(t, p, fx+":lat:start", fx+":lat:done")
+	if err := p.Loop("rec", 2); err != nil {
+		t.Fatal(err)
+	}
+	if l := finish(); l.Probe != "lat:start" || histOf(t, l.histLine) != recHist(2, 0) {
+		t.Errorf("-p: %+v, want %v", l, recHist(2, 0))
 	}
 	r := runTraceCmd("--latency", fx+":lat:start", fx+":lat:done", "--", fx, "--loop", "orphan", "5")
 	if want := "5 ends without a start on their thread"; r.code != 0 || !strings.Contains(r.errOut, want) {
