@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/probekit/probekit/internal/test/testkit"
 )
 
@@ -86,6 +88,41 @@ func traceLatencyPID(tb testing.TB, p *testkit.Process, probes ...string) (finis
 		}
 		return l
 	}
+}
+
+// progStats snapshots the statistics of every BPF program on the host.
+func progStats() map[ebpf.ProgramID]ebpf.ProgramStats {
+	out := map[ebpf.ProgramID]ebpf.ProgramStats{}
+	for id, err := ebpf.ProgramGetNextID(0); err == nil; id, err = ebpf.ProgramGetNextID(id) {
+		prog, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue // gone since
+		}
+		if st, err := prog.Stats(); err == nil {
+			out[id] = *st
+		}
+		prog.Close()
+	}
+	return out
+}
+
+// progRuntime is the run time, since before, of the programs that ran n
+// or 2n times (a probe's program, or one program at both probes of a
+// pair): the programs of the n rounds of a benchmark, whichever tool
+// loaded them. Another tool's program that ran exactly as often would
+// count too. ok is false when none did (statistics are off).
+func progRuntime(before map[ebpf.ProgramID]ebpf.ProgramStats, n int) (ns time.Duration, ok bool) {
+	for id, st := range progStats() {
+		old, seen := before[id]
+		if !seen {
+			continue
+		}
+		if d := st.RunCount - old.RunCount; d == uint64(n) || d == 2*uint64(n) {
+			ns += st.Runtime - old.Runtime
+			ok = true
+		}
+	}
+	return ns, ok
 }
 
 // bpftraceHist matches a line of a bpftrace hist(): "[4K, 8K)  12 |@@ |".

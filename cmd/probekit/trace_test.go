@@ -701,14 +701,20 @@ func loopCPU(b *testing.B, p *testkit.Process) {
 }
 
 // loopCPUOf makes the fixture run command b.N times and reports its CPU
-// time per round as unit.
+// time per round as unit (cpu-ns/...) and, while BPF statistics are on
+// (ebpf.EnableStats), the run time of the BPF programs of its probes per
+// round (prog-ns/...; see progRuntime).
 func loopCPUOf(b *testing.B, p *testkit.Process, command, unit string) {
 	b.Helper()
+	progs := progStats()
 	before := schedRuntime(b, p.PID())
 	if err := p.Loop(command, b.N); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(schedRuntime(b, p.PID())-before)/float64(b.N), unit)
+	if ns, ok := progRuntime(progs, b.N); ok {
+		b.ReportMetric(float64(ns)/float64(b.N), strings.Replace(unit, "cpu-", "prog-", 1))
+	}
 }
 
 func schedRuntime(b *testing.B, pid int) uint64 {
