@@ -33,6 +33,16 @@ import (
 // the other modes ignore it.
 const LatencyEnd uint64 = 1 << 63
 
+// LatencyGoroutine is the function probe cookie bit that pairs its hits
+// per goroutine instead of per thread, for Go code (built with the
+// register ABI: Go 1.17 on x86-64, 1.18 on arm64): Go's scheduler moves
+// goroutines between threads, so a call that starts on one thread may
+// return on another, which per thread would be an end without a start
+// and a start never ended. The goroutine is read from the g register
+// (r14, x28), valid at a function's entry and its returns. Give it to the
+// start and the end probes alike (TRACE_LAT_GOROUTINE in trace.c).
+const LatencyGoroutine uint64 = 1 << 62
+
 // MaxLatencyDepth is how many open starts a thread keeps
 // (TRACE_LAT_MAX_DEPTH in trace.c).
 const MaxLatencyDepth = 32

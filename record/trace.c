@@ -842,12 +842,29 @@ static __noinline int filter_pass(struct pt_regs *ctx, int func, __u64 cookie)
  * end only pops it. An end on an empty stack is counted
  * (LAT_LOST_NO_START). Stacks are in an LRU hash: a thread that exits
  * between a start and its end leaves a stack that newer threads push
- * out. */
+ * out.
+ *
+ * A function probe whose cookie has TRACE_LAT_GOROUTINE (Go code) pairs
+ * per goroutine instead of per thread: the scheduler moves a goroutine
+ * between threads (at a preemption, a blocking call), so its end may run
+ * on another thread than its start. The goroutine is its g pointer, which
+ * Go's register ABI keeps in a register (r14 on x86-64, x28 on arm64:
+ * ABIInternal, Go 1.17 and 1.18) at a function's entry and at its
+ * returns; g pointers of two processes can be equal, so the stack's key
+ * is the process and the thread or goroutine. */
 
 #define TRACE_LAT_MAX_DEPTH 32	/* MaxLatencyDepth in record.go */
 #define TRACE_LAT_DEPTH_MASK (TRACE_LAT_MAX_DEPTH - 1)
 _Static_assert((TRACE_LAT_MAX_DEPTH & TRACE_LAT_DEPTH_MASK) == 0, "latency depth is not a power of two");
 #define TRACE_LAT_END (1ull << 63)
+#define TRACE_LAT_GOROUTINE (1ull << 62)
+
+/* The g register of Go's ABIInternal (see above). */
+#if defined(__TARGET_ARCH_x86)
+#define FUNC_G_REG(r) (r->r14)
+#elif defined(__TARGET_ARCH_arm64)
+#define FUNC_G_REG(r) (r->regs[28])
+#endif
 
 /* Why a latency hit was not timed (LatencyLost in record.go). */
 enum lat_lost {
@@ -869,18 +886,27 @@ struct lat_stack {
 	struct lat_frame frames[TRACE_LAT_MAX_DEPTH];
 };
 
-/* Threads' stacks, by thread id. One entry here: SetMode(ModeLatency)
+/* Whose stack: a thread (id) or a goroutine (its g pointer) of process
+ * tgid. */
+struct lat_owner {
+	__u64 id;
+	__u32 tgid;
+	__u32 pad;
+};
+
+/* Threads' (and goroutines') stacks, by owner. One entry here: SetMode(ModeLatency)
  * sizes it (LatencyThreads in record.go), so that the other modes, which
  * reference it in code the verifier drops, do not allocate it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 1);
-	__type(key, __u32);
+	__type(key, struct lat_owner);
 	__type(value, struct lat_stack);
 } lat_stacks SEC(".maps");
 
 struct lat_key_id {
-	__u32 tid;
+	__u64 id;
+	__u32 tgid;
 	__u32 depth;
 };
 
@@ -935,17 +961,17 @@ static __always_inline int lat_bump(void *map, void *key)
 	return 1;
 }
 
-static __noinline int lat_start(struct pt_regs *ctx, int func, __u64 cookie, __u32 probe, __u32 tid)
+static __noinline int lat_start(struct pt_regs *ctx, int func, __u64 cookie, __u32 probe, struct lat_owner *o)
 {
-	struct lat_stack *s = bpf_map_lookup_elem(&lat_stacks, &tid);
-	struct lat_key_id kid = {.tid = tid};
+	struct lat_stack *s = bpf_map_lookup_elem(&lat_stacks, o);
+	struct lat_key_id kid = {.id = o->id, .tgid = o->tgid};
 	struct lat_frame *f;
 	struct agg_key *k;
 	__u32 d;
 
 	if (!s) {
-		bpf_map_update_elem(&lat_stacks, &tid, &lat_empty_stack, BPF_NOEXIST);
-		s = bpf_map_lookup_elem(&lat_stacks, &tid);
+		bpf_map_update_elem(&lat_stacks, o, &lat_empty_stack, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&lat_stacks, o);
 		if (!s) {
 			lat_lose(LAT_LOST_FULL);
 			return 0;
@@ -976,11 +1002,11 @@ static __noinline int lat_start(struct pt_regs *ctx, int func, __u64 cookie, __u
 	return 0;
 }
 
-static __noinline int lat_end(__u32 tid)
+static __noinline int lat_end(struct lat_owner *o)
 {
 	__u64 now = bpf_ktime_get_ns();
-	struct lat_stack *s = bpf_map_lookup_elem(&lat_stacks, &tid);
-	struct lat_key_id kid = {.tid = tid};
+	struct lat_stack *s = bpf_map_lookup_elem(&lat_stacks, o);
+	struct lat_key_id kid = {.id = o->id, .tgid = o->tgid};
 	struct hist_key hk;
 	struct agg_key k, *sk;
 	struct lat_frame *f;
@@ -1019,9 +1045,17 @@ static __noinline int lat_end(__u32 tid)
 
 /* A hit in TRACE_LATENCY. cookie: a function probe's BPF cookie (func),
  * unused for a USDT location, whose cookie is in its spec. */
+static __noinline __u64 read_g_reg(struct pt_regs *ctx)
+{
+	const func_regs_t *r = (const func_regs_t *)ctx;
+
+	return FUNC_G_REG(r);
+}
+
 static __always_inline int latency_hit(struct pt_regs *ctx, int func, __u64 cookie)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 id = bpf_get_current_pid_tgid();
+	struct lat_owner o = {.id = (__u32)id, .tgid = id >> 32};
 	struct __bpf_usdt_spec *spec;
 
 	if (!func) {
@@ -1029,12 +1063,14 @@ static __always_inline int latency_hit(struct pt_regs *ctx, int func, __u64 cook
 		if (!spec)
 			return 0;
 		if (spec->usdt_cookie & TRACE_LAT_END)
-			return lat_end(tid);
-		return lat_start(ctx, 0, 0, (__u32)spec->usdt_cookie, tid);
+			return lat_end(&o);
+		return lat_start(ctx, 0, 0, (__u32)spec->usdt_cookie, &o);
 	}
+	if (cookie & TRACE_LAT_GOROUTINE)
+		o.id = read_g_reg(ctx);
 	if (cookie & TRACE_LAT_END)
-		return lat_end(tid);
-	return lat_start(ctx, 1, cookie, (__u32)cookie, tid);
+		return lat_end(&o);
+	return lat_start(ctx, 1, cookie, (__u32)cookie, &o);
 }
 
 /* ---- End of latency. ---- */

@@ -74,8 +74,16 @@ type traceHistKey struct {
 
 type traceLatKeyId struct {
 	_     structs.HostLayout
-	Tid   uint32
+	Id    uint64
+	Tgid  uint32
 	Depth uint32
+}
+
+type traceLatOwner struct {
+	_    structs.HostLayout
+	Id   uint64
+	Tgid uint32
+	Pad  uint32
 }
 
 type traceLatStack struct {

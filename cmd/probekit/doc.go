@@ -161,7 +161,8 @@
 // or return-site probes on Go); with two, --latency START END (USDT or
 // function probes, such as PostgreSQL's query__start and query__done),
 // from each START hit to the END hit that closes it. A thread's open
-// starts are a stack, so nested and recursive calls are each timed from
+// starts (a goroutine's, for functions of Go code, which Go moves between
+// threads) are a stack, so nested and recursive calls are each timed from
 // their own start; up to 32 are kept per thread, and deeper starts, and
 // ends with no open start (begun before the trace), are counted and said
 // at exit. The histograms are per start probe, drawn as --hist draws

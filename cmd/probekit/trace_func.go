@@ -155,7 +155,7 @@ func (t *tracer) funcSites(b *uprobe.Binary, p probe.Spec) (*funcSites, error) {
 		if err != nil {
 			return nil, err
 		}
-		cookie = t.funcLatencyCookie(p, len(t.sites), cookie)
+		cookie = t.funcLatencyCookie(p, len(t.sites), cookie, b.Convention(fn) == uprobe.ConventionGo)
 		fs.index[fn.Address] = len(t.sites)
 		t.funcSite(p.Kind, funcName(fn), fn.Address)
 		fs.byAddr[fn.Address] = cookie

@@ -20,7 +20,8 @@ import (
 //
 // The filter and the keys are taken at the start: a function's
 // arguments at its entry, the START probe's arguments; probe and func
-// name the start.
+// name the start. Functions of Go code pair per goroutine, the others per
+// thread.
 
 // latencyState is what a --latency trace keeps: which sites are ends.
 type latencyState struct {
@@ -117,8 +118,15 @@ func (t *tracer) latencyOptions(p probe.Spec, opts *usdt.Options) *usdt.Options 
 	return &o
 }
 
-// funcLatencyCookie is the cookie of function site site of probe p.
-func (t *tracer) funcLatencyCookie(p probe.Spec, site int, cookie uint64) uint64 {
+// funcLatencyCookie is the cookie of function site site of probe p; a
+// function of Go code (goABI) pairs per goroutine.
+func (t *tracer) funcLatencyCookie(p probe.Spec, site int, cookie uint64, goABI bool) uint64 {
+	if t.req.mode != record.ModeLatency {
+		return cookie
+	}
+	if goABI {
+		cookie |= record.LatencyGoroutine
+	}
 	if !t.latencyEnd(p) {
 		return cookie
 	}

@@ -81,6 +81,9 @@ func traceLatencyPID(tb testing.TB, p *testkit.Process, probes ...string) (finis
 		if code := <-done; code != 0 {
 			tb.Fatalf("exit %d: %s", code, errOut.String())
 		}
+		if e := errOut.String(); e != "" {
+			tb.Logf("probekit trace: %s", e)
+		}
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 		var l latLine
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &l); err != nil {

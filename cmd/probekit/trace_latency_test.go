@@ -239,3 +239,27 @@ func TestTraceLatencyUsage(t *testing.T) {
 		t.Errorf("a uretprobe START with a ret filter: %+v, %v", req, err)
 	}
 }
+
+// TestTraceLatencyGo: on Go, a function's end is each of its return
+// instructions (a uretprobe would crash the program), and calls pair per
+// goroutine (record.LatencyGoroutine): classify, with four return paths,
+// is timed once per call, and recursion 20 deep (frames of 1 KiB, so the
+// goroutine stack is copied) once per level. Paired per thread, 5 runs
+// of 6 lost 1 to 12 calls to goroutines that moved to another thread.
+func TestTraceLatencyGo(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	fx := testkit.Fixture("goprog")
+	for _, c := range []struct {
+		fn, command string
+		want        uint64
+	}{{"main.classify", "classify 100", 100}, {"main.recurse", "recurse 20 5", 21 * 5}} {
+		p := testkit.Start(t, fx)
+		finish := traceLatencyPID(t, p, "uprobe:"+fx+":"+c.fn)
+		p.Do(c.command)
+		l := finish()
+		if n := histSum(histOf(t, l.histLine)); l.Probe != "uprobe:"+c.fn || l.End != "return" || n != c.want {
+			t.Errorf("%s: %+v: %d timed, want %d", c.command, l, n, c.want)
+		}
+	}
+}
