@@ -34,7 +34,8 @@
 // (Histograms) or key (KeyedHistograms). Starts and ends pair per thread
 // as a stack of MaxLatencyDepth frames, so nested and recursive calls
 // are timed each from its own start; the filter and the keys are taken
-// at the start; what could not be paired is counted (LatencyLost). A
+// at the start; what could not be paired is counted (LatencyLost).
+// Function probes of Go code pair per goroutine with LatencyGoroutine. A
 // function's latency, entry to return (Example_latency in full):
 //
 //	spec, _ := record.Spec()
