@@ -18,7 +18,7 @@ BENCHTIME   ?= 1s
 
 # Debian packages: build and test needs, the cross toolchains for fixtures,
 # and the real USDT targets the tests and the demo read.
-DEPS := systemtap-sdt-dev clang-19 llvm-19 libbpf-dev binutils file gcc libc6-dev \
+DEPS := systemtap-sdt-dev clang-19 llvm-19 libbpf-dev binutils file gcc g++ libc6-dev \
 	gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
 	gcc-arm-linux-gnueabihf libc6-dev-armhf-cross \
 	gcc-i686-linux-gnu libc6-dev-i386-cross libc6-i386 \
@@ -160,6 +160,7 @@ testdata: deps $(SDTINC)/sys/sdt.h
 	@if [ -x $(TD)/cfix/build.sh ]; then $(TD)/cfix/build.sh; fi
 	$(TD)/debuginfo/build.sh
 	$(TD)/lines/build.sh
+	$(TD)/params/build.sh
 	$(GO) run ./internal/test/tools/golden -o $(TD)/golden $(BIN)/*
 	$(GO) run ./internal/test/tools/golden -o $(TD)/golden -name python3.11 /usr/bin/python3.11
 	argspec/testdata/regen.sh

@@ -24,6 +24,7 @@ type Link struct {
 	mu       sync.Mutex
 	closed   bool
 	links    []link.Link
+	before   []func()
 	release  []func() error
 	sites    []Site
 	warnings []error
@@ -48,8 +49,16 @@ func (l *Link) OnClose(release func() error) {
 	l.release = append(l.release, release)
 }
 
-// Close detaches every site, then runs the releases registered with
-// OnClose. It is idempotent; when a step fails the others still run and
+// BeforeDetach registers check to run when the link closes, before any
+// kernel link is detached: the uprobes are still in place while it runs.
+func (l *Link) BeforeDetach(check func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.before = append(l.before, check)
+}
+
+// Close runs the checks registered with BeforeDetach, detaches every
+// site, then runs the releases registered with OnClose. It is idempotent; when a step fails the others still run and
 // the errors are joined.
 func (l *Link) Close() error {
 	l.mu.Lock()
@@ -58,6 +67,9 @@ func (l *Link) Close() error {
 		return nil
 	}
 	l.closed = true
+	for _, check := range l.before {
+		check()
+	}
 	var errs []error
 	for _, lk := range l.links {
 		if err := lk.Close(); err != nil {
@@ -69,7 +81,7 @@ func (l *Link) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	l.links, l.release = nil, nil
+	l.links, l.before, l.release = nil, nil, nil
 	return errors.Join(errs...)
 }
 

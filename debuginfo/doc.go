@@ -35,5 +35,24 @@
 //
 // The static functions of a stripped object come from the debug file's
 // .symtab; packages uprobe and symbolize join them to the object's own
-// table (see Functions).
+// table (see Functions). Without a debug file they come from the
+// object's MiniDebugInfo if it has one (MiniDebugInfo: Fedora's and
+// CentOS's binaries keep an xz-compressed .symtab of the functions
+// .dynsym lacks in .gnu_debugdata), so a container built from those
+// distributions names its static functions with no debug package.
+//
+// # Parameters
+//
+// Signatures (OpenSignaturesELF) gives the parameters of the function
+// whose entry is an address, from DWARF: name, type (spelled as C, C++
+// or Go writes it, with its kind and size), and where each is at the
+// entry: a register by its DWARF number (RegisterName), a stack slot
+// from the CFA, or not available. Locations come from exprlocs and from
+// location lists, DWARF 4's .debug_loc and DWARF 5's .debug_loclists
+// (read here: debug/dwarf reads none); for a C or C++ function on x86-64
+// whose DWARF locates a parameter only after the prologue (gcc -O0), the
+// System V calling convention gives its place at the entry
+// (Location.FromABI). A tracer reads the value there at a uprobe on the
+// function's entry; uprobe.Binary.Params does the lookup for a probed
+// function, through its debug file when it is stripped.
 package debuginfo

@@ -2,6 +2,7 @@ package debuginfo
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 	"os"
 
@@ -41,6 +42,13 @@ func FunctionsFrom(ef *safeelf.File, obj *os.File, path string, opts *Options) (
 	}
 	d, err := Find(obj, path, opts)
 	if err != nil {
+		// No debug file: the object's MiniDebugInfo, if it has one.
+		switch funcs, err := miniFunctions(ef); {
+		case err == nil:
+			return funcs, path + "[.gnu_debugdata]", nil
+		case !errors.Is(err, ErrNoMiniDebugInfo):
+			warn(fmt.Errorf("debuginfo: %s: %w", path, err))
+		}
 		return own()
 	}
 	defer d.Close()
@@ -56,6 +64,19 @@ func FunctionsFrom(ef *safeelf.File, obj *os.File, path string, opts *Options) (
 		return funcs, "", nil
 	}
 	return funcs, d.Path, nil
+}
+
+// miniFunctions is ef's table joined with its MiniDebugInfo's .symtab.
+func miniFunctions(ef *safeelf.File) (funcs *safeelf.Funcs, err error) {
+	defer safeelf.Recover(&err)
+	mini, err := MiniDebugInfo(ef)
+	if err != nil {
+		return nil, err
+	}
+	if funcs, err = ef.FunctionsWith(mini); err != nil {
+		return nil, fmt.Errorf(".gnu_debugdata's symbols: %w", err)
+	}
+	return funcs, nil
 }
 
 func functionsWith(ef *safeelf.File, d *File) (funcs *safeelf.Funcs, err error) {

@@ -110,6 +110,7 @@ type lineUnit struct {
 	start   int          // of the unit's header
 	size    int          // bytes of the unit in .debug_info
 	version int
+	dwarf64 bool // 64-bit DWARF: 8-byte section offsets
 	tab     atomic.Pointer[unitTable]
 	ref     atomic.Bool
 	load    sync.Mutex // one reader of a unit at a time
@@ -227,7 +228,7 @@ func (l *Lines) indexUnits(info []byte) error {
 			continue
 		}
 		u := len(l.units)
-		l.units = append(l.units, lineUnit{off: dwarf.Offset(die), start: start, size: end - start, version: ver})
+		l.units = append(l.units, lineUnit{off: dwarf.Offset(die), start: start, size: end - start, version: ver, dwarf64: offSz == 8})
 		r.Seek(dwarf.Offset(die))
 		e, err := r.Next()
 		if err != nil || e == nil {

@@ -3,6 +3,7 @@ package exporter_test
 import (
 	"fmt"
 	"log"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/probekit/probekit/exporter"
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/record"
@@ -111,6 +113,8 @@ func gather(t *testing.T, reg prometheus.Gatherer, prefix string) map[string]flo
 			switch {
 			case m.Counter != nil:
 				out[key(name, m.GetLabel())] = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				out[key(name, m.GetLabel())] = m.GetGauge().GetValue()
 			case m.Histogram != nil:
 				h := m.GetHistogram()
 				for _, b := range h.GetBucket() {
@@ -211,8 +215,9 @@ func TestSeriesEviction(t *testing.T) {
 	if err := p.Loop("loop", 2); err != nil {
 		t.Fatal(err)
 	}
-	first := time.Now()
 	got := gather(t, reg, "")
+	// The series were seen at that gather, before now.
+	first := time.Now()
 	for _, k := range []string{`ev_total{neg="0"}`, `ev_total{neg="-1"}`, `kept_total{neg="0"}`} {
 		if got[k] != 1 {
 			t.Errorf("%s = %v, want 1", k, got[k])
@@ -350,11 +355,22 @@ func TestLatencyRecursion(t *testing.T) {
 }
 
 // TestFuncProbeGlobTarget: function probes on a glob target attach to
-// every matching file as its processes map it.
+// every matching file as its processes map it, a process started after
+// the exporter or running before it; two metrics on the same function
+// each count every hit and each show the site.
 func TestFuncProbeGlobTarget(t *testing.T) {
 	testkit.RequireKernel(t)
+	t.Run("started_after", func(t *testing.T) { testFuncProbeGlobTarget(t, false) })
+	t.Run("running_before", func(t *testing.T) { testFuncProbeGlobTarget(t, true) })
+}
+
+func testFuncProbeGlobTarget(t *testing.T, before bool) {
 	fixture := privateFixture(t, "usdt_sample")
 	target := filepath.Join(filepath.Dir(fixture), "usdt_samp*")
+	var p *testkit.Process
+	if before {
+		p = testkit.Start(t, fixture)
+	}
 	_, reg := start(t, &exporter.Config{Metrics: []*exporter.Metric{
 		{Name: "glob_fire_loop_total", Type: exporter.Counter,
 			Probe: &probe.Spec{Kind: record.KindUprobe, Target: target, Func: "fire_loop"}},
@@ -362,7 +378,9 @@ func TestFuncProbeGlobTarget(t *testing.T) {
 			Probe: &probe.Spec{Kind: record.KindUprobe, Target: target, Func: "fire_loop"},
 			End:   &probe.Spec{Kind: record.KindUretprobe, Target: target, Func: "fire_loop"}},
 	}})
-	p := testkit.Start(t, fixture)
+	if !before {
+		p = testkit.Start(t, fixture)
+	}
 	// The watches attach a few milliseconds after the process starts:
 	// fire until both metrics count, then count 5 more rounds.
 	var got map[string]float64
@@ -390,6 +408,14 @@ func TestFuncProbeGlobTarget(t *testing.T) {
 	for _, m := range []string{"glob_fire_loop_total", "glob_fire_loop_seconds"} {
 		if n := after[fmt.Sprintf(`probekit_export_attach_errors_total{metric=%q}`, m)]; n != 0 {
 			t.Errorf("%s: %v attach errors", m, n)
+		}
+	}
+	// Both metrics use fire_loop's entry in the fixture: each shows the
+	// site (the counter one, the latency its entry and its return).
+	for m, want := range map[string]float64{"glob_fire_loop_total": 1, "glob_fire_loop_seconds": 2} {
+		k := fmt.Sprintf(`probekit_export_metric_sites{file=%q,metric=%q}`, fixture, m)
+		if after[k] != want {
+			t.Errorf("%s = %v, want %v", k, after[k], want)
 		}
 	}
 }
@@ -424,4 +450,105 @@ func TestFuncGlobSites(t *testing.T) {
 			t.Errorf("%s = %v, want %v (7 calls of each of two functions)", name, got[name], want)
 		}
 	}
+}
+
+// TestReloadGlobTarget: a metric added by a reload on the glob function
+// target of a metric kept, while a process maps the file, is attached
+// there too (its own watch): both show the site and count each hit; the
+// kept one keeps its counts.
+func TestReloadGlobTarget(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := privateFixture(t, "usdt_sample")
+	target := filepath.Join(filepath.Dir(fixture), "usdt_samp*")
+	p := testkit.Start(t, fixture)
+	a := &exporter.Metric{Name: "a_total", Type: exporter.Counter, Probe: &probe.Spec{Kind: record.KindUprobe, Target: target, Func: "fire_loop"}}
+	b := &exporter.Metric{Name: "b_total", Type: exporter.Counter, Probe: &probe.Spec{Kind: record.KindUprobe, Target: target, Func: "fire_loop"}}
+	x, reg := start(t, &exporter.Config{Metrics: []*exporter.Metric{a}})
+	if err := p.Loop("loop", 3); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &exporter.Config{Metrics: []*exporter.Metric{a, b}}
+	if err := cfg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	x.Apply(cfg)
+	if got := x.Attached(); len(got) != 2 {
+		t.Fatalf("attached %v after the reload, want 2 metrics", got)
+	}
+	if err := p.Loop("loop", 5); err != nil {
+		t.Fatal(err)
+	}
+	got := gather(t, reg, "")
+	for k, want := range map[string]float64{
+		"a_total": 8,
+		"b_total": 5,
+		fmt.Sprintf(`probekit_export_metric_sites{file=%q,metric="a_total"}`, fixture): 1,
+		fmt.Sprintf(`probekit_export_metric_sites{file=%q,metric="b_total"}`, fixture): 1,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+}
+
+// TestFuncSitesShareLink: counters on two functions of one file share one
+// attachment (a uprobe_multi link: as many descriptors as one counter
+// takes), each counts its own function's calls exactly and shows its own
+// site, and the attachment is released with them.
+func TestFuncSitesShareLink(t *testing.T) {
+	testkit.RequireKernel(t)
+	have, err := features.Have(features.UprobeMulti)
+	testkit.NeedFeature(t, have, err, features.UprobeMulti.Since(), "uprobe_multi")
+	fixture := privateFixture(t, "func_args")
+	counter := func(name, fn string) *exporter.Metric {
+		return &exporter.Metric{Name: name, Type: exporter.Counter, Probe: &probe.Spec{Kind: record.KindUprobe, Target: fixture, Func: fn}}
+	}
+	held := func(ms ...*exporter.Metric) int {
+		before := openFDs(t)
+		x, _ := start(t, &exporter.Config{Metrics: ms})
+		n := openFDs(t) - before
+		x.Close()
+		return n
+	}
+	one, two := held(counter("sum6_total", "sum6")), held(counter("sum6_total", "sum6"), counter("count_char_total", "count_char"))
+	if one != two {
+		t.Errorf("one counter holds %d descriptors, two on two functions %d: want the same (one link)", one, two)
+	}
+	sum6 := counter("sum6_total", "sum6")
+	x, reg := start(t, &exporter.Config{Metrics: []*exporter.Metric{sum6, counter("count_char_total", "count_char")}})
+	run := func() {
+		if out, err := exec.Command(fixture, "3").CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", fixture, err, out)
+		}
+	}
+	run()
+	got := gather(t, reg, "")
+	for k, want := range map[string]float64{
+		"sum6_total": 3, "count_char_total": 3,
+		fmt.Sprintf(`probekit_export_metric_sites{file=%q,metric="sum6_total"}`, fixture):       1,
+		fmt.Sprintf(`probekit_export_metric_sites{file=%q,metric="count_char_total"}`, fixture): 1,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+	// A reload that drops one keeps the link for the other.
+	x.Apply(&exporter.Config{Metrics: []*exporter.Metric{sum6}})
+	run()
+	got = gather(t, reg, "")
+	if got["sum6_total"] != 6 {
+		t.Errorf("sum6_total = %v after the reload, want 6", got["sum6_total"])
+	}
+	if _, ok := got["count_char_total"]; ok {
+		t.Error("count_char_total served after the reload dropped it")
+	}
+}
+
+// openFDs is the number of open descriptors of the test process.
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }

@@ -129,8 +129,8 @@ const (
 	// a string (export.c's struct series_key).
 	MaxLabels = 4
 	// DefaultMaxSeries and MaxMaxSeries: label value combinations kept
-	// per metric by default and at most (the size of the metric's BPF
-	// hash map).
+	// per metric by default and at most (its share of its group's BPF
+	// hash map of series).
 	DefaultMaxSeries = 100
 	MaxMaxSeries     = 10000
 	// DefaultSeriesIdle is a series' idle time before eviction by

@@ -6,8 +6,9 @@
 //
 // A configuration is a file (LoadConfig, ParseConfig: YAML, errors with
 // file and line) or a Config built in Go and checked with Config.Check.
-// An Exporter applies it (Apply: one BPF collection per metric, a metric
-// left unchanged by a reload keeps its counts) and is a
+// An Exporter applies it (Apply: the metrics new to a configuration load
+// as one BPF collection; a metric left unchanged by a reload keeps its
+// counts) and is a
 // prometheus.Collector: an agent registers it in its own registry,
 //
 //	x := exporter.New(exporter.Options{NoRuntimeMetrics: true})
@@ -20,6 +21,20 @@
 //
 // # Decisions
 //
+//   - Metrics share programs and attachments. The metrics loaded by one
+//     Apply are one collection: one program per attach kind (USDT,
+//     function), each metric's shape an entry of a map, and one
+//     attachment per probe, whose cookie indexes the table of the
+//     metrics it updates (up to MaxSiteMetrics; more take another
+//     attachment of the probe); the function probes of one file, of one
+//     kind (entries or returns), share one attachment too (one
+//     uprobe_multi link where the kernel has it) when no function is in
+//     two of them. So 1,000 metrics on a few probes cost a few links and
+//     descriptors, not 1,000 collections. A metric dropped
+//     by a reload stops counting at once; its probes are detached when
+//     no metric of its collection uses them, except those of a "*" or
+//     glob target, held by the collection's one watch until its last
+//     metric goes.
 //   - Latency pairs starts and ends per thread as a stack, so that nested
 //     and recursive calls each end their own start. The stack holds
 //     MaxDepth starts; deeper ones are counted (lost_updates, reason

@@ -29,11 +29,30 @@ type exportBpfUsdtSpec struct {
 	_          [6]byte
 }
 
+type exportDepthKey struct {
+	_      structs.HostLayout
+	Tid    uint64
+	Metric uint32
+	Pad    uint32
+}
+
 type exportFrameKey struct {
-	_     structs.HostLayout
-	Tid   uint64
-	Depth uint32
-	Pad   uint32
+	_      structs.HostLayout
+	Tid    uint64
+	Metric uint32
+	Depth  uint32
+}
+
+type exportMetric struct {
+	_         structs.HostLayout
+	Kind      uint32
+	ValueArg  uint32
+	Nbounds   uint32
+	Nlabels   uint32
+	LabelArgs [4]uint32
+	LabelStrs uint32
+	MaxSeries uint32
+	Bounds    [32]int64
 }
 
 type exportSeries struct {
@@ -44,9 +63,18 @@ type exportSeries struct {
 }
 
 type exportSeriesKey struct {
-	_    structs.HostLayout
-	Nums [4]int64
-	Str  [64]int8
+	_      structs.HostLayout
+	Metric uint32
+	Pad    uint32
+	Nums   [4]int64
+	Str    [64]int8
+}
+
+type exportSite struct {
+	_       structs.HostLayout
+	N       uint32
+	Pad     uint32
+	Metrics [256]uint32
 }
 
 type exportStart struct {
@@ -63,18 +91,15 @@ const (
 	exportMapBpfUsdtSpecs           = "__bpf_usdt_specs"
 	exportMapDepths                 = "depths"
 	exportMapErrors                 = "errors"
+	exportMapEvicted                = "evicted"
+	exportMapInserted               = "inserted"
+	exportMapMetrics                = "metrics"
 	exportMapOther                  = "other"
 	exportMapSeries                 = "series"
+	exportMapSites                  = "sites"
 	exportMapStarts                 = "starts"
 	exportProgExportFunc            = "export_func"
 	exportProgExportUsdt            = "export_usdt"
-	exportVarPkBounds               = "pk_bounds"
-	exportVarPkKind                 = "pk_kind"
-	exportVarPkLabelArgs            = "pk_label_args"
-	exportVarPkLabelStrs            = "pk_label_strs"
-	exportVarPkNbounds              = "pk_nbounds"
-	exportVarPkNlabels              = "pk_nlabels"
-	exportVarPkValueArg             = "pk_value_arg"
 	exportVarProbekitUsdtHaveCookie = "probekit_usdt_have_cookie"
 )
 
@@ -132,8 +157,12 @@ type exportMapSpecs struct {
 	BpfUsdtSpecs      *ebpf.MapSpec `ebpf:"__bpf_usdt_specs"`
 	Depths            *ebpf.MapSpec `ebpf:"depths"`
 	Errors            *ebpf.MapSpec `ebpf:"errors"`
+	Evicted           *ebpf.MapSpec `ebpf:"evicted"`
+	Inserted          *ebpf.MapSpec `ebpf:"inserted"`
+	Metrics           *ebpf.MapSpec `ebpf:"metrics"`
 	Other             *ebpf.MapSpec `ebpf:"other"`
 	Series            *ebpf.MapSpec `ebpf:"series"`
+	Sites             *ebpf.MapSpec `ebpf:"sites"`
 	Starts            *ebpf.MapSpec `ebpf:"starts"`
 }
 
@@ -141,13 +170,6 @@ type exportMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type exportVariableSpecs struct {
-	PkBounds               *ebpf.VariableSpec `ebpf:"pk_bounds"`
-	PkKind                 *ebpf.VariableSpec `ebpf:"pk_kind"`
-	PkLabelArgs            *ebpf.VariableSpec `ebpf:"pk_label_args"`
-	PkLabelStrs            *ebpf.VariableSpec `ebpf:"pk_label_strs"`
-	PkNbounds              *ebpf.VariableSpec `ebpf:"pk_nbounds"`
-	PkNlabels              *ebpf.VariableSpec `ebpf:"pk_nlabels"`
-	PkValueArg             *ebpf.VariableSpec `ebpf:"pk_value_arg"`
 	ProbekitUsdtHaveCookie *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
 }
 
@@ -175,8 +197,12 @@ type exportMaps struct {
 	BpfUsdtSpecs      *ebpf.Map `ebpf:"__bpf_usdt_specs"`
 	Depths            *ebpf.Map `ebpf:"depths"`
 	Errors            *ebpf.Map `ebpf:"errors"`
+	Evicted           *ebpf.Map `ebpf:"evicted"`
+	Inserted          *ebpf.Map `ebpf:"inserted"`
+	Metrics           *ebpf.Map `ebpf:"metrics"`
 	Other             *ebpf.Map `ebpf:"other"`
 	Series            *ebpf.Map `ebpf:"series"`
+	Sites             *ebpf.Map `ebpf:"sites"`
 	Starts            *ebpf.Map `ebpf:"starts"`
 }
 
@@ -186,8 +212,12 @@ func (m *exportMaps) Close() error {
 		m.BpfUsdtSpecs,
 		m.Depths,
 		m.Errors,
+		m.Evicted,
+		m.Inserted,
+		m.Metrics,
 		m.Other,
 		m.Series,
+		m.Sites,
 		m.Starts,
 	)
 }
@@ -196,13 +226,6 @@ func (m *exportMaps) Close() error {
 //
 // It can be passed to loadExportObjects or ebpf.CollectionSpec.LoadAndAssign.
 type exportVariables struct {
-	PkBounds               *ebpf.Variable `ebpf:"pk_bounds"`
-	PkKind                 *ebpf.Variable `ebpf:"pk_kind"`
-	PkLabelArgs            *ebpf.Variable `ebpf:"pk_label_args"`
-	PkLabelStrs            *ebpf.Variable `ebpf:"pk_label_strs"`
-	PkNbounds              *ebpf.Variable `ebpf:"pk_nbounds"`
-	PkNlabels              *ebpf.Variable `ebpf:"pk_nlabels"`
-	PkValueArg             *ebpf.Variable `ebpf:"pk_value_arg"`
 	ProbekitUsdtHaveCookie *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
 }
 

@@ -50,6 +50,9 @@ type Exporter struct {
 	attachExited map[string]uint64
 	reloads      [2]uint64 // successes, failures
 	readErrors   atomic.Uint64
+	// scrapes numbers the Collects (the metrics of a group share one
+	// read of its series in each).
+	scrapes atomic.Uint64
 
 	srv *http.Server
 
@@ -174,10 +177,17 @@ func (x *Exporter) Apply(cfg *Config) {
 			load = append(load, s)
 		}
 	}
-	each(load, loadWorkers, func(s *metricState) {
+	// The new metrics load as one group: one collection, and one
+	// attachment per probe they use.
+	ms := make([]*Metric, len(load))
+	for i, s := range load {
 		s.desc, s.overflowDesc = newDesc(s.m)
-		s.prog, s.err = loadMetric(s.m, x.watchFailed(s.m))
-	})
+		ms[i] = s.m
+	}
+	progs, errs := loadGroup(ms, x.watchFailed)
+	for i, s := range load {
+		s.prog, s.err = progs[i], errs[i]
+	}
 	var failed []string
 	for _, s := range load {
 		if s.err != nil {
@@ -278,20 +288,16 @@ func (x *Exporter) Close() error {
 	return errors.Join(errs...)
 }
 
-// Workers of Apply and Close: a metric's load waits on the verifier and
-// on map creation, its attach and detach on the kernel's uprobe
-// registration (each detach waits for an RCU grace period), so more
-// metrics than CPUs are worked on at once.
-const (
-	loadWorkers  = 16
-	closeWorkers = 64
-)
+// closeWorkers close metrics at once in Apply and Close: a detach waits
+// on the kernel's uprobe registration (each for an RCU grace period), so
+// more metrics than CPUs are worked on at once.
+const closeWorkers = 64
 
-// each calls f on every state, from at most n goroutines at once.
-func each(states []*metricState, n int, f func(*metricState)) {
+// each calls f on every item, from at most n goroutines at once.
+func each[T any](items []T, n int, f func(T)) {
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, n)
-	for _, s := range states {
+	for _, s := range items {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
@@ -417,6 +423,7 @@ func (x *Exporter) Describe(chan<- *prometheus.Desc) {}
 func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	gen := x.scrapes.Add(1)
 	for _, s := range x.metrics {
 		up := 0.0
 		if s.prog != nil {
@@ -443,7 +450,7 @@ func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(processesDesc, prometheus.GaugeValue, float64(n), s.m.Name, f)
 			}
 		}
-		series, over, lost, err := s.prog.read(s.m, time.Now())
+		series, over, lost, err := s.prog.read(s.m, time.Now(), gen)
 		if err != nil {
 			x.readErrors.Add(1)
 			ch <- prometheus.NewInvalidMetric(s.desc, err)
@@ -452,7 +459,7 @@ func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 		for i, n := range lost {
 			ch <- prometheus.MustNewConstMetric(lostDesc, prometheus.CounterValue, float64(n), s.m.Name, lostReasons[i])
 		}
-		if w := s.prog.watch; w != nil {
+		if w := s.prog.g.watch; w != nil {
 			// Processes the watch did not see start or load a library:
 			// their files may be attached late or not at all.
 			ch <- prometheus.MustNewConstMetric(lostDesc, prometheus.CounterValue, float64(w.Lost()), s.m.Name, "process_event_lost")

@@ -19,13 +19,10 @@ func TestLayout(t *testing.T) {
 	if v := spec.Maps["errors"].MaxEntries; v != uint32(len(lostReasons)) {
 		t.Errorf("errors: %d entries, %d reasons", v, len(lostReasons))
 	}
-	for _, name := range []string{"pk_kind", "pk_value_arg", "pk_nbounds", "pk_bounds", "pk_nlabels", "pk_label_args", "pk_label_strs"} {
-		if spec.Variables[name] == nil {
-			t.Errorf("no variable %s", name)
+	for name, size := range map[string]uintptr{"metrics": unsafe.Sizeof(metricShape{}), "sites": unsafe.Sizeof(siteTable{})} {
+		if v := spec.Maps[name].ValueSize; v != uint32(size) {
+			t.Errorf("%s: value %d bytes, Go %d", name, v, size)
 		}
-	}
-	if n := spec.Variables["pk_bounds"].Size(); n != 8*MaxBuckets {
-		t.Errorf("pk_bounds: %d bytes, want %d", n, 8*MaxBuckets)
 	}
 }
 

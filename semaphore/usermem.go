@@ -238,3 +238,45 @@ func memError(proc *procmaps.Process, op, path string, err error) error {
 	}
 	return fmt.Errorf("semaphore: %s %s: %w", op, path, err)
 }
+
+// RestoreForDetach prepares the counter at addr in proc, raised by the
+// kernel for a ref_ctr_offset uprobe that is about to detach: if it reads
+// 0, it is set to 1, and restored is true. The kernel lowers the counter
+// of every process it raised as the uprobe goes; finding 0 there it
+// refuses, logs "ref_ctr going negative" and keeps the uprobe on the file
+// for good, after which every attach at that site with another semaphore
+// offset (or none) fails with EINVAL until the file's inode goes (Linux
+// 6.18, kernel/events/uprobes.c's __update_ref_ctr). A 0 under an
+// attached probe means a user-space writer erased the kernel's raise (bcc
+// and this package's fallback read and write the counter, which is not
+// atomic with the kernel's update). A process that has exited, or whose
+// PID names another process now, is left alone.
+func RestoreForDetach(proc *procmaps.Process, addr uint64) (restored bool, err error) {
+	if proc == nil || addr%2 != 0 || addr > math.MaxInt64-2 {
+		return false, fmt.Errorf("semaphore at %#x: %w", addr, ErrMisaligned)
+	}
+	if err := checkWritable(proc, addr); err != nil {
+		return false, err
+	}
+	defaultRegistry.mu.Lock() // no fallback writer of ours runs meanwhile
+	defer defaultRegistry.mu.Unlock()
+	fd, path, err := openMem(proc, unix.O_RDWR)
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(fd)
+	v, err := readCounter(proc, fd, path, addr)
+	if err != nil || v != 0 {
+		return false, err
+	}
+	var b [2]byte
+	binary.NativeEndian.PutUint16(b[:], 1)
+	n, err := unix.Pwrite(fd, b[:], int64(addr))
+	if err == nil && n != len(b) {
+		err = unix.EIO
+	}
+	if err != nil {
+		return false, ioError(proc, "write", path, addr, err)
+	}
+	return true, nil
+}

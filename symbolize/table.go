@@ -84,9 +84,21 @@ func loadTable(id procmaps.FileID, f io.ReaderAt, src *debugSource, maxBytes int
 		}
 	}
 	var funcs *safeelf.Funcs
-	if dbg != nil && dbg != ef {
+	var mini *safeelf.File // the MiniDebugInfo whose .symtab joined funcs
+	switch {
+	case dbg != nil && dbg != ef:
 		funcs, err = ef.FunctionsWith(dbg)
-	} else {
+	case dbg == nil && src != nil && ef.SectionByType(elf.SHT_SYMTAB) == nil:
+		// Stripped, no debug file: its MiniDebugInfo's static functions.
+		// One that does not read leaves the object's own table.
+		if m, merr := debuginfo.MiniDebugInfo(ef); merr == nil {
+			if f, ferr := ef.FunctionsWith(m); ferr == nil {
+				mini, funcs = m, f
+				break
+			}
+		}
+		funcs, err = ef.Functions()
+	default:
 		funcs, err = ef.Functions()
 	}
 	if err != nil {
@@ -111,7 +123,10 @@ func loadTable(id procmaps.FileID, f io.ReaderAt, src *debugSource, maxBytes int
 		}
 	}
 	syms := ef
-	if t.funcs.SymtabFromDebug {
+	switch {
+	case t.funcs.SymtabFromDebug && mini != nil:
+		syms = mini
+	case t.funcs.SymtabFromDebug:
 		syms = dbg
 	}
 	for _, name := range []string{".symtab", ".strtab", ".dynsym", ".dynstr"} {

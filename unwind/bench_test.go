@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// BenchmarkLoad loads the CFI of Debian's libc and python3.11:
-// table-bytes is the memory the table holds (Table.Size: the section
-// plus the FDE index), fdes the FDE count.
+// BenchmarkLoad loads the CFI of Debian's libc, python3.11 and
+// OpenJDK 17's libjvm: table-bytes is the memory the table holds
+// (Table.Size: the section plus the FDE index), fdes the FDE count.
 func BenchmarkLoad(b *testing.B) {
-	for _, path := range []string{libc, "/usr/bin/python3.11"} {
+	for _, path := range []string{libc, "/usr/bin/python3.11", "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"} {
 		b.Run(filepath.Base(path), func(b *testing.B) {
 			if _, err := os.Stat(path); err != nil {
 				b.Skip(err)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/probekit/probekit/debuginfo"
 	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/procmaps"
 )
@@ -40,6 +41,8 @@ type Binary struct {
 	segments  safeelf.Segments
 	funcs     *safeelf.Funcs
 	debug     debugInfo // where funcs' static functions came from
+	// signatures reads the DWARF for Params, once.
+	signatures func() (*debuginfo.Signatures, error)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -81,6 +84,7 @@ func OpenProcess(p *procmaps.Process, name string) (*Binary, error) {
 
 func newBinary(t *procmaps.Target, p *procmaps.Process) (*Binary, error) {
 	b := &Binary{path: t.FDPath(), display: t.Name, target: t, proc: p}
+	b.signatures = sync.OnceValues(b.loadSignatures)
 	if p != nil {
 		b.pid = p.PID
 	}

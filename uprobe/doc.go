@@ -37,6 +37,11 @@
 // file's addresses. Only local files are read: opening a binary never
 // waits on a debuginfod server.
 //
+// Params gives a function's parameters from the DWARF of the file or of
+// that debug file (debuginfo.Signatures): name, type, and the register
+// or stack slot holding each at the entry, what a program attached there
+// reads.
+//
 // Symbols that are not functions get ErrNotFunction rather than a probe on
 // data: objects, TLS, and IFUNC resolvers (glibc's memcpy is one: a probe
 // there fires once, at relocation time, never on calls).

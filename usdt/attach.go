@@ -11,6 +11,7 @@ import (
 	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/procmaps"
+	"github.com/probekit/probekit/semaphore"
 )
 
 // Attach attaches prog to the USDT probe provider:name of target: a path,
@@ -56,7 +57,43 @@ func (a *Attacher) Attach(prog *ebpf.Program, target, provider, name string, opt
 		return nil, errors.Join(err, h.release())
 	}
 	l.OnClose(h.release)
+	if !userSema && proc != nil {
+		guardKernelSemaphores(l, proc, objs)
+	}
 	return l, nil
+}
+
+// guardKernelSemaphores makes l, before it detaches, set to 1 each
+// semaphore of proc that the kernel raised for it and that reads 0 then
+// (semaphore.RestoreForDetach): the kernel would otherwise fail to lower
+// it and keep the uprobe on the file for good. Semaphores of processes
+// the attach does not name (path-wide) cannot be looked at.
+func guardKernelSemaphores(l *Link, proc *procmaps.Process, objs []object) {
+	var addrs []uint64
+	for _, o := range objs {
+		if o.mapped == nil {
+			continue
+		}
+		for _, p := range o.probes {
+			for _, loc := range p.Locations {
+				if loc.Semaphore == 0 {
+					continue
+				}
+				if a, err := o.mapped.Address(loc.SemaphoreOffset, procmaps.Write); err == nil && !slices.Contains(addrs, a) {
+					addrs = append(addrs, a)
+				}
+			}
+		}
+	}
+	if len(addrs) == 0 {
+		return
+	}
+	p := *proc
+	l.BeforeDetach(func() {
+		for _, a := range addrs {
+			semaphore.RestoreForDetach(&p, a) // an exited process needs nothing
+		}
+	})
 }
 
 // semaphoreNeedsPID refuses, before anything is attached, a path-wide

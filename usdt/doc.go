@@ -146,7 +146,12 @@
 // is undone on Close, not on a crash. A registration the kernel refuses
 // because another uprobe holds the site with another ref_ctr offset (or
 // none: another tracer attached without the semaphore) is reported as
-// ErrRefCtrConflict, whose message says how to find that tracer.
+// ErrRefCtrConflict, whose message says how to find that tracer. A
+// user-space writer (bcc, or this fallback) that reads and writes the
+// counter back can erase the kernel's raise; the kernel, finding 0 when
+// the uprobe goes, then keeps it on the file for good. So a link attached
+// with a PID sets such a counter of its process back to 1 just before it
+// detaches (semaphore.RestoreForDetach), and the kernel lowers it to 0.
 //
 // The phases of an attach, one file each: objects.go opens the targets and
 // finds their probes; plan.go builds the specs and writes them to slots;

@@ -7,6 +7,10 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/usdt"
@@ -88,7 +92,35 @@ func TestSemaphoreRaiseLostToUserSpaceWriter(t *testing.T) {
 		t.Fatal("sample:sema fired with its semaphore at 0")
 	}
 	tr.hits(0) // none arrives
+	sites := l.Sites()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
+
+	// The link set the counter back to 1 before it detached, so the
+	// kernel lowered it to 0 and removed its uprobe: a uprobe without a
+	// semaphore attaches at the same site. Had the kernel kept its
+	// uprobe (its decrement finding 0), this attach would fail with
+	// EINVAL for good on this inode.
+	if got := read(); got != 0 {
+		t.Fatalf("after detach the counter is %d, want 0", got)
+	}
+	if len(sites) != 1 || sites[0].RefCtrOffset == 0 {
+		t.Fatalf("sites %+v", sites)
+	}
+	ex, err := link.OpenExecutable(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.Kprobe, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	bare, err := ex.Uprobe("", prog, &link.UprobeOptions{Address: sites[0].Offset, PID: fx.PID()})
+	if err != nil {
+		t.Fatalf("a uprobe at the detached site without its semaphore: %v (the kernel kept the old one)", err)
+	}
+	bare.Close()
 }

@@ -3,7 +3,7 @@
 //
 //	probekit list [--json] TARGET [GLOB]
 //	probekit list [--json] -p PID [GLOB]
-//	probekit list --functions [--json] [-p PID] TARGET [GLOB]
+//	probekit list --functions [--params] [--json] [-p PID] TARGET [GLOB]
 //	probekit trace [--json] [--time] [-o FILE] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret | --latency] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]
 //	probekit symbolize [--json] [-C] (-p PID | -e FILE) [ADDR...]
 //	probekit cflags [-o DIR]
@@ -31,7 +31,9 @@
 // cannot read (another user's, when not root) are counted and said, on
 // stderr or in the error, and in JSON as "unreadable_processes". With
 // --functions it lists the functions uprobes attach to (from .symtab,
-// .dynsym and Go's .gopclntab), as nm -n does.
+// .dynsym and Go's .gopclntab), as nm -n does; --params adds each
+// function's signature from DWARF ("long mix(int i, const char *s)",
+// "func main.emit(i int, name string) int"; "signature" in JSON).
 //
 // trace attaches generic BPF programs to the probes named and prints each
 // hit. A USDT probe (globs allowed in PROVIDER and NAME) is attached at
@@ -57,6 +59,26 @@
 //	PID/TID uprobe:FUNC @ADDRESS [ARG ...]
 //	PID/TID uretprobe:FUNC @ADDRESS = RET
 //
+// When DWARF describes the function (the file's own, or its debug file
+// found by build ID or .gnu_debuglink under /usr/lib/debug or beside
+// it), a hit names its parameters instead, with their values read by
+// type from the registers DWARF locates them in at the entry (for C -O0,
+// where the convention puts them): integers by size and sign, char
+// pointers and Go strings as strings (no --str needed; at most 4 per
+// hit), other pointers in hex, a struct pointer with its type, a small
+// struct passed in registers by its members; a parameter on the stack or
+// in a floating-point register is named with its type and "not shown".
+// A uretprobe prints the result by its type (a char pointer or a Go
+// string as a string). With --json the raw "args" stay and "params":
+// [{"name", "type", "value"}] follows them (value null when not shown);
+// a uretprobe adds "return": {"type", "value"} beside "ret". Probes
+// matching more than 256 functions print raw registers. The registers
+// the BPF program reads are those of pt_regs: a floating-point
+// register is not among them, and the stack is not read.
+//
+//	PID/TID uprobe:emit @0x13a0 emit(i=0, name="x")
+//	PID/TID uretprobe:label @0x1440 = "even"
+//
 // ADDRESS is the link-time address of the USDT location or of the
 // function. --time starts each line with the hit's time (the wall clock,
 // to the nanosecond) and the thread's command name. With --json each hit
@@ -70,7 +92,8 @@
 // values are JSON integers (null for an argument the program could not
 // read). --str 1,2 prints those arguments (counted from 1) of USDT and
 // uprobe hits as the NUL-terminated strings they point to (at most 4,
-// each up to 95 bytes); a return value is never read as one. USDT and
+// each up to 95 bytes); a return value is read as one only by its DWARF
+// type. USDT and
 // function probes mix freely in one trace, sharing one ring buffer of
 // --ring-size bytes (a power of two, 16M by default). Hits reach the
 // output within about 100 ms, and in chunks while a burst lasts.

@@ -16,7 +16,7 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
-const listUsage = "list [--json] TARGET [GLOB] | list [--json] '*' [GLOB] | list [--json] -p PID [GLOB] | list --functions [--json] [-p PID] TARGET [GLOB]"
+const listUsage = "list [--json] TARGET [GLOB] | list [--json] '*' [GLOB] | list [--json] -p PID [GLOB] | list --functions [--params] [--json] [-p PID] TARGET [GLOB]"
 
 func init() {
 	register(&command{
@@ -33,6 +33,7 @@ func runList(args []string, stdout io.Writer) error {
 	asJSON := fs.Bool("json", false, "print one JSON document")
 	pid := pidFlag(fs, "list the probes of every object process PID has mapped")
 	functions := fs.Bool("functions", false, "list the functions uprobes attach to, not USDT probes")
+	params := fs.Bool("params", false, "with --functions, each function's signature from DWARF")
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(stdout, "usage: probekit "+listUsage)
@@ -42,7 +43,7 @@ func runList(args []string, stdout io.Writer) error {
 		return usagef("%v", err)
 	}
 	if *functions {
-		return listFunctions(stdout, pos, *pid, *asJSON)
+		return listFunctions(stdout, pos, *pid, *asJSON, *params)
 	}
 	if *pid != 0 {
 		if *pid < 0 || len(pos) > 1 {

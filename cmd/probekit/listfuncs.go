@@ -19,7 +19,10 @@ import (
 // address and size in hex as nm -S prints them, then the table and the
 // name (with its version). With -p PID, TARGET is opened as that process
 // sees it, and TARGET "*" (or none) lists every object the process maps.
-func listFunctions(out io.Writer, pos []string, pid int, asJSON bool) error {
+//
+// With --params (withParams), each line ends with the function's
+// signature from DWARF (listparams.go).
+func listFunctions(out io.Writer, pos []string, pid int, asJSON, withParams bool) error {
 	if pid < 0 {
 		return usagef("invalid pid %d", pid)
 	}
@@ -31,7 +34,7 @@ func listFunctions(out io.Writer, pos []string, pid int, asJSON bool) error {
 		glob = pos[1]
 	}
 	if pid != 0 && (len(pos) == 0 || pos[0] == "*") {
-		return listProcessFunctions(out, pid, glob, asJSON)
+		return listProcessFunctions(out, pid, glob, asJSON, withParams)
 	}
 	var bin *uprobe.Binary
 	var err error
@@ -51,7 +54,7 @@ func listFunctions(out io.Writer, pos []string, pid int, asJSON bool) error {
 	if asJSON {
 		w := &jsonWriter{buf: make([]byte, 0, 64<<10)}
 		w.open('{')
-		n, err := writeFunctionsJSON(out, w, bin, glob)
+		n, err := writeFunctionsJSON(out, w, bin, glob, withParams)
 		if err != nil {
 			return err
 		}
@@ -61,7 +64,7 @@ func listFunctions(out io.Writer, pos []string, pid int, asJSON bool) error {
 		w.close('}')
 		return w.writeTo(out)
 	}
-	n, err := writeFunctionsText(out, bin, glob)
+	n, err := writeFunctionsText(out, bin, glob, withParams)
 	if err == nil && n == 0 && glob != "" {
 		return noMatch(bin, glob)
 	}
@@ -73,7 +76,7 @@ func noMatch(bin *uprobe.Binary, glob string) error {
 }
 
 // writeFunctionsText writes one line per function and returns how many.
-func writeFunctionsText(out io.Writer, bin *uprobe.Binary, glob string) (int, error) {
+func writeFunctionsText(out io.Writer, bin *uprobe.Binary, glob string, withParams bool) (int, error) {
 	buf := make([]byte, 0, 64<<10)
 	n := 0
 	for fn := range bin.FunctionsSeq(glob) {
@@ -88,6 +91,12 @@ func writeFunctionsText(out io.Writer, bin *uprobe.Binary, glob string) (int, er
 		}
 		buf = append(buf, ' ')
 		buf = appendFunctionName(buf, fn)
+		if withParams {
+			if sig := signatureOf(bin, fn); sig != "" {
+				buf = append(buf, "  "...)
+				buf = append(buf, sig...)
+			}
+		}
 		buf = append(buf, '\n')
 		n++
 		if len(buf) > 60<<10 {
@@ -130,7 +139,7 @@ func appendFunctionName(buf []byte, fn uprobe.Function) []byte {
 // address nm shows (st_value, or the pclntab entry), offset the file
 // offset a uprobe takes; version and default_version are left out for an
 // unversioned symbol.
-func writeFunctionsJSON(out io.Writer, w *jsonWriter, bin *uprobe.Binary, glob string) (int, error) {
+func writeFunctionsJSON(out io.Writer, w *jsonWriter, bin *uprobe.Binary, glob string, withParams bool) (int, error) {
 	w.str("path", bin.Path())
 	w.str("machine", machineName(bin.Machine()))
 	w.key("functions")
@@ -148,6 +157,11 @@ func writeFunctionsJSON(out io.Writer, w *jsonWriter, bin *uprobe.Binary, glob s
 		w.uint("offset", fn.Offset)
 		w.uint("size", fn.Size)
 		w.str("source", fn.Source.String())
+		if withParams {
+			if sig := signatureOf(bin, fn); sig != "" {
+				w.str("signature", sig)
+			}
+		}
 		w.close('}')
 		n++
 		if len(w.buf) > 60<<10 {
@@ -164,7 +178,7 @@ func writeFunctionsJSON(out io.Writer, w *jsonWriter, bin *uprobe.Binary, glob s
 // listProcessFunctions lists the functions of every ELF object process
 // pid maps, each opened inside the process's root. JSON: {"pid",
 // "objects": [{"path", "machine", "functions": [...]}]}.
-func listProcessFunctions(out io.Writer, pid int, glob string, asJSON bool) error {
+func listProcessFunctions(out io.Writer, pid int, glob string, asJSON, withParams bool) error {
 	proc, objs, err := procmaps.Objects(pid)
 	if err != nil {
 		return err
@@ -196,7 +210,7 @@ func listProcessFunctions(out io.Writer, pid int, glob string, asJSON bool) erro
 		if asJSON {
 			w.elem()
 			w.open('{')
-			n, err = writeFunctionsJSON(out, w, bin, glob)
+			n, err = writeFunctionsJSON(out, w, bin, glob, withParams)
 			w.close('}')
 		} else {
 			if listed > 0 {
@@ -209,7 +223,7 @@ func listProcessFunctions(out io.Writer, pid int, glob string, asJSON bool) erro
 				bin.Close()
 				return err
 			}
-			n, err = writeFunctionsText(out, bin, glob)
+			n, err = writeFunctionsText(out, bin, glob, withParams)
 		}
 		bin.Close()
 		if err != nil {

@@ -308,6 +308,9 @@ type traceSite struct {
 	// skipped: the function of this site was left out of its glob's
 	// attachment (uprobe.Options.Skip); counts and hints ignore it.
 	skipped bool
+	// params, set for a function its DWARF describes, prints the values
+	// by name and type (trace_params.go).
+	params *siteParams
 }
 
 // lineForm is what the lines of one output format share.
@@ -781,11 +784,15 @@ func (t *tracer) appendHit(b []byte, ev *record.Event) ([]byte, error) {
 		b = append(t.wallTime(ev.TimeNS).UTC().AppendFormat(b, time.RFC3339Nano), '"')
 	}
 	b = append(b, site.mid...)
-	for i := range ev.NArgs {
-		if i > 0 {
-			b = append(b, form.argSep)
+	if site.params != nil {
+		b = t.appendParams(b, ev, site)
+	} else {
+		for i := range ev.NArgs {
+			if i > 0 {
+				b = append(b, form.argSep)
+			}
+			b = appendArg(b, ev, i, site.loc)
 		}
-		b = appendArg(b, ev, i, site.loc)
 	}
 	if t.stacks == nil {
 		return append(b, site.end...), nil

@@ -151,6 +151,10 @@ func (t *tracer) funcSites(b *uprobe.Binary, p probe.Spec) (*funcSites, error) {
 			warned = true
 			t.warnf("%s was built with %s, which passes Go arguments on the stack: the registers printed are not the arguments", p.Target, b.GoVersion())
 		}
+		sp := t.paramsFor(b, fn, p.Kind, regs, len(fns), strMask)
+		if sp != nil {
+			regs, strMask = sp.regs, strMask|sp.strMask
+		}
 		cookie, err := record.FuncCookie(uint32(len(t.sites)), regs, p.Kind, strMask)
 		if err != nil {
 			return nil, err
@@ -158,6 +162,9 @@ func (t *tracer) funcSites(b *uprobe.Binary, p probe.Spec) (*funcSites, error) {
 		cookie = t.funcLatencyCookie(p, len(t.sites), cookie, b.Convention(fn) == uprobe.ConventionGo)
 		fs.index[fn.Address] = len(t.sites)
 		t.funcSite(p.Kind, funcName(fn), fn.Address)
+		if sp != nil {
+			t.setParams(&t.sites[len(t.sites)-1], sp, fn.Address)
+		}
 		fs.byAddr[fn.Address] = cookie
 		if i == 0 {
 			fs.first = cookie

@@ -342,7 +342,10 @@ func TestTraceFuncErrors(t *testing.T) {
 		// The launched command's failure is the trace's, after its hits.
 		{[]string{"uprobe:libc.so.6:exit", "--", "false"}, 1, []string{"false", "exit status 1"}},
 	} {
-		r := runTraceWithin(t, 10*time.Second, c.args...)
+		// 60 s: a trace of libc's exit with libc6-dbg installed reads
+		// the debug file's DWARF for exit's parameters first (0.5 s,
+		// about 14 s under -race on a loaded machine).
+		r := runTraceWithin(t, 60*time.Second, c.args...)
 		bad := r.code != c.code
 		for _, m := range c.msgs {
 			bad = bad || !strings.Contains(r.errOut, m)

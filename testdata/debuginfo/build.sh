@@ -28,3 +28,23 @@ build dbg_id 5 -fno-inline  # another build ID than dbg_v5
 objcopy --compress-debug-sections=zlib "$bin/dbg_v5.debug" "$bin/dbg_v5.zlib.debug"
 objcopy --compress-debug-sections=zstd "$bin/dbg_v5.debug" "$bin/dbg_v5.zstd.debug"
 objcopy --compress-debug-sections=zlib-gnu "$bin/dbg_v5.debug" "$bin/dbg_v5.gnu.debug"
+
+# mini: stripped, with MiniDebugInfo (.gnu_debugdata) made as Fedora's
+# find-debuginfo does: the .symtab functions that .dynsym lacks, in an ELF
+# file of symbols only, xz-compressed. mini.debug keeps the full .symtab
+# (found by no rule: no debuglink, not in a debug directory) for the
+# tests to compare with.
+mini() {
+	tmp=$(mktemp -d)
+	${CC:-cc} -O2 -g0 -Wl,--build-id=sha1 -o "$bin/mini" mini.c
+	objcopy --only-keep-debug "$bin/mini" "$bin/mini.debug"
+	nm -D "$bin/mini" --format=posix --defined-only | awk '{print $1}' | sort >"$tmp/dynsyms"
+	nm "$bin/mini" --format=posix --defined-only | awk '$2 == "T" || $2 == "t" {print $1}' | sort >"$tmp/funcsyms"
+	comm -13 "$tmp/dynsyms" "$tmp/funcsyms" >"$tmp/keep"
+	objcopy -S --remove-section .gdb_index --remove-section .comment --keep-symbols="$tmp/keep" "$bin/mini.debug" "$tmp/mini_debuginfo"
+	strip --strip-all -R .comment "$bin/mini"
+	xz --threads=1 "$tmp/mini_debuginfo"
+	objcopy --add-section .gnu_debugdata="$tmp/mini_debuginfo.xz" "$bin/mini"
+	rm -rf "$tmp"
+}
+mini

@@ -1,0 +1,389 @@
+package main
+
+import (
+	"debug/elf"
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+
+	"github.com/probekit/probekit/debuginfo"
+	"github.com/probekit/probekit/record"
+	"github.com/probekit/probekit/uprobe"
+)
+
+// Named arguments: a function probe on a function its DWARF describes
+// prints its parameters by name and type,
+//
+//	PID/TID uprobe:emit @0x12e0 emit(i=0, name="x")
+//	PID/TID uretprobe:label @0x1380 = "even"
+//
+// and --json adds "params": [{"name","type","value"}] beside the raw
+// "args" (a uretprobe: "return": {"type","value"} beside "ret"). The BPF
+// program sends the registers of the calling convention; a parameter in
+// one of them is decoded by its type: integers by size and sign, char
+// pointers read as strings (as --str reads them), other pointers in hex,
+// a struct pointer with its type, a small struct whose registers were
+// sent by its members. A parameter elsewhere (on the stack, in an SSE
+// register) is named with its type and marked as not shown. Without
+// DWARF the registers print as before.
+
+// maxParamFuncs bounds the functions of one probe whose DWARF is looked
+// up: each lookup walks the function's compilation unit, and a glob over
+// a whole library (uprobe:libc.so.6:*, about 2,600 functions) would pay
+// that for every one before the first hit. Past it, registers print raw.
+const maxParamFuncs = 256
+
+// siteParams is how one function probe site prints by DWARF.
+type siteParams struct {
+	fn     string // the function's DWARF name
+	params []paramRead
+	ret    *paramRead // for a uretprobe; nil for void
+	// strMask is the values read as strings for the parameters.
+	strMask uint32
+	// regs is the register set the site sends: the one asked for, but
+	// Go's argument registers at a Go function's return when its first
+	// result takes more than one (Go's ABIInternal returns results in
+	// the registers it passes arguments in: a string in rax and rbx).
+	regs record.Regs
+}
+
+// paramRead is one parameter (or the result): its type and, per piece of
+// its location, the index of the value that carries it (-1: not sent).
+type paramRead struct {
+	name  string
+	typ   debuginfo.Type
+	avail bool // DWARF (or the convention) says where it is at the entry
+	idx   []int
+	sizes []int64
+}
+
+// regIndex maps a DWARF register to its place in the values of each
+// register set trace_func sends (record/trace.c's FUNC_*_REGS).
+func regIndex(m elf.Machine, regs record.Regs) map[int]int {
+	switch m {
+	case elf.EM_X86_64:
+		switch regs {
+		case record.RegsC: // rdi, rsi, rdx, rcx, r8, r9
+			return map[int]int{5: 0, 4: 1, 1: 2, 2: 3, 8: 4, 9: 5}
+		case record.RegsGo: // rax, rbx, rcx, rdi, rsi, r8, r9, r10, r11
+			return map[int]int{0: 0, 3: 1, 2: 2, 5: 3, 4: 4, 8: 5, 9: 6, 10: 7, 11: 8}
+		case record.RegsRet: // rax
+			return map[int]int{0: 0}
+		}
+	case elf.EM_AARCH64:
+		switch regs {
+		case record.RegsC, record.RegsGo: // x0-x7
+			return map[int]int{0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 6: 6, 7: 7}
+		case record.RegsRet: // x0
+			return map[int]int{0: 0}
+		}
+	}
+	return nil
+}
+
+// paramsFor reads fn's signature for a site sending regs; nil when the
+// site prints raw values (no DWARF, counting modes, too many functions).
+// used is the string mask already taken (--str).
+func (t *tracer) paramsFor(b *uprobe.Binary, fn uprobe.Function, kind record.Kind, regs record.Regs, nfuncs int, used uint32) *siteParams {
+	if t.req.mode != record.ModeEvents || nfuncs > maxParamFuncs {
+		return nil
+	}
+	sig, err := b.Params(fn)
+	if err != nil {
+		return nil
+	}
+	if kind == record.KindUretprobe && sig.Go && len(sig.Results) > 0 && len(sig.Results[0].Loc.Pieces) > 1 {
+		regs = record.RegsGo
+	}
+	index := regIndex(b.Machine(), regs)
+	if index == nil {
+		return nil
+	}
+	sp := &siteParams{fn: sig.Name, regs: regs}
+	if sp.fn == "" {
+		sp.fn = funcName(fn)
+	}
+	strs := bits.OnesCount32(used)
+	read := func(p debuginfo.Param) paramRead {
+		pr := paramRead{name: p.Name, typ: p.Type, avail: p.Loc.Available()}
+		for _, pc := range p.Loc.Pieces {
+			i, ok := index[pc.Reg]
+			if pc.Kind != debuginfo.PieceReg || !ok {
+				i = -1
+			}
+			pr.idx = append(pr.idx, i)
+			pr.sizes = append(pr.sizes, pc.Size)
+		}
+		// A C string's pointer, or a Go string's first piece, is read
+		// as a string too, while the record has room for one.
+		if k := p.Type.Kind; pr.avail && (k == debuginfo.KindString || k == debuginfo.KindGoString) && pr.idx[0] >= 0 {
+			if bit := uint32(1) << pr.idx[0]; (used|sp.strMask)&bit == 0 && strs < record.MaxStrs {
+				sp.strMask |= bit
+				strs++
+			}
+		}
+		return pr
+	}
+	if kind == record.KindUretprobe {
+		if len(sig.Results) > 0 {
+			r := read(sig.Results[0])
+			sp.ret = &r
+		}
+		return sp
+	}
+	for i, p := range sig.Params {
+		pr := read(p)
+		if pr.name == "" {
+			pr.name = "arg" + strconv.Itoa(i+1)
+		}
+		sp.params = append(sp.params, pr)
+	}
+	return sp
+}
+
+// setParams makes site s print by sp: the text line's values become
+// "FUNC(NAME=VALUE, ...)" or a typed return value; the JSON line keeps
+// its raw values and adds the named ones.
+func (t *tracer) setParams(s *traceSite, sp *siteParams, addr uint64) {
+	s.params = sp
+	label := "uprobe"
+	if s.kind == record.KindUretprobe {
+		label = "uretprobe"
+	}
+	switch {
+	case t.req.json:
+		s.end = []byte("}\n")
+	case s.kind == record.KindUretprobe:
+		s.end = []byte("\n")
+	default:
+		s.mid = fmt.Appendf(nil, " %s:%s @%#x %s(", label, s.fn, addr, sp.fn)
+		s.end = []byte(")\n")
+	}
+}
+
+// appendParams appends the values of a hit of a site that prints by
+// DWARF (after site.mid, before site.end).
+func (t *tracer) appendParams(b []byte, ev *record.Event, site *traceSite) []byte {
+	sp := site.params
+	if t.req.json {
+		n := ev.NArgs
+		if site.kind == record.KindUretprobe {
+			n = min(n, 1) // "ret" is the first register, whichever set was sent
+		}
+		for i := range n {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = t.appendRaw(b, ev, i)
+		}
+		if site.kind == record.KindUretprobe {
+			b = append(b, `,"return":`...)
+			if sp.ret == nil {
+				return append(b, `{"type":"void","value":null}`...)
+			}
+			b = append(b, `{"type":`...)
+			b = appendJSON(b, sp.ret.typ.Name, false)
+			b = append(b, `,"value":`...)
+			return append(appendValue(b, ev, sp.ret, true), '}')
+		}
+		b = append(b, `],"params":[`...)
+		for i := range sp.params {
+			p := &sp.params[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"name":`...)
+			b = appendJSON(b, p.name, false)
+			b = append(b, `,"type":`...)
+			b = appendJSON(b, p.typ.Name, false)
+			b = append(b, `,"value":`...)
+			b = append(appendValue(b, ev, p, true), '}')
+		}
+		return append(b, ']')
+	}
+	if site.kind == record.KindUretprobe {
+		if sp.ret == nil {
+			return append(b, "(void)"...)
+		}
+		return appendValue(b, ev, sp.ret, false)
+	}
+	for i := range sp.params {
+		p := &sp.params[i]
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, p.name...)
+		b = append(b, '=')
+		b = appendValue(b, ev, p, false)
+	}
+	return b
+}
+
+// appendRaw appends value i as the raw "args" print it: a string only
+// for --str.
+func (t *tracer) appendRaw(b []byte, ev *record.Event, i int) []byte {
+	if ev.Errors&(1<<i) != 0 && t.req.strMask&(1<<i) != 0 {
+		return append(b, "null"...)
+	}
+	if t.req.strMask&(1<<i) != 0 {
+		if str, ok := ev.Str(i); ok {
+			return appendJSON(b, str, false)
+		}
+	}
+	return strconv.AppendInt(b, ev.Args[i], 10)
+}
+
+// appendValue appends p's value in the hit by its type; json chooses
+// JSON (null for a value not shown, hex pointers as strings) or text
+// (<TYPE, not shown>).
+func appendValue(b []byte, ev *record.Event, p *paramRead, json bool) []byte {
+	notShown := func(why string) []byte {
+		if json {
+			return append(b, "null"...)
+		}
+		return fmt.Appendf(b, "<%s, %s>", p.typ.Name, why)
+	}
+	if !p.avail {
+		return notShown("unavailable")
+	}
+	for _, i := range p.idx {
+		if i < 0 || i >= ev.NArgs {
+			return notShown("not shown")
+		}
+	}
+	v := uint64(ev.Args[p.idx[0]])
+	t := p.typ
+	switch t.Kind {
+	case debuginfo.KindSigned, debuginfo.KindUnsigned, debuginfo.KindBool:
+		if len(p.idx) != 1 || t.Size < 1 || t.Size > 8 {
+			return notShown("not shown")
+		}
+		return appendInt(b, v, t.Kind, t.Size)
+	case debuginfo.KindString:
+		if str, ok := ev.Str(p.idx[0]); ok && ev.Errors&(1<<p.idx[0]) == 0 {
+			return appendJSON(b, str, false)
+		}
+		// NULL, unreadable, or no room left for another string.
+		return appendPtr(b, v, t, json)
+	case debuginfo.KindGoString:
+		if len(p.idx) != 2 {
+			return notShown("not shown")
+		}
+		n := uint64(ev.Args[p.idx[1]])
+		if n == 0 {
+			return append(b, `""`...)
+		}
+		if str, ok := ev.Str(p.idx[0]); ok && ev.Errors&(1<<p.idx[0]) == 0 {
+			if uint64(len(str)) >= n {
+				return appendJSON(b, str[:n], false)
+			}
+			// Longer than the record's string, or holding a NUL.
+			b = appendJSON(b, str, false)
+			if json {
+				return b
+			}
+			return fmt.Appendf(b, "...(%d bytes)", n)
+		}
+		return notShown("not shown")
+	case debuginfo.KindPointer:
+		if len(p.idx) != 1 {
+			return notShown("not shown")
+		}
+		return appendPtr(b, v, t, json)
+	case debuginfo.KindStruct:
+		if s, ok := structValue(ev, p, json); ok {
+			return append(b, s...)
+		}
+	}
+	return notShown("not shown")
+}
+
+// appendInt appends v, of size bytes, signed or unsigned.
+func appendInt(b []byte, v uint64, kind debuginfo.TypeKind, size int64) []byte {
+	shift := 64 - 8*uint(size)
+	switch kind {
+	case debuginfo.KindSigned:
+		return strconv.AppendInt(b, int64(v<<shift)>>shift, 10)
+	case debuginfo.KindBool:
+		return strconv.AppendBool(b, v<<shift != 0)
+	}
+	return strconv.AppendUint(b, v<<shift>>shift, 10)
+}
+
+// appendPtr appends a pointer in hex; a pointer to a struct, union or
+// class carries its type in text.
+func appendPtr(b []byte, v uint64, t debuginfo.Type, json bool) []byte {
+	if json {
+		return fmt.Appendf(b, `"%#x"`, v)
+	}
+	if t.Elem != nil && t.Elem.Kind == debuginfo.KindStruct {
+		return fmt.Appendf(b, "(%s)%#x", t.Name, v)
+	}
+	return fmt.Appendf(b, "%#x", v)
+}
+
+// structValue decodes a struct passed in registers that the hit carries
+// (a piece per eightbyte, little-endian: the machines whose registers
+// trace_func sends): {x=3, y=-4}, in JSON {"x":3,"y":-4}. false when a
+// member is not a scalar.
+func structValue(ev *record.Event, p *paramRead, json bool) (string, bool) {
+	t := p.typ
+	if t.Size <= 0 || t.Size > 16 || len(t.Fields) == 0 {
+		return "", false
+	}
+	var raw [16]byte
+	off := int64(0)
+	for k, i := range p.idx {
+		size := p.sizes[k]
+		if size == 0 {
+			size = t.Size
+		}
+		if size > 8 || off+size > 16 {
+			return "", false
+		}
+		v := uint64(ev.Args[i])
+		for j := int64(0); j < size; j++ {
+			raw[off+j] = byte(v >> (8 * j))
+		}
+		off += size
+	}
+	if off < t.Size {
+		return "", false
+	}
+	var sb strings.Builder
+	sb.WriteByte('{')
+	for k, f := range t.Fields {
+		ft := f.Type
+		if f.BitSize != 0 || ft.Size < 1 || ft.Size > 8 || f.Offset+ft.Size > t.Size {
+			return "", false
+		}
+		var v uint64
+		for j := ft.Size - 1; j >= 0; j-- {
+			v = v<<8 | uint64(raw[f.Offset+j])
+		}
+		switch {
+		case k > 0 && json:
+			sb.WriteByte(',')
+		case k > 0:
+			sb.WriteString(", ")
+		}
+		if json {
+			sb.Write(appendJSON(nil, f.Name, false))
+			sb.WriteByte(':')
+		} else {
+			sb.WriteString(f.Name)
+			sb.WriteByte('=')
+		}
+		switch ft.Kind {
+		case debuginfo.KindSigned, debuginfo.KindUnsigned, debuginfo.KindBool:
+			sb.Write(appendInt(nil, v, ft.Kind, ft.Size))
+		case debuginfo.KindPointer, debuginfo.KindString:
+			sb.Write(appendPtr(nil, v, debuginfo.Type{}, json))
+		default:
+			return "", false
+		}
+	}
+	sb.WriteByte('}')
+	return sb.String(), true
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/probekit/probekit/debuginfo"
+	"github.com/probekit/probekit/record"
+)
+
+// Values by type, from the registers a hit carries: integers truncated
+// to their size (a 32-bit int's register has undefined upper bits, psABI
+// §3.2.3) and extended by their sign, strings as read, a Go string cut
+// to its length, a struct in registers by its members, and the marks of
+// what is not shown.
+func TestParamValues(t *testing.T) {
+	ev := &record.Event{NArgs: 6}
+	ev.Args = [record.MaxArgs]int64{-0xfffffffb, 0x00000000ffffffff, 0x7ffd1000, 3, 0x7ffd2000, 0x1122334455667788}
+	ev.StrArgs = 1<<2 | 1<<4
+	ev.Strs[0], ev.Strs[1] = []byte("probekit"), []byte("gopher and more")
+	tInt := debuginfo.Type{Name: "int", Kind: debuginfo.KindSigned, Size: 4}
+	tUint := debuginfo.Type{Name: "unsigned int", Kind: debuginfo.KindUnsigned, Size: 4}
+	tShort := debuginfo.Type{Name: "unsigned short", Kind: debuginfo.KindUnsigned, Size: 2}
+	tBool := debuginfo.Type{Name: "_Bool", Kind: debuginfo.KindBool, Size: 1}
+	tStr := debuginfo.Type{Name: "const char *", Kind: debuginfo.KindString, Size: 8}
+	tGoStr := debuginfo.Type{Name: "string", Kind: debuginfo.KindGoString, Size: 16}
+	point := debuginfo.Type{Name: "struct point", Kind: debuginfo.KindStruct, Size: 8}
+	pointPtr := debuginfo.Type{Name: "struct point *", Kind: debuginfo.KindPointer, Size: 8, Elem: &point}
+	point.Fields = []debuginfo.Field{{Name: "x", Offset: 0, Type: tInt}, {Name: "y", Offset: 4, Type: tInt}}
+	tDouble := debuginfo.Type{Name: "double", Kind: debuginfo.KindFloat, Size: 8}
+	for _, tc := range []struct {
+		p          paramRead
+		text, json string
+	}{
+		{paramRead{typ: tInt, avail: true, idx: []int{0}}, "5", "5"},
+		{paramRead{typ: tInt, avail: true, idx: []int{1}}, "-1", "-1"},
+		{paramRead{typ: tUint, avail: true, idx: []int{1}}, "4294967295", "4294967295"},
+		{paramRead{typ: tShort, avail: true, idx: []int{5}}, "30600", "30600"},
+		{paramRead{typ: tBool, avail: true, idx: []int{3}}, "true", "true"},
+		{paramRead{typ: tStr, avail: true, idx: []int{2}}, `"probekit"`, `"probekit"`},
+		{paramRead{typ: tStr, avail: true, idx: []int{3}}, "0x3", `"0x3"`}, // not read as a string
+		{paramRead{typ: tGoStr, avail: true, idx: []int{4, 3}, sizes: []int64{8, 8}}, `"gop"`, `"gop"`},
+		{paramRead{typ: pointPtr, avail: true, idx: []int{2}}, "(struct point *)0x7ffd1000", `"0x7ffd1000"`},
+		{paramRead{typ: point, avail: true, idx: []int{0}, sizes: []int64{0}}, "{x=5, y=-1}", `{"x":5,"y":-1}`},
+		{paramRead{typ: tDouble, avail: true, idx: []int{-1}}, "<double, not shown>", "null"},
+		{paramRead{typ: tInt, avail: false}, "<int, unavailable>", "null"},
+		{paramRead{typ: tInt, avail: true, idx: []int{7}}, "<int, not shown>", "null"}, // past the values sent
+	} {
+		if got := string(appendValue(nil, ev, &tc.p, false)); got != tc.text {
+			t.Errorf("%s text %s, want %s", tc.p.typ.Name, got, tc.text)
+		}
+		if got := string(appendValue(nil, ev, &tc.p, true)); got != tc.json {
+			t.Errorf("%s json %s, want %s", tc.p.typ.Name, got, tc.json)
+		}
+	}
+	// A string read with an error bit prints as the pointer.
+	ev.Errors = 1 << 2
+	if got := string(appendValue(nil, ev, &paramRead{typ: tStr, avail: true, idx: []int{2}}, false)); got != "0x7ffd1000" {
+		t.Errorf("unreadable string: %s", got)
+	}
+}

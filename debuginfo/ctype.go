@@ -1,0 +1,548 @@
+package debuginfo
+
+import (
+	"debug/dwarf"
+	"strconv"
+	"strings"
+)
+
+// Types of parameters, read from the type entries of DWARF (DWARF 5 §5)
+// and spelled as the unit's language does: C's declarators ("const char
+// *", "struct point *", "int (*)(int)"), C++'s class names without the
+// struct keyword, Go's own names (Go's DWARF names every type).
+//
+// Types are read entry by entry with a bounded depth, not through
+// debug/dwarf's Data.Type, which follows the whole graph of a type.
+
+// TypeKind is the class of a type, as a reader of its value needs it.
+type TypeKind uint8
+
+const (
+	// KindOther: void, a function, or an entry not understood.
+	KindOther TypeKind = iota
+	// KindSigned: a signed integer (signed char, int, long, a signed
+	// enumeration).
+	KindSigned
+	// KindUnsigned: an unsigned integer (unsigned char, unsigned int,
+	// size_t, an unsigned enumeration).
+	KindUnsigned
+	// KindBool: a boolean.
+	KindBool
+	// KindFloat: a floating-point number (float, double, long double).
+	KindFloat
+	// KindPointer: an address (a pointer, a C++ reference).
+	KindPointer
+	// KindString: a pointer to char (char *, const char *, signed or
+	// unsigned char *): the address of a NUL-terminated string, by C's
+	// convention.
+	KindString
+	// KindGoString: a Go string, a pointer and a length.
+	KindGoString
+	// KindStruct: a struct, union or class, by value.
+	KindStruct
+	// KindArray: an array, by value.
+	KindArray
+)
+
+func (k TypeKind) String() string {
+	switch k {
+	case KindSigned:
+		return "signed"
+	case KindUnsigned:
+		return "unsigned"
+	case KindBool:
+		return "bool"
+	case KindFloat:
+		return "float"
+	case KindPointer:
+		return "pointer"
+	case KindString:
+		return "string"
+	case KindGoString:
+		return "go string"
+	case KindStruct:
+		return "struct"
+	case KindArray:
+		return "array"
+	}
+	return "other"
+}
+
+// Type is the type of a parameter or a result.
+type Type struct {
+	// Name is the type as the language spells it.
+	Name string
+	// Kind says how to read a value of it.
+	Kind TypeKind
+	// Size is its size in bytes; 0 when unknown (void, a function).
+	Size int64
+	// Fields are the members of a struct, union or class (KindStruct),
+	// in declaration order, to a depth of maxFieldDepth; nil otherwise.
+	Fields []Field
+	// Elem is the element of an array (KindArray) or what a pointer
+	// points to (KindPointer, KindString; without its Fields); nil
+	// otherwise and for void *.
+	Elem *Type
+	// ByReference is set on a C++ class that its ABI passes by
+	// invisible reference (DW_AT_calling_convention
+	// DW_CC_pass_by_reference, DWARF 5 §5.7.1): its value is not in the
+	// argument registers, its address is.
+	ByReference bool
+}
+
+// Field is one member of a struct, union or class.
+type Field struct {
+	Name   string
+	Offset int64 // bytes from the start of the value
+	Type   Type
+	// BitSize is the width of a bit field, 0 for other members.
+	BitSize int64
+}
+
+// Limits of the types read for one parameter.
+const (
+	// maxTypeDepth bounds the chain of modifiers, pointers, arrays and
+	// typedefs followed for one type: real code nests a few (char
+	// *const *argv is three).
+	maxTypeDepth = 24
+	// maxFieldDepth bounds nested structs expanded into Fields.
+	maxFieldDepth = 3
+	// maxFields bounds the members read of one struct.
+	maxFields = 256
+)
+
+// DW_LANG_* of the languages whose types are spelled apart (DWARF 5
+// §7.12).
+const (
+	langCPlusPlus   = 0x04
+	langCPlusPlus03 = 0x19
+	langCPlusPlus11 = 0x1a
+	langCPlusPlus14 = 0x21
+	langGo          = 0x16
+)
+
+// DW_ATE_* (DWARF 5 §7.8).
+const (
+	ateAddress      = 0x01
+	ateBoolean      = 0x02
+	ateFloat        = 0x04
+	ateSigned       = 0x05
+	ateSignedChar   = 0x06
+	ateUnsigned     = 0x07
+	ateUnsignedChar = 0x08
+	ateUTF          = 0x10
+)
+
+// Attributes debug/dwarf has no name for.
+const (
+	attrCallingConvention = dwarf.Attr(0x36) // DW_AT_calling_convention
+	ccPassByReference     = 0x04             // DW_CC_pass_by_reference
+	attrGoKind            = dwarf.Attr(0x2900)
+	goKindString          = 24 // reflect.String, the value Go's linker writes
+)
+
+// typeReader reads type entries of one file.
+type typeReader struct {
+	r        *dwarf.Reader
+	lang     int64
+	addrSize int
+	budget   int // entries left to read for the current parameter
+}
+
+func (tr *typeReader) entry(off dwarf.Offset) *dwarf.Entry {
+	if tr.budget <= 0 {
+		return nil
+	}
+	tr.budget--
+	tr.r.Seek(off)
+	e, err := tr.r.Next()
+	if err != nil || e == nil || e.Tag == 0 {
+		return nil
+	}
+	return e
+}
+
+func (tr *typeReader) cplusplus() bool {
+	switch tr.lang {
+	case langCPlusPlus, langCPlusPlus03, langCPlusPlus11, langCPlusPlus14:
+		return true
+	}
+	return false
+}
+
+// typeOf is the type entry e refers to by DW_AT_type (void when it has
+// none).
+func (tr *typeReader) typeOf(e *dwarf.Entry, depth int) Type {
+	v := e.Val(dwarf.AttrType)
+	if v == nil {
+		return Type{Name: "void"}
+	}
+	off, ok := v.(dwarf.Offset)
+	if !ok {
+		// A reference into a type unit (DW_FORM_ref_sig8) or a dwz
+		// multifile (DW_FORM_GNU_ref_alt): not followed.
+		return Type{Name: "?"}
+	}
+	return tr.typeAt(off, depth)
+}
+
+// typeAt reads the type at off.
+func (tr *typeReader) typeAt(off dwarf.Offset, depth int) Type {
+	e := tr.entry(off)
+	if e == nil || depth > maxTypeDepth {
+		return Type{Name: "?"}
+	}
+	t := Type{Name: tr.spell(e, "", depth)}
+	tr.classify(&t, e, depth)
+	return t
+}
+
+// classify sets t's kind, size and fields from entry e.
+func (tr *typeReader) classify(t *Type, e *dwarf.Entry, depth int) {
+	size, _ := e.Val(dwarf.AttrByteSize).(int64)
+	switch e.Tag {
+	case dwarf.TagBaseType:
+		t.Size = size
+		enc, _ := e.Val(dwarf.AttrEncoding).(int64)
+		switch enc {
+		case ateSigned, ateSignedChar:
+			t.Kind = KindSigned
+		case ateUnsigned, ateUnsignedChar, ateUTF, ateAddress:
+			t.Kind = KindUnsigned
+		case ateBoolean:
+			t.Kind = KindBool
+		case ateFloat:
+			t.Kind = KindFloat
+		}
+	case dwarf.TagEnumerationType:
+		t.Size, t.Kind = size, KindSigned
+		if u := tr.under(e, depth); u.Kind == KindUnsigned {
+			t.Kind = KindUnsigned
+		}
+	case dwarf.TagTypedef, dwarf.TagConstType, dwarf.TagVolatileType, dwarf.TagRestrictType,
+		dwarf.Tag(0x47) /* DW_TAG_atomic_type */ :
+		u := tr.under(e, depth)
+		t.Kind, t.Size, t.Fields, t.Elem, t.ByReference = u.Kind, u.Size, u.Fields, u.Elem, u.ByReference
+	case dwarf.TagPointerType, dwarf.TagReferenceType, dwarf.TagRvalueReferenceType:
+		t.Kind, t.Size = KindPointer, size
+		if t.Size == 0 {
+			t.Size = int64(tr.addrSize)
+		}
+		if e.Tag == dwarf.TagPointerType && tr.lang != langGo && tr.pointsToChar(e, depth) {
+			t.Kind = KindString
+		}
+		if off, ok := e.Val(dwarf.AttrType).(dwarf.Offset); ok {
+			// The pointee, without its members.
+			u := tr.typeAt(off, max(depth+1, maxFieldDepth+1))
+			t.Elem = &u
+		}
+	case dwarf.TagStructType, dwarf.TagUnionType, dwarf.TagClassType:
+		t.Kind, t.Size = KindStruct, size
+		if tr.lang == langGo {
+			if k, _ := e.Val(attrGoKind).(int64); k == goKindString {
+				t.Kind = KindGoString
+			}
+		}
+		if cc, _ := e.Val(attrCallingConvention).(int64); cc == ccPassByReference {
+			t.ByReference = true
+		}
+		if depth < maxFieldDepth+1 && e.Children {
+			t.Fields = tr.fields(e.Offset, depth)
+		}
+	case dwarf.TagArrayType:
+		t.Kind = KindArray
+		u := tr.under(e, depth)
+		t.Elem = &u
+		if n := tr.count(e); n >= 0 && u.Size > 0 && n < 1<<40/max(u.Size, 1) {
+			t.Size = n * u.Size
+		}
+	case dwarf.TagSubroutineType:
+		if tr.lang == langGo {
+			// A Go func value is a pointer to its closure.
+			t.Kind, t.Size = KindPointer, int64(tr.addrSize)
+		}
+	case dwarf.TagPtrToMemberType:
+		t.Kind, t.Size = KindOther, size
+	}
+}
+
+// under is the type e refers to.
+func (tr *typeReader) under(e *dwarf.Entry, depth int) Type {
+	return tr.typeOf(e, depth+1)
+}
+
+// pointsToChar: e, a pointer, points to (a qualified or typedef'd) char.
+func (tr *typeReader) pointsToChar(e *dwarf.Entry, depth int) bool {
+	for d := depth; d <= maxTypeDepth; d++ {
+		off, ok := e.Val(dwarf.AttrType).(dwarf.Offset)
+		if !ok {
+			return false
+		}
+		if e = tr.entry(off); e == nil {
+			return false
+		}
+		switch e.Tag {
+		case dwarf.TagConstType, dwarf.TagVolatileType, dwarf.TagRestrictType:
+			continue
+		case dwarf.TagBaseType:
+			enc, _ := e.Val(dwarf.AttrEncoding).(int64)
+			size, _ := e.Val(dwarf.AttrByteSize).(int64)
+			return size == 1 && (enc == ateSignedChar || enc == ateUnsignedChar)
+		}
+		return false
+	}
+	return false
+}
+
+// fields reads the members of the struct at off (its children).
+func (tr *typeReader) fields(off dwarf.Offset, depth int) []Field {
+	type member struct {
+		name    string
+		loc     int64
+		bits    int64
+		typeOff dwarf.Offset
+	}
+	var ms []member
+	tr.r.Seek(off)
+	if e, err := tr.r.Next(); err != nil || e == nil || !e.Children {
+		return nil
+	}
+	for n := 0; n < maxFields && tr.budget > 0; n++ {
+		tr.budget--
+		e, err := tr.r.Next()
+		if err != nil || e == nil || e.Tag == 0 {
+			break
+		}
+		if e.Tag == dwarf.TagMember || e.Tag == dwarf.TagInheritance {
+			m := member{}
+			m.name, _ = e.Val(dwarf.AttrName).(string)
+			m.loc, _ = e.Val(dwarf.AttrDataMemberLoc).(int64)
+			if b, ok := e.Val(dwarf.AttrDataBitOffset).(int64); ok {
+				m.loc = b / 8
+			}
+			m.bits, _ = e.Val(dwarf.AttrBitSize).(int64)
+			m.typeOff, _ = e.Val(dwarf.AttrType).(dwarf.Offset)
+			if e.Val(dwarf.AttrExternal) == nil && e.Val(dwarf.AttrDeclaration) == nil {
+				ms = append(ms, m)
+			}
+		}
+		if e.Children {
+			tr.r.SkipChildren()
+		}
+	}
+	out := make([]Field, 0, len(ms))
+	for _, m := range ms {
+		f := Field{Name: m.name, Offset: m.loc, BitSize: m.bits}
+		if m.typeOff != 0 {
+			f.Type = tr.typeAt(m.typeOff, depth+1)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// count is the element count of array e (its first subrange), -1 when
+// unknown.
+func (tr *typeReader) count(e *dwarf.Entry) int64 {
+	if !e.Children || tr.budget <= 0 {
+		return -1
+	}
+	tr.budget--
+	tr.r.Seek(e.Offset)
+	if _, err := tr.r.Next(); err != nil {
+		return -1
+	}
+	sub, err := tr.r.Next()
+	if err != nil || sub == nil || sub.Tag != dwarf.TagSubrangeType {
+		return -1
+	}
+	if n, ok := sub.Val(dwarf.AttrCount).(int64); ok {
+		return n
+	}
+	if ub, ok := sub.Val(dwarf.AttrUpperBound).(int64); ok {
+		lb, _ := sub.Val(dwarf.AttrLowerBound).(int64)
+		return ub - lb + 1
+	}
+	return -1
+}
+
+// spell writes type e around the declarator decl (C's inside-out
+// declarations: the pointer to an array of 4 ints is "int (*)[4]").
+func (tr *typeReader) spell(e *dwarf.Entry, decl string, depth int) string {
+	if depth > maxTypeDepth {
+		return "?" + pad(decl)
+	}
+	name, _ := e.Val(dwarf.AttrName).(string)
+	if tr.lang == langGo && name != "" {
+		return name + pad(decl)
+	}
+	next := func(d string) string {
+		v := e.Val(dwarf.AttrType)
+		if v == nil {
+			return "void" + pad(d)
+		}
+		off, ok := v.(dwarf.Offset)
+		if !ok {
+			return "?" + pad(d)
+		}
+		n := tr.entry(off)
+		if n == nil {
+			return "?" + pad(d)
+		}
+		return tr.spell(n, d, depth+1)
+	}
+	switch e.Tag {
+	case dwarf.TagBaseType:
+		return cBaseName(name) + pad(decl)
+	case dwarf.TagTypedef:
+		return name + pad(decl)
+	case dwarf.TagStructType, dwarf.TagClassType, dwarf.TagUnionType, dwarf.TagEnumerationType:
+		kw := map[dwarf.Tag]string{dwarf.TagStructType: "struct", dwarf.TagClassType: "class",
+			dwarf.TagUnionType: "union", dwarf.TagEnumerationType: "enum"}[e.Tag]
+		switch {
+		case name == "":
+			return kw + " {...}" + pad(decl)
+		case tr.cplusplus():
+			return name + pad(decl)
+		}
+		return kw + " " + name + pad(decl)
+	case dwarf.TagPointerType, dwarf.TagReferenceType, dwarf.TagRvalueReferenceType:
+		sigil := map[dwarf.Tag]string{dwarf.TagPointerType: "*", dwarf.TagReferenceType: "&", dwarf.TagRvalueReferenceType: "&&"}[e.Tag]
+		d := sigil + decl
+		if tr.wraps(e) {
+			d = "(" + d + ")"
+		}
+		return next(d)
+	case dwarf.TagConstType, dwarf.TagVolatileType, dwarf.TagRestrictType, dwarf.Tag(0x47):
+		q := map[dwarf.Tag]string{dwarf.TagConstType: "const", dwarf.TagVolatileType: "volatile",
+			dwarf.TagRestrictType: "restrict", dwarf.Tag(0x47): "_Atomic"}[e.Tag]
+		if e.Tag == dwarf.TagRestrictType && tr.cplusplus() {
+			q = "__restrict"
+		}
+		if tr.qualifiesPointer(e) {
+			// char *const p: the qualifier goes after the star.
+			return next(q + pad(decl))
+		}
+		return q + " " + next(decl)
+	case dwarf.TagArrayType:
+		n := tr.count(e)
+		dim := "[]"
+		if n >= 0 {
+			dim = "[" + strconv.FormatInt(n, 10) + "]"
+		}
+		return next(decl + dim)
+	case dwarf.TagSubroutineType:
+		return next(decl + "(" + tr.paramTypes(e, depth) + ")")
+	case dwarf.TagUnspecifiedType:
+		if name == "" {
+			name = "void"
+		}
+		return name + pad(decl)
+	case dwarf.TagPtrToMemberType:
+		return "(member pointer)" + pad(decl)
+	}
+	if name != "" {
+		return name + pad(decl)
+	}
+	return "?" + pad(decl)
+}
+
+// wraps: the pointer e points to an array or function, whose declarator
+// then needs parentheses.
+func (tr *typeReader) wraps(e *dwarf.Entry) bool {
+	off, ok := e.Val(dwarf.AttrType).(dwarf.Offset)
+	if !ok {
+		return false
+	}
+	n := tr.entry(off)
+	return n != nil && (n.Tag == dwarf.TagArrayType || n.Tag == dwarf.TagSubroutineType)
+}
+
+// qualifiesPointer: the qualifier e applies to a pointer type.
+func (tr *typeReader) qualifiesPointer(e *dwarf.Entry) bool {
+	off, ok := e.Val(dwarf.AttrType).(dwarf.Offset)
+	if !ok {
+		return false
+	}
+	n := tr.entry(off)
+	return n != nil && (n.Tag == dwarf.TagPointerType || n.Tag == dwarf.TagReferenceType || n.Tag == dwarf.TagRvalueReferenceType)
+}
+
+// paramTypes spells the parameter list of a function type.
+func (tr *typeReader) paramTypes(e *dwarf.Entry, depth int) string {
+	if !e.Children {
+		return "void"
+	}
+	var offs []dwarf.Offset
+	variadic := false
+	tr.r.Seek(e.Offset)
+	if _, err := tr.r.Next(); err != nil {
+		return "?"
+	}
+	for n := 0; n < maxFields && tr.budget > 0; n++ {
+		tr.budget--
+		c, err := tr.r.Next()
+		if err != nil || c == nil || c.Tag == 0 {
+			break
+		}
+		switch c.Tag {
+		case dwarf.TagFormalParameter:
+			if off, ok := c.Val(dwarf.AttrType).(dwarf.Offset); ok {
+				offs = append(offs, off)
+			}
+		case dwarf.TagUnspecifiedParameters:
+			variadic = true
+		}
+		if c.Children {
+			tr.r.SkipChildren()
+		}
+	}
+	var parts []string
+	for _, off := range offs {
+		n := tr.entry(off)
+		if n == nil {
+			parts = append(parts, "?")
+			continue
+		}
+		parts = append(parts, tr.spell(n, "", depth+1))
+	}
+	if variadic {
+		parts = append(parts, "...")
+	}
+	if len(parts) == 0 {
+		return "void"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func pad(decl string) string {
+	if decl == "" {
+		return ""
+	}
+	if decl[0] == '[' || decl[0] == '(' && !strings.HasPrefix(decl, "(*") && !strings.HasPrefix(decl, "(&") {
+		return decl
+	}
+	return " " + decl
+}
+
+// cBaseName is GCC's name of a C base type as programmers write it:
+// GCC names them "long int", "long unsigned int", "short int", "char".
+func cBaseName(name string) string {
+	switch name {
+	case "long int":
+		return "long"
+	case "long unsigned int":
+		return "unsigned long"
+	case "long long int":
+		return "long long"
+	case "long long unsigned int":
+		return "unsigned long long"
+	case "short int":
+		return "short"
+	case "short unsigned int":
+		return "unsigned short"
+	case "":
+		return "?"
+	}
+	return name
+}
