@@ -26,7 +26,38 @@
 // With SetMode, the programs send nothing: ModeCount adds each hit to its
 // probe index's slot of a per-CPU array (Counts), ModeHist to a log2
 // bucket (Bucket, BucketRange) of one of its values in a per-CPU hash
-// (Histograms).
+// (Histograms). With SetKeys they count per key tuple instead (Keyed).
+//
+// ModeLatency times pairs of hits: a hit of a probe whose cookie has
+// LatencyEnd set ends its thread's latest open start, and the
+// nanoseconds between them go to a log2 bucket of the start's probe
+// (Histograms) or key (KeyedHistograms). Starts and ends pair per thread
+// as a stack of MaxLatencyDepth frames, so nested and recursive calls
+// are timed each from its own start; the filter and the keys are taken
+// at the start; what could not be paired is counted (LatencyLost).
+// Function probes of Go code pair per goroutine with LatencyGoroutine. A
+// function's latency, entry to return (Example_latency in full):
+//
+//	spec, _ := record.Spec()
+//	_ = uprobe.Prepare(spec)
+//	_ = record.SetMode(spec, record.ModeLatency, 0)
+//	_ = record.SetKeys(spec, []record.KeyPart{{Kind: record.KeyArg, Val: 0}}) // optional: per first argument
+//	objs, _ := record.LoadSpec(spec, record.FuncProgram)
+//	defer objs.Close()
+//	bin, _ := uprobe.Open("libc.so.6")
+//	defer bin.Close()
+//	start, _ := record.FuncCookie(0, record.RegsC, record.KindUprobe, 0)
+//	end, _ := record.FuncCookie(1, record.RegsRet, record.KindUretprobe, 0)
+//	in, _ := bin.Entry("fsync", objs.FuncProgram, &uprobe.Options{Cookie: start})
+//	defer in.Close()
+//	out, _ := bin.Return("fsync", objs.FuncProgram, &uprobe.Options{Cookie: end | record.LatencyEnd})
+//	defer out.Close()
+//	// ... later: per first argument, a histogram of nanoseconds.
+//	hists, _ := objs.KeyedHistograms()
+//
+// A USDT pair is the same with the attacher: the start probe's locations
+// with usdt.Options.Cookie set to an index, the end's with an index |
+// LatencyEnd.
 //
 // Typical use with the usdt attacher and package uprobe:
 //

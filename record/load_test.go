@@ -14,6 +14,10 @@ import (
 // modeEventsWakeup is ModeEvents with a wakeup threshold (SetRingSize).
 const modeEventsWakeup Mode = 99
 
+// modeLatencyKeyed is ModeLatency with keys (a string among them) and a
+// filter: every part of its start's code live.
+const modeLatencyKeyed Mode = 98
+
 // Every combination of the choices made before load verifies on the
 // running kernel: program (USDT, function), spec ids by cookie or IP
 // map, stack on or off, strings read or not, mode. The verifier of each
@@ -29,7 +33,7 @@ func TestLoadEveryMode(t *testing.T) {
 	for _, which := range []Programs{USDTProgram, FuncProgram} {
 		for _, cookie := range []bool{true, false} {
 			for _, stack := range []bool{false, true} {
-				for _, mode := range []Mode{ModeEvents, ModeCount, ModeHist, modeEventsWakeup} {
+				for _, mode := range []Mode{ModeEvents, ModeCount, ModeHist, ModeLatency, modeEventsWakeup, modeLatencyKeyed} {
 					name := fmt.Sprintf("prog%d/cookie=%v/stack=%v/mode%d", which, cookie, stack, mode)
 					t.Run(name, func(t *testing.T) {
 						if which == FuncProgram && !cookie {
@@ -54,6 +58,16 @@ func TestLoadEveryMode(t *testing.T) {
 						if mode == modeEventsWakeup {
 							// SetRingSize turns the wakeup threshold on.
 							if err := SetRingSize(spec, 1<<20, os.Getpagesize()); err != nil {
+								t.Fatal(err)
+							}
+						} else if mode == modeLatencyKeyed {
+							if err := SetMode(spec, ModeLatency, 0); err != nil {
+								t.Fatal(err)
+							}
+							if err := SetKeys(spec, []KeyPart{{Kind: KeyStr, Val: 1}, {Kind: KeyArg, Val: 2}, {Kind: KeyComm}, {Kind: KeyProbe}}); err != nil {
+								t.Fatal(err)
+							}
+							if err := SetFilter(spec, []FilterTerm{{Field: FilterStr, Op: FilterPrefix, Val: 0, Str: "x"}, {Field: FilterArg, Op: FilterGT, Val: 3, Num: 1, OrAfter: true}, {Field: FilterComm, Op: FilterEQ, Str: "y"}}); err != nil {
 								t.Fatal(err)
 							}
 						} else if err := SetMode(spec, mode, 1); err != nil {

@@ -59,6 +59,11 @@ const (
 	// ModeHist adds 1 to the probe's log2 bucket of one value in Hist;
 	// nothing is sent.
 	ModeHist Mode = 2
+	// ModeLatency pairs each start hit with its end hit on the same
+	// thread (LatencyEnd) and adds 1 to the start probe's log2 bucket of
+	// the nanoseconds between them in Hist; nothing is sent (see
+	// latency.go).
+	ModeLatency Mode = 3
 )
 
 // MaxCounted is how many probe indexes ModeCount counts (the size of the
@@ -142,10 +147,11 @@ func (o *Objects) Histograms(n int) ([]Histogram, error) {
 	return out, nil
 }
 
-// SetMode makes spec's programs count (ModeCount) or build histograms of
-// value histVal (ModeHist) instead of sending records.
+// SetMode makes spec's programs count (ModeCount), build histograms of
+// value histVal (ModeHist) or of latencies (ModeLatency, histVal 0)
+// instead of sending records.
 func SetMode(spec *ebpf.CollectionSpec, mode Mode, histVal int) error {
-	if mode > ModeHist || histVal < 0 || histVal >= MaxArgs {
+	if mode > ModeLatency || histVal < 0 || histVal >= MaxArgs {
 		return fmt.Errorf("record: mode %d, histogram value %d", mode, histVal)
 	}
 	if err := spec.Variables[ModeName].Set(uint32(mode)); err != nil {
@@ -424,6 +430,10 @@ type Objects struct {
 	KeyedMap, KeyOverflow *ebpf.Map
 	// FilterMap holds the filter's terms (see SetFilter).
 	FilterMap *ebpf.Map
+	// LatStacks, LatKeys and LatLost are ModeLatency's: the threads'
+	// stacks of open starts, the keys of their frames (with SetKeys) and
+	// the counts of hits not timed (see LatencyLost).
+	LatStacks, LatKeys, LatLost *ebpf.Map
 	// Specs and IPToSpecID are usdt.bpf.h's __bpf_usdt_specs and
 	// __bpf_usdt_ip_to_spec_id, for the attacher; nil without Program.
 	Specs, IPToSpecID *ebpf.Map
@@ -452,6 +462,9 @@ type loadTarget struct {
 	Keyed       *ebpf.Map `ebpf:"keyed"`
 	KeyOverflow *ebpf.Map `ebpf:"key_overflow"`
 	Filter      *ebpf.Map `ebpf:"filter_terms"`
+	LatStacks   *ebpf.Map `ebpf:"lat_stacks"`
+	LatKeys     *ebpf.Map `ebpf:"lat_keys"`
+	LatLost     *ebpf.Map `ebpf:"lat_lost"`
 }
 
 type loadUSDT struct {
@@ -474,7 +487,7 @@ type loadBoth struct {
 // Close releases the program and the maps.
 func (o *Objects) Close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.FilterMap, o.Specs, o.IPToSpecID} {
+	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.FilterMap, o.LatStacks, o.LatKeys, o.LatLost, o.Specs, o.IPToSpecID} {
 		errs = append(errs, c.Close()) // nil *Program and *Map close as nothing
 	}
 	return errors.Join(errs...)
@@ -529,6 +542,9 @@ func CheckRingSize(size, pageSize int) error {
 func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
 	var o Objects
 	var err error
+	if err := sizeLatencyMaps(spec); err != nil {
+		return nil, err
+	}
 	switch which {
 	case USDTProgram:
 		var l loadUSDT
@@ -558,6 +574,7 @@ func (o *Objects) setMaps(l loadTarget) {
 	o.Events, o.Dropped, o.Scratch = l.Events, l.Dropped, l.Scratch
 	o.CountsMap, o.HistMap = l.Counts, l.Hist
 	o.KeyedMap, o.KeyOverflow, o.FilterMap = l.Keyed, l.KeyOverflow, l.Filter
+	o.LatStacks, o.LatKeys, o.LatLost = l.LatStacks, l.LatKeys, l.LatLost
 }
 
 // Options are the choices Load makes before loading. The zero value

@@ -373,6 +373,7 @@ enum trace_mode {
 	TRACE_EVENTS = 0,
 	TRACE_COUNT = 1,
 	TRACE_HIST = 2,
+	TRACE_LATENCY = 3,	/* see "Latency" below */
 };
 
 volatile const __u32 probekit_trace_mode = TRACE_EVENTS;
@@ -817,6 +818,263 @@ static __noinline int filter_pass(struct pt_regs *ctx, int func, __u64 cookie)
 
 /* ---- End of filters. ---- */
 
+/* ---- Latency (probekit trace --latency): the time from a start hit to
+ * its end hit, paired per thread as a stack, counted in log2 buckets of
+ * nanoseconds. ----
+ *
+ * A probe's role is bit 63 of its cookie (the usdt cookie of a USDT
+ * location, the BPF cookie of a function probe): set, its hits are ends
+ * (TRACE_LAT_END, LatencyEnd in record.go). A start pushes a frame on its
+ * thread's stack: the start's probe index, whether the filter dropped it,
+ * and the time, read last so that the program's own work is not timed.
+ * An end reads the time first, pops the latest frame and adds the interval
+ * to the start's probe (hist) or key (keyed) in the bucket of the
+ * interval. So a nested or recursive start is ended by its own end.
+ *
+ * The filter is evaluated at the start, with the start's values; a
+ * dropped start still pushes a frame (marked), so that its end pops it
+ * and the frames below stay paired. Keys are filled at the start too (the
+ * values of the start's probe: a function's arguments at its entry) and
+ * kept in lat_keys by thread and depth until the end.
+ *
+ * A thread's stack keeps TRACE_LAT_MAX_DEPTH frames; a start deeper than
+ * that is counted (LAT_LOST_DEPTH) and only deepens the stack, and its
+ * end only pops it. An end on an empty stack is counted
+ * (LAT_LOST_NO_START). Stacks are in an LRU hash: a thread that exits
+ * between a start and its end leaves a stack that newer threads push
+ * out.
+ *
+ * A function probe whose cookie has TRACE_LAT_GOROUTINE (Go code) pairs
+ * per goroutine instead of per thread: the scheduler moves a goroutine
+ * between threads (at a preemption, a blocking call), so its end may run
+ * on another thread than its start. The goroutine is its g pointer, which
+ * Go's register ABI keeps in a register (r14 on x86-64, x28 on arm64:
+ * ABIInternal, Go 1.17 and 1.18) at a function's entry and at its
+ * returns; g pointers of two processes can be equal, so the stack's key
+ * is the process and the thread or goroutine. */
+
+#define TRACE_LAT_MAX_DEPTH 32	/* MaxLatencyDepth in record.go */
+#define TRACE_LAT_DEPTH_MASK (TRACE_LAT_MAX_DEPTH - 1)
+_Static_assert((TRACE_LAT_MAX_DEPTH & TRACE_LAT_DEPTH_MASK) == 0, "latency depth is not a power of two");
+#define TRACE_LAT_END (1ull << 63)
+#define TRACE_LAT_GOROUTINE (1ull << 62)
+
+/* The g register of Go's ABIInternal (see above). */
+#if defined(__TARGET_ARCH_x86)
+#define FUNC_G_REG(r) (r->r14)
+#elif defined(__TARGET_ARCH_arm64)
+#define FUNC_G_REG(r) (r->regs[28])
+#endif
+
+/* Why a latency hit was not timed (LatencyLost in record.go). */
+enum lat_lost {
+	LAT_LOST_DEPTH = 0,	/* a start deeper than TRACE_LAT_MAX_DEPTH */
+	LAT_LOST_NO_START = 1,	/* an end on an empty stack */
+	LAT_LOST_FULL = 2,	/* no room for the thread's stack or key */
+	LAT_NUM_LOST = 3,
+};
+
+struct lat_frame {
+	__u64 ns;	/* bpf_ktime_get_ns at the start */
+	__u32 probe;	/* the start's probe index */
+	__u32 skip;	/* the filter dropped the start, or its key is missing */
+};
+
+struct lat_stack {
+	__u32 depth;	/* open starts, those past TRACE_LAT_MAX_DEPTH included */
+	__u32 pad;
+	struct lat_frame frames[TRACE_LAT_MAX_DEPTH];
+};
+
+/* Whose stack: a thread (id) or a goroutine (its g pointer) of process
+ * tgid. */
+struct lat_owner {
+	__u64 id;
+	__u32 tgid;
+	__u32 pad;
+};
+
+/* Threads' (and goroutines') stacks, by owner. One entry here: SetMode(ModeLatency)
+ * sizes it (LatencyThreads in record.go), so that the other modes, which
+ * reference it in code the verifier drops, do not allocate it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct lat_owner);
+	__type(value, struct lat_stack);
+} lat_stacks SEC(".maps");
+
+struct lat_key_id {
+	__u64 id;
+	__u32 tgid;
+	__u32 depth;
+};
+
+/* With keys: the key of each open frame, filled at its start. Sized by
+ * LoadSpec when the mode is ModeLatency and keys are set. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct lat_key_id);
+	__type(value, struct agg_key);
+} lat_keys SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LAT_NUM_LOST);
+	__type(key, __u32);
+	__type(value, __u64);
+} lat_lost SEC(".maps");
+
+/* A new thread's stack (larger than the BPF stack: a map value) and a
+ * new frame's key. */
+static const struct lat_stack lat_empty_stack;
+static const struct agg_key lat_empty_key;
+
+static __always_inline void lat_lose(__u32 why)
+{
+	__u64 *n = bpf_map_lookup_elem(&lat_lost, &why);
+
+	if (n)
+		*n += 1;	/* per CPU, and a CPU runs one thread at a time */
+}
+
+/* Adds one to key's entry of map, creating it; returns 0 when the map
+ * is full. */
+static __always_inline int lat_bump(void *map, void *key)
+{
+	__u64 one = 1, *n = bpf_map_lookup_elem(map, key);
+
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return 1;
+	}
+	/* A program that preempted this one on this CPU may have added the
+	 * key since the lookup: NOEXIST fails then, and the lookup finds
+	 * its entry. */
+	if (!bpf_map_update_elem(map, key, &one, BPF_NOEXIST))
+		return 1;
+	n = bpf_map_lookup_elem(map, key);
+	if (!n)
+		return 0;
+	__sync_fetch_and_add(n, 1);
+	return 1;
+}
+
+static __noinline int lat_start(struct pt_regs *ctx, int func, __u64 cookie, __u32 probe, struct lat_owner *o)
+{
+	struct lat_stack *s = bpf_map_lookup_elem(&lat_stacks, o);
+	struct lat_key_id kid = {.id = o->id, .tgid = o->tgid};
+	struct lat_frame *f;
+	struct agg_key *k;
+	__u32 d;
+
+	if (!s) {
+		bpf_map_update_elem(&lat_stacks, o, &lat_empty_stack, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&lat_stacks, o);
+		if (!s) {
+			lat_lose(LAT_LOST_FULL);
+			return 0;
+		}
+	}
+	d = s->depth++;
+	if (d >= TRACE_LAT_MAX_DEPTH) {
+		lat_lose(LAT_LOST_DEPTH);
+		return 0;
+	}
+	f = &s->frames[d & TRACE_LAT_DEPTH_MASK];
+	f->probe = probe;
+	f->skip = probekit_trace_nterms && !filter_pass(ctx, func, cookie);
+	if (!f->skip && probekit_trace_key_spec) {
+		kid.depth = d;
+		/* Zeroed: fill_key sets only its parts' fields. */
+		bpf_map_update_elem(&lat_keys, &kid, &lat_empty_key, BPF_ANY);
+		k = bpf_map_lookup_elem(&lat_keys, &kid);
+		if (!k) {
+			lat_lose(LAT_LOST_FULL);
+			f->skip = 1;
+		} else if (!fill_key(ctx, func, cookie, probe, k)) {
+			count_lost();
+			f->skip = 1;
+		}
+	}
+	f->ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __noinline int lat_end(struct lat_owner *o)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct lat_stack *s = bpf_map_lookup_elem(&lat_stacks, o);
+	struct lat_key_id kid = {.id = o->id, .tgid = o->tgid};
+	struct hist_key hk;
+	struct agg_key k, *sk;
+	struct lat_frame *f;
+	__u32 d;
+
+	if (!s || s->depth == 0) {
+		lat_lose(LAT_LOST_NO_START);
+		return 0;
+	}
+	d = --s->depth;
+	if (d >= TRACE_LAT_MAX_DEPTH)
+		return 0;	/* its start was counted in LAT_LOST_DEPTH */
+	f = &s->frames[d & TRACE_LAT_DEPTH_MASK];
+	if (f->skip)
+		return 0;
+	now -= f->ns;
+	if (!probekit_trace_key_spec) {
+		hk.probe = f->probe;
+		hk.bucket = hist_bucket(now);
+		if (!lat_bump(&hist, &hk))
+			count_lost();
+		return 0;
+	}
+	kid.depth = d;
+	sk = bpf_map_lookup_elem(&lat_keys, &kid);
+	if (!sk) {
+		lat_lose(LAT_LOST_FULL);
+		return 0;
+	}
+	__builtin_memcpy(&k, sk, sizeof(k));
+	k.bucket = hist_bucket(now);
+	if (!lat_bump(&keyed, &k))
+		key_full();
+	return 0;
+}
+
+/* A hit in TRACE_LATENCY. cookie: a function probe's BPF cookie (func),
+ * unused for a USDT location, whose cookie is in its spec. */
+static __noinline __u64 read_g_reg(struct pt_regs *ctx)
+{
+	const func_regs_t *r = (const func_regs_t *)ctx;
+
+	return FUNC_G_REG(r);
+}
+
+static __always_inline int latency_hit(struct pt_regs *ctx, int func, __u64 cookie)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct lat_owner o = {.id = (__u32)id, .tgid = id >> 32};
+	struct __bpf_usdt_spec *spec;
+
+	if (!func) {
+		spec = __bpf_usdt_spec(ctx);
+		if (!spec)
+			return 0;
+		if (spec->usdt_cookie & TRACE_LAT_END)
+			return lat_end(&o);
+		return lat_start(ctx, 0, 0, (__u32)spec->usdt_cookie, &o);
+	}
+	if (cookie & TRACE_LAT_GOROUTINE)
+		o.id = read_g_reg(ctx);
+	if (cookie & TRACE_LAT_END)
+		return lat_end(&o);
+	return lat_start(ctx, 1, cookie, (__u32)cookie, &o);
+}
+
+/* ---- End of latency. ---- */
+
 /* Sets the hit's context in e: the time and the command name. */
 static __always_inline void add_context(struct event *e)
 {
@@ -869,6 +1127,10 @@ static __always_inline int submit(struct pt_regs *ctx, int func)
 SEC("usdt")
 int trace_usdt(struct pt_regs *ctx)
 {
+	/* Before the filter: a latency's end is never filtered, its start
+	 * is (lat_start). */
+	if (probekit_trace_mode == TRACE_LATENCY)
+		return latency_hit(ctx, 0, 0);
 	if (probekit_trace_nterms && !filter_pass(ctx, 0, 0))
 		return 0;
 	if (probekit_trace_mode != TRACE_EVENTS)
@@ -880,6 +1142,8 @@ int trace_usdt(struct pt_regs *ctx)
 SEC("uprobe")
 int trace_func(struct pt_regs *ctx)
 {
+	if (probekit_trace_mode == TRACE_LATENCY)
+		return latency_hit(ctx, 1, bpf_get_attach_cookie(ctx));
 	if (probekit_trace_nterms && !filter_pass(ctx, 1, bpf_get_attach_cookie(ctx)))
 		return 0;
 	if (probekit_trace_mode != TRACE_EVENTS)

@@ -72,6 +72,32 @@ type traceHistKey struct {
 	Bucket uint32
 }
 
+type traceLatKeyId struct {
+	_     structs.HostLayout
+	Id    uint64
+	Tgid  uint32
+	Depth uint32
+}
+
+type traceLatOwner struct {
+	_    structs.HostLayout
+	Id   uint64
+	Tgid uint32
+	Pad  uint32
+}
+
+type traceLatStack struct {
+	_      structs.HostLayout
+	Depth  uint32
+	Pad    uint32
+	Frames [32]struct {
+		_     structs.HostLayout
+		Ns    uint64
+		Probe uint32
+		Skip  uint32
+	}
+}
+
 type traceScratch struct {
 	_          structs.HostLayout
 	Users      uint64
@@ -92,6 +118,9 @@ const (
 	traceMapHist                     = "hist"
 	traceMapKeyOverflow              = "key_overflow"
 	traceMapKeyed                    = "keyed"
+	traceMapLatKeys                  = "lat_keys"
+	traceMapLatLost                  = "lat_lost"
+	traceMapLatStacks                = "lat_stacks"
 	traceMapScratch                  = "scratch"
 	traceProgTraceFunc               = "trace_func"
 	traceProgTraceUsdt               = "trace_usdt"
@@ -164,6 +193,9 @@ type traceMapSpecs struct {
 	Hist              *ebpf.MapSpec `ebpf:"hist"`
 	KeyOverflow       *ebpf.MapSpec `ebpf:"key_overflow"`
 	Keyed             *ebpf.MapSpec `ebpf:"keyed"`
+	LatKeys           *ebpf.MapSpec `ebpf:"lat_keys"`
+	LatLost           *ebpf.MapSpec `ebpf:"lat_lost"`
+	LatStacks         *ebpf.MapSpec `ebpf:"lat_stacks"`
 	Scratch           *ebpf.MapSpec `ebpf:"scratch"`
 }
 
@@ -210,6 +242,9 @@ type traceMaps struct {
 	Hist              *ebpf.Map `ebpf:"hist"`
 	KeyOverflow       *ebpf.Map `ebpf:"key_overflow"`
 	Keyed             *ebpf.Map `ebpf:"keyed"`
+	LatKeys           *ebpf.Map `ebpf:"lat_keys"`
+	LatLost           *ebpf.Map `ebpf:"lat_lost"`
+	LatStacks         *ebpf.Map `ebpf:"lat_stacks"`
 	Scratch           *ebpf.Map `ebpf:"scratch"`
 }
 
@@ -224,6 +259,9 @@ func (m *traceMaps) Close() error {
 		m.Hist,
 		m.KeyOverflow,
 		m.Keyed,
+		m.LatKeys,
+		m.LatLost,
+		m.LatStacks,
 		m.Scratch,
 	)
 }

@@ -4,7 +4,7 @@
 //	probekit list [--json] TARGET [GLOB]
 //	probekit list [--json] -p PID [GLOB]
 //	probekit list --functions [--params] [--json] [-p PID] TARGET [GLOB]
-//	probekit trace [--json] [--time] [-o FILE] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]
+//	probekit trace [--json] [--time] [-o FILE] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret | --latency] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]
 //	probekit symbolize [--json] [-C] (-p PID | -e FILE) [ADDR...]
 //	probekit cflags [-o DIR]
 //	probekit export --config FILE [--listen ADDR]
@@ -178,6 +178,31 @@
 // The filter is a table of compiled comparisons in a BPF map, evaluated
 // by one loop of the programs; no BPF code is generated.
 //
+// --latency draws a log2 histogram of nanoseconds between a start hit and
+// its end hit on the same thread, paired in the kernel: with one probe,
+// uprobe:TARGET:FUNC, from each entry of FUNC to its return (a uretprobe,
+// or return-site probes on Go); with two, --latency START END (USDT or
+// function probes, such as PostgreSQL's query__start and query__done),
+// from each START hit to the END hit that closes it. A thread's open
+// starts (a goroutine's, for functions of Go code, which Go moves between
+// threads) are a stack, so nested and recursive calls are each timed from
+// their own start; up to 32 are kept per thread, and deeper starts, and
+// ends with no open start (begun before the trace), are counted and said
+// at exit. The histograms are per start probe, drawn as --hist draws
+// them, with --json {"probe": START, "end": END, "buckets": [...]}:
+//
+//	# probekit trace --latency uprobe:testdata/bin/latency:lat_rec -- testdata/bin/latency --loop rec 3
+//	uprobe:lat_rec -> return (ns)
+//	[8M, 16M)               3 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+//	[16M, 32M)              3 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+//	...
+//
+// --filter and --by are taken at the start: argN, strN and the keys arg
+// N and str N read START's arguments (a function's at its entry; ret only
+// when START is a uretprobe), probe and func name START. A start the
+// filter drops is not timed, and still closes at its own end. --top,
+// -i, -p, -f, -- CMD and "*" or glob targets work as with --hist.
+//
 // With -- CMD, probekit launches CMD stopped right after exec, attaches
 // every probe (filtered to its PID), lets it run, and exits when it
 // exits, after printing every event; a bare CMD name prefers an ELF
@@ -191,7 +216,7 @@
 // ({"kind":"attach", "pid", "file", "probe", "sites"}) among them. A
 // launched CMD that is not the target program, traced without -f, can
 // only have run it in a child: when no hit came, probekit says so ("not
-// followed: add -f"). --count, --hist and --by take TARGET "*" and globs
+// followed: add -f"). --count, --hist, --latency and --by take TARGET "*" and globs
 // as the hits do.
 // Without -p or CMD every process running TARGET is traced until
 // interrupted. Function probes need BPF cookies (Linux 5.15).

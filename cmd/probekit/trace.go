@@ -26,8 +26,9 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
-const traceUsage = "trace [--json] [--time] [-o FILE] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]\n" +
-	"      PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC"
+const traceUsage = "trace [--json] [--time] [-o FILE] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret | --latency] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]\n" +
+	"      PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC\n" +
+	"      --latency uprobe:TARGET:FUNC (entry to return) | --latency START END (two probes, paired per thread)"
 
 func init() {
 	register(&command{
@@ -49,9 +50,12 @@ type traceRequest struct {
 	// ringSize is the ring buffer's size in bytes.
 	ringSize int
 	// mode is ModeEvents, or ModeCount (--count) or ModeHist (--hist)
-	// of value histVal (0-based; 0 for a return value).
+	// of value histVal (0-based; 0 for a return value), or ModeLatency
+	// (--latency), whose probes are the starts then, from latEnd, the
+	// ends (trace_latency.go).
 	mode    record.Mode
 	histVal int
+	latEnd  int
 	// interval, when not 0, prints the counts or histograms that often
 	// too (-i).
 	interval time.Duration
@@ -93,6 +97,7 @@ func parseTrace(args []string) (*traceRequest, error) {
 	ring := fs.String("ring-size", "", "the ring buffer's size: a power of two with K, M or G (default 16M)")
 	count := fs.Bool("count", false, "count the hits of each probe in the kernel; print the counts at exit")
 	hist := fs.String("hist", "", "a log2 histogram of argument N (from 1) or of ret, built in the kernel; printed at exit")
+	latency := fs.Bool("latency", false, "a log2 histogram of nanoseconds from a function's entry to its return (one uprobe PROBE), or from START to END (two PROBEs), paired per thread in the kernel; printed at exit")
 	interval := fs.Int("i", 0, "with --count or --hist, print every SECONDS too")
 	fs.StringVar(&req.outPath, "o", "", "write the output to FILE (created or truncated) instead of standard output")
 	fs.BoolVar(&req.time, "time", false, "print each hit's time and command name (--json has them always)")
@@ -136,6 +141,10 @@ func parseTrace(args []string) (*traceRequest, error) {
 	}
 	histRet := false
 	switch {
+	case *latency && (*count || *hist != ""):
+		return nil, usagef("--latency, --count and --hist exclude each other")
+	case *latency:
+		req.mode = record.ModeLatency
 	case *count && *hist != "":
 		return nil, usagef("--count and --hist exclude each other")
 	case *count:
@@ -152,13 +161,13 @@ func parseTrace(args []string) (*traceRequest, error) {
 	if req.mode != record.ModeEvents {
 		switch {
 		case req.count != 0:
-			return nil, usagef("-n counts printed hits: --count and --hist print none")
+			return nil, usagef("-n counts printed hits: --count, --hist and --latency print none")
 		case req.strMask != 0:
-			return nil, usagef("--str prints strings of hits: --count and --hist print none")
+			return nil, usagef("--str prints strings of hits: --count, --hist and --latency print none")
 		case req.stack:
-			return nil, usagef("--stack prints the stack of each hit: --count and --hist print no hits")
+			return nil, usagef("--stack prints the stack of each hit: --count, --hist and --latency print no hits")
 		case req.time:
-			return nil, usagef("--time prints the time of each hit: --count and --hist print no hits")
+			return nil, usagef("--time prints the time of each hit: --count, --hist and --latency print no hits")
 		case *interval < 0:
 			return nil, usagef("-i %d: want seconds", *interval)
 		case req.top < 0:
@@ -168,9 +177,9 @@ func parseTrace(args []string) (*traceRequest, error) {
 		}
 		req.interval = time.Duration(*interval) * time.Second
 	} else if *interval != 0 {
-		return nil, usagef("-i prints the counts of --count or --hist")
+		return nil, usagef("-i prints the counts of --count, --hist or --latency")
 	} else if len(req.keys) > 0 || req.top != 0 {
-		return nil, usagef("--by and --top key the counts of --count or --hist")
+		return nil, usagef("--by and --top key the counts of --count, --hist or --latency")
 	}
 	switch {
 	case len(pos) == 0:
@@ -196,6 +205,11 @@ func parseTrace(args []string) (*traceRequest, error) {
 		req.probes = append(req.probes, ps)
 		takesStrs = takesStrs || ps.Kind != record.KindUretprobe
 	}
+	if req.mode == record.ModeLatency {
+		if err := req.latencyProbes(); err != nil {
+			return nil, err
+		}
+	}
 	if req.mode == record.ModeHist {
 		for _, p := range req.probes {
 			if (p.Kind == record.KindUretprobe) != histRet {
@@ -208,18 +222,18 @@ func parseTrace(args []string) (*traceRequest, error) {
 		if err != nil {
 			return nil, usagef("--filter %q: %v", *filter, err)
 		}
-		for _, p := range req.probes {
+		for _, p := range req.startProbes() {
 			if ret := p.Kind == record.KindUretprobe; ret && usesArgs || !ret && usesRet {
-				return nil, usagef("--filter %q: a uretprobe has one value, ret; a USDT probe and a uprobe have arguments (argN, strN)", *filter)
+				return nil, usagef("--filter %q: a uretprobe has one value, ret; a USDT probe and a uprobe have arguments (argN, strN)%s", *filter, req.atStart())
 			}
 		}
 		req.filter = terms
 	}
 	for _, k := range req.keys {
-		for _, p := range req.probes {
+		for _, p := range req.startProbes() {
 			ret := p.Kind == record.KindUretprobe
 			if (k.Kind == record.KeyArg || k.Kind == record.KeyStr) && (k.name == "ret") != ret {
-				return nil, usagef("--by %s: a uretprobe has one value, ret; a USDT probe and a uprobe have arguments (arg N, str N)", k.name)
+				return nil, usagef("--by %s: a uretprobe has one value, ret; a USDT probe and a uprobe have arguments (arg N, str N)%s", k.name, req.atStart())
 			}
 		}
 	}
@@ -332,6 +346,8 @@ type tracer struct {
 	errOut io.Writer
 	// wallBase converts hit times to the wall clock (wallTime).
 	wallBase int64
+	// lat is --latency's (trace_latency.go).
+	lat *latencyState
 }
 
 // wallTime converts a CLOCK_MONOTONIC time (bpf_ktime_get_ns) to the
@@ -484,7 +500,7 @@ func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 		if p.Kind == record.KindUSDT {
 			// The target as given: a path, a program on PATH or a
 			// library name, as the process sees it with -p.
-			l, err = att.Attach(objs.Program, p.Target, p.Provider, p.Name, opts)
+			l, err = att.Attach(objs.Program, p.Target, p.Provider, p.Name, t.latencyOptions(p, opts))
 		} else {
 			l, err = fa.attach(p)
 		}
@@ -568,6 +584,9 @@ func (t *tracer) run(objs *record.Objects, rd *ringbuf.Reader, stop <-chan os.Si
 			fmt.Fprintf(t.errOut, "probekit trace: %d hits not counted (no value to count, or the histogram map full)\n", n)
 		}
 	}
+	if t.req.mode == record.ModeLatency {
+		t.reportLatencyLost(objs)
+	}
 	if len(t.req.keys) > 0 {
 		if n, err := objs.KeyOverflowCount(); err == nil && n > 0 {
 			fmt.Fprintf(t.errOut, "probekit trace: %d hits not counted: the key map is full (%d keys)\n", n, record.MaxKeyed)
@@ -598,7 +617,8 @@ func closeLinks(links []*attach.Link) {
 }
 
 func newTracer(req *traceRequest, stdout, stderr io.Writer) *tracer {
-	t := &tracer{req: req, out: output{w: stdout, buf: make([]byte, 0, outputChunk+record.MaxEventSize*8)}, form: &textForm, errOut: &syncWriter{w: stderr}, wallBase: wallBase()}
+	t := &tracer{req: req, out: output{w: stdout, buf: make([]byte, 0, outputChunk+record.MaxEventSize*8)}, form: &textForm, errOut: &syncWriter{w: stderr}, wallBase: wallBase(),
+		lat: &latencyState{ends: map[uint64]bool{}}}
 	if req.json {
 		t.form = &jsonForm
 	}

@@ -93,6 +93,9 @@ func (t *tracer) totals(objs *record.Objects) ([]probeTotals, error) {
 // printAggregate prints the totals so far (cumulative: -i prints them
 // again, grown).
 func (t *tracer) printAggregate(objs *record.Objects) error {
+	if t.req.mode == record.ModeLatency && len(t.req.keys) == 0 {
+		return t.printLatency(objs)
+	}
 	b := t.out.buf[:0]
 	if len(t.req.keys) > 0 {
 		totals, err := t.keyedTotals(objs)
@@ -431,7 +434,7 @@ func (t *tracer) appendKeyedJSON(b []byte, totals []keyedTotal) []byte {
 // appendKeyedText appends a table, COUNT then the key's columns, or a
 // histogram per key named by NAME=VALUE pairs.
 func (t *tracer) appendKeyedText(b []byte, totals []keyedTotal) []byte {
-	if t.req.mode == record.ModeHist {
+	if t.req.mode != record.ModeCount {
 		for i, kt := range totals {
 			if i > 0 {
 				b = append(b, '\n')

@@ -4,11 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/record"
@@ -202,11 +206,21 @@ func TestParseTraceAggregate(t *testing.T) {
 // program: under a bare program that only counts (the floor of a uprobe
 // with a BPF program: internal/test/bpftest's count_hits), under probekit
 // trace --count, and under probekit trace printing every hit (as
-// BenchmarkTraceHit/trace). cpu-ns/hit is the fixture's own CPU time per
-// hit.
+// BenchmarkTraceHit/trace), beside bpftrace's one-liners for the same
+// hits (a keyed count, a filter that drops every hit) and, on
+// testdata/latency, --latency of a USDT pair and of a function's entry
+// and return beside bpftrace's @start[tid] idiom. cpu-ns/hit is the
+// fixture's own CPU time per hit, cpu-ns/pair per pair of hits. Run:
+//
+//	go test -run '^$' -bench BenchmarkTraceCount -benchtime 200000x ./cmd/probekit/
 func BenchmarkTraceCount(b *testing.B) {
 	testkit.RequireKernel(b)
 	fixture := testkit.Fixture("usdt_sample")
+	// prog-ns/hit: the BPF programs' own run time (Linux 5.8), apart
+	// from the trap that every case pays.
+	if stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME); err == nil {
+		defer stats.Close()
+	}
 	b.Run("bare", func(b *testing.B) {
 		p := testkit.Start(b, fixture)
 		attachCount(b, p, fixture, "count_hits")
@@ -224,6 +238,20 @@ func BenchmarkTraceCount(b *testing.B) {
 		benchTraceCount(b, fixture, false, "--filter", "arg3 > 0 && comm == \"x\"")
 	})
 	b.Run("trace", func(b *testing.B) { benchTraceHit(b, fixture) })
+	// bpftrace's one-liners for the same hits (sample:zero, attached
+	// last, tells that its probes are attached).
+	marker := "usdt:" + fixture + ":sample:zero"
+	b.Run("bpftrace_count_by_comm", func(b *testing.B) {
+		benchBpftrace(b, fixture, "loop", "cpu-ns/hit", fmt.Sprintf("usdt:%s:sample:loop { @[comm] = count(); }", fixture), marker, "zero")
+	})
+	// The cast: bpftrace 0.17 compares the argument, -r, as unsigned.
+	b.Run("bpftrace_count_filtered_out", func(b *testing.B) {
+		benchBpftrace(b, fixture, "loop", "cpu-ns/hit", fmt.Sprintf("usdt:%s:sample:loop /(int64)arg2 > 0/ { @ = count(); }", fixture), marker, "zero")
+	})
+	// Latency: a pair of USDT hits (lat:start, lat:done) and a function's
+	// entry and return (lat_fn), timed per thread; cpu-ns/pair is the
+	// fixture's CPU time per pair of hits.
+	benchLatency(b)
 }
 
 // benchTraceCount runs probekit trace --count -i 1 on a fixture, with

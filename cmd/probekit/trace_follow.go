@@ -64,6 +64,7 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 			}
 			fp.LocationCookie = cookies.of
 		}
+		fp.LocationCookie = t.latencyCookie(p, fp.LocationCookie)
 		probes = append(probes, fp)
 	}
 	if t.req.mode == record.ModeCount && len(t.sites) > record.MaxCounted {

@@ -159,6 +159,7 @@ func (t *tracer) funcSites(b *uprobe.Binary, p probe.Spec) (*funcSites, error) {
 		if err != nil {
 			return nil, err
 		}
+		cookie = t.funcLatencyCookie(p, len(t.sites), cookie, b.Convention(fn) == uprobe.ConventionGo)
 		fs.index[fn.Address] = len(t.sites)
 		t.funcSite(p.Kind, funcName(fn), fn.Address)
 		if sp != nil {

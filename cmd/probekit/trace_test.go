@@ -697,11 +697,24 @@ func benchTraceHit(b *testing.B, fixture string, flags ...string) {
 // CPU).
 func loopCPU(b *testing.B, p *testkit.Process) {
 	b.Helper()
+	loopCPUOf(b, p, "loop", "cpu-ns/hit")
+}
+
+// loopCPUOf makes the fixture run command b.N times and reports its CPU
+// time per round as unit (cpu-ns/...) and, while BPF statistics are on
+// (ebpf.EnableStats), the run time of the BPF programs of its probes per
+// round (prog-ns/...; see progRuntime).
+func loopCPUOf(b *testing.B, p *testkit.Process, command, unit string) {
+	b.Helper()
+	progs := progStats()
 	before := schedRuntime(b, p.PID())
-	if err := p.Loop("loop", b.N); err != nil {
+	if err := p.Loop(command, b.N); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(float64(schedRuntime(b, p.PID())-before)/float64(b.N), "cpu-ns/hit")
+	b.ReportMetric(float64(schedRuntime(b, p.PID())-before)/float64(b.N), unit)
+	if ns, ok := progRuntime(progs, b.N); ok {
+		b.ReportMetric(float64(ns)/float64(b.N), strings.Replace(unit, "cpu-", "prog-", 1))
+	}
 }
 
 func schedRuntime(b *testing.B, pid int) uint64 {
