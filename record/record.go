@@ -424,6 +424,8 @@ type Objects struct {
 	KeyedMap, KeyOverflow *ebpf.Map
 	// FilterMap holds the filter's terms (see SetFilter).
 	FilterMap *ebpf.Map
+	// StackMap holds the stacks of KeyStack keys (see Stack).
+	StackMap *ebpf.Map
 	// Specs and IPToSpecID are usdt.bpf.h's __bpf_usdt_specs and
 	// __bpf_usdt_ip_to_spec_id, for the attacher; nil without Program.
 	Specs, IPToSpecID *ebpf.Map
@@ -452,6 +454,7 @@ type loadTarget struct {
 	Keyed       *ebpf.Map `ebpf:"keyed"`
 	KeyOverflow *ebpf.Map `ebpf:"key_overflow"`
 	Filter      *ebpf.Map `ebpf:"filter_terms"`
+	Stacks      *ebpf.Map `ebpf:"stack_traces"`
 }
 
 type loadUSDT struct {
@@ -474,7 +477,7 @@ type loadBoth struct {
 // Close releases the program and the maps.
 func (o *Objects) Close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.FilterMap, o.Specs, o.IPToSpecID} {
+	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.FilterMap, o.StackMap, o.Specs, o.IPToSpecID} {
 		errs = append(errs, c.Close()) // nil *Program and *Map close as nothing
 	}
 	return errors.Join(errs...)
@@ -558,6 +561,7 @@ func (o *Objects) setMaps(l loadTarget) {
 	o.Events, o.Dropped, o.Scratch = l.Events, l.Dropped, l.Scratch
 	o.CountsMap, o.HistMap = l.Counts, l.Hist
 	o.KeyedMap, o.KeyOverflow, o.FilterMap = l.Keyed, l.KeyOverflow, l.Filter
+	o.StackMap = l.Stacks
 }
 
 // Options are the choices Load makes before loading. The zero value

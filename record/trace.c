@@ -486,6 +486,8 @@ enum key_kind {
 	KEY_TID = 4,
 	KEY_COMM = 5,
 	KEY_PROBE = 6,	/* the probe index */
+	KEY_STACK = 7,	/* the user stack: an id in stack_traces, its pid, and
+			 * at a function's entry its caller (see stack.bpf.h) */
 };
 
 /* Byte n: key part n, 0 past the last. 0: no keys (counts and hist).
@@ -499,6 +501,13 @@ struct agg_key {
 	__s64 nums[TRACE_MAX_KEYS];	/* part n's number (arg, pid, tid) */
 	char comm[TRACE_COMM_LEN];
 	char str[TRACE_KEY_STR_LEN];
+	/* KEY_STACK: bpf_get_stackid's id (negative: its error, the stack
+	 * unread), the process whose addresses they are, and the return
+	 * address at the stack pointer of a probe at a function's entry,
+	 * which the kernel's frame-pointer walk misses (0 otherwise). */
+	__s32 stack;
+	__u32 stack_pid;
+	__u64 caller;
 };
 
 /* TRACE_COUNT and TRACE_HIST with keys: hits per key, per CPU. A hit
@@ -511,6 +520,17 @@ struct {
 	__type(key, struct agg_key);
 	__type(value, __u64);
 } keyed SEC(".maps");
+
+/* KEY_STACK: the distinct user stacks, by the kernel's frame-pointer
+ * walk (bpf_get_stackid with BPF_F_USER_STACK, Linux 4.6). One entry
+ * here; sized before load when a key has a stack (record.SetKeys): the
+ * map is preallocated, 1 KiB per entry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, PROBEKIT_STACK_MAX_DEPTH * sizeof(__u64));
+} stack_traces SEC(".maps");
 
 /* Hits not counted because keyed was full. */
 struct {
@@ -567,6 +587,15 @@ static __always_inline int fill_key(struct pt_regs *ctx, int func, __u64 cookie,
 			break;
 		case KEY_PROBE:
 			k->probe = probe;
+			break;
+		case KEY_STACK:
+			k->stack = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
+			k->stack_pid = bpf_get_current_pid_tgid() >> 32;
+			/* A uprobe's entry probe (the kind in its cookie) is at
+			 * the function's first instruction. */
+			if (func && ((cookie >> FUNC_COOKIE_KIND_SHIFT) & 0xff) == EVENT_UPROBE &&
+			    __probekit_stack_return_address(ctx, &k->caller))
+				k->caller = 0;
 			break;
 		}
 	}

@@ -14,12 +14,15 @@ import (
 )
 
 type traceAggKey struct {
-	_      structs.HostLayout
-	Probe  uint32
-	Bucket uint32
-	Nums   [4]int64
-	Comm   [16]int8
-	Str    [64]int8
+	_        structs.HostLayout
+	Probe    uint32
+	Bucket   uint32
+	Nums     [4]int64
+	Comm     [16]int8
+	Str      [64]int8
+	Stack    int32
+	StackPid uint32
+	Caller   uint64
 }
 
 type traceBpfUsdtSpec struct {
@@ -93,6 +96,7 @@ const (
 	traceMapKeyOverflow              = "key_overflow"
 	traceMapKeyed                    = "keyed"
 	traceMapScratch                  = "scratch"
+	traceMapStackTraces              = "stack_traces"
 	traceProgTraceFunc               = "trace_func"
 	traceProgTraceUsdt               = "trace_usdt"
 	traceVarProbekitTraceHistVal     = "probekit_trace_hist_val"
@@ -165,6 +169,7 @@ type traceMapSpecs struct {
 	KeyOverflow       *ebpf.MapSpec `ebpf:"key_overflow"`
 	Keyed             *ebpf.MapSpec `ebpf:"keyed"`
 	Scratch           *ebpf.MapSpec `ebpf:"scratch"`
+	StackTraces       *ebpf.MapSpec `ebpf:"stack_traces"`
 }
 
 // traceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -211,6 +216,7 @@ type traceMaps struct {
 	KeyOverflow       *ebpf.Map `ebpf:"key_overflow"`
 	Keyed             *ebpf.Map `ebpf:"keyed"`
 	Scratch           *ebpf.Map `ebpf:"scratch"`
+	StackTraces       *ebpf.Map `ebpf:"stack_traces"`
 }
 
 func (m *traceMaps) Close() error {
@@ -225,6 +231,7 @@ func (m *traceMaps) Close() error {
 		m.KeyOverflow,
 		m.Keyed,
 		m.Scratch,
+		m.StackTraces,
 	)
 }
 

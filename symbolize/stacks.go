@@ -39,6 +39,17 @@ func (st *Stacks) Watch(p *procmaps.Process) {
 	st.add(p.PID, sp)
 }
 
+// WatchLaunched is Watch for a command launched stopped (procmaps.Launch),
+// before its Finish: it is read now, and again while it is stopped at
+// each later execve and at its exit (procmaps.Launched.Watch), when the
+// libraries its dynamic linker mapped, and those it loaded since, are
+// all mapped. So a command that exits right after its hits has them all
+// named. The caller then waits for the command with l.Wait.
+func (st *Stacks) WatchLaunched(l *procmaps.Launched) {
+	st.Watch(l.Process)
+	l.Watch(func(procmaps.LaunchEvent) { st.Watch(l.Process) })
+}
+
 // Name appends the frames of stack, recorded in process pid, to dst (see
 // Process.Stack for the rule on return addresses; names come from the
 // tables read while the process ran, as Process.StackRecorded). A process
@@ -59,6 +70,29 @@ func (st *Stacks) Name(dst []Frame, pid int, stack []uint64) []Frame {
 		dst = append(dst, Frame{Address: a})
 	}
 	return dst
+}
+
+// Mapping is the executable mapping of a process that holds an address:
+// its runtime range, file offset, the object (its path as the process
+// maps it, or a pseudo name such as "[vdso]") and the object's GNU build
+// ID in hex ("" without one, or when its table was not read).
+type Mapping struct {
+	Start, End, Offset uint64
+	Object             string
+	BuildID            string
+}
+
+// Mapping returns the mapping of process pid holding addr, from the maps
+// read while the process ran (as Name names its stacks); false when none
+// holds it or the process was never seen.
+func (st *Stacks) Mapping(pid int, addr uint64) (Mapping, bool) {
+	st.mu.Lock()
+	p, ok := st.procs[pid]
+	st.mu.Unlock()
+	if !ok {
+		return Mapping{}, false
+	}
+	return p.MappingOf(addr)
 }
 
 func (st *Stacks) process(pid int) (*Process, error) {
