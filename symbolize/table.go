@@ -28,7 +28,7 @@ type table struct {
 	// buildID is the file's GNU build ID, in hex; "" without one.
 	buildID string
 	err     error // why funcs is nil
-	bytes int64 // estimated memory, charged against Options.MaxTableBytes
+	bytes   int64 // estimated memory, charged against Options.MaxTableBytes
 
 	// ref is the CLOCK bit: set by lookups, cleared by the eviction hand.
 	ref atomic.Bool

@@ -188,4 +188,3 @@ func writeProfile(path string, p *profile.Profile) error {
 	}
 	return nil
 }
-
