@@ -38,8 +38,12 @@ const (
 	ModeName = "probekit_trace_mode"
 	// HistValName is the constant numbering the value ModeHist counts.
 	HistValName = "probekit_trace_hist_val"
-	// StackName is the constant making records carry the user stack.
+	// StackName is the constant making records carry the user stack:
+	// 1 the kernel's frame-pointer walk (Event.Frames), 2 a copy of the
+	// stack top (Event.Copy; see SetStackCopy).
 	StackName = "probekit_trace_stack"
+	// CopyPagesName is the constant bounding the pages of a stack copy.
+	CopyPagesName = "probekit_trace_copy_pages"
 	// KeySpecName is the constant describing the key parts of ModeCount
 	// and ModeHist (see SetKeys).
 	KeySpecName = "probekit_trace_key_spec"
@@ -180,6 +184,10 @@ const MaxFrames = bpf.MaxStackDepth
 const (
 	HeaderSize   = 56
 	MaxEventSize = HeaderSize + 8*MaxArgs + 8*MaxFrames + MaxStrs*StrLen
+	// MaxRecordSize is the largest record with a stack copy
+	// (SetStackCopy): MaxEventSize, up to 8 bytes of alignment, the
+	// copy's 40-byte header and MaxCopyPages pages.
+	MaxRecordSize = MaxEventSize + 8 + 40 + MaxCopyPages*4096
 )
 
 // Ring buffer sizes: DefaultRingSize holds about 175,000 four-argument
@@ -267,6 +275,10 @@ type Event struct {
 	// instruction pointer then return addresses (bpf.Stack).
 	NFrames int
 	Frames  [MaxFrames]uint64
+	// Copy is the stack copy of a program loaded with SetStackCopy: a
+	// struct probekit_stack_copy (bpf.DecodeStackCopy reads it), nil
+	// when the stack could not be read. It aliases the record.
+	Copy []byte
 	// TimeNS is when the program ran: CLOCK_MONOTONIC, in nanoseconds
 	// (bpf_ktime_get_ns).
 	TimeNS uint64
@@ -339,7 +351,8 @@ func (e *Event) Decode(rec []byte) error {
 	e.ArgCnt = int32(ne.Uint32(rec[16:]))
 	e.TimeNS = ne.Uint64(rec[32:])
 	copy(e.Comm[:], rec[40:HeaderSize])
-	e.Errors = ne.Uint32(rec[20:])
+	e.Errors = ne.Uint32(rec[20:]) &^ hasCopy
+	withCopy := ne.Uint32(rec[20:])&hasCopy != 0
 	e.StrArgs = strArgs
 	e.NArgs = nvals
 	for i := range e.Args {
@@ -363,6 +376,41 @@ func (e *Event) Decode(rec []byte) error {
 			return badEvent("string %d not terminated within %d bytes", k, StrLen)
 		}
 		e.Strs[k], rest = rest[:n:n], rest[n+1:]
+	}
+	e.Copy = nil
+	if withCopy {
+		// At the next multiple of 8 from the record's start.
+		at := len(rec) - len(rest)
+		at = (at + 7) &^ 7
+		if at > len(rec) {
+			return badEvent("stack copy at %d of a %d-byte record", at, len(rec))
+		}
+		e.Copy = rec[at:]
+	}
+	return nil
+}
+
+// hasCopy is TRACE_HAS_COPY, bit 31 of a record's errors: a stack copy
+// follows the strings.
+const hasCopy = 1 << 31
+
+// MaxCopyPages is the most pages SetStackCopy copies
+// (PROBEKIT_STACK_COPY_PAGES).
+const MaxCopyPages = 4
+
+// SetStackCopy makes records carry a copy of the stack top (at most
+// pages pages of 4 KiB from the stack pointer's page, 1 to
+// MaxCopyPages) with the registers, in Event.Copy, instead of the
+// frame-pointer walk: package unwind walks it with the objects' CFI.
+func SetStackCopy(spec *ebpf.CollectionSpec, pages int) error {
+	if pages < 1 || pages > MaxCopyPages {
+		return fmt.Errorf("record: stack copy of %d pages, want 1 to %d", pages, MaxCopyPages)
+	}
+	if err := spec.Variables[StackName].Set(uint32(2)); err != nil {
+		return fmt.Errorf("set %s: %w", StackName, err)
+	}
+	if err := spec.Variables[CopyPagesName].Set(uint32(pages)); err != nil {
+		return fmt.Errorf("set %s: %w", CopyPagesName, err)
 	}
 	return nil
 }

@@ -63,8 +63,8 @@ func TestEventLayout(t *testing.T) {
 	}
 	for _, m := range sc.Members {
 		if m.Name == "buf" {
-			if size, err := btf.Sizeof(m.Type); err != nil || size != MaxEventSize {
-				t.Errorf("scratch buffer %d bytes (%v), MaxEventSize %d", size, err, MaxEventSize)
+			if size, err := btf.Sizeof(m.Type); err != nil || size != MaxRecordSize {
+				t.Errorf("scratch buffer %d bytes (%v), MaxRecordSize %d", size, err, MaxRecordSize)
 			}
 		}
 	}

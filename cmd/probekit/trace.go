@@ -608,7 +608,7 @@ func newTracer(req *traceRequest, stdout, stderr io.Writer) *tracer {
 		t.form = &jsonForm
 	}
 	if req.stack || hasStackKey(req) {
-		t.stacks = newStackNamer()
+		t.stacks = newStackNamer(req.cfi)
 	}
 	return t
 }
@@ -666,7 +666,7 @@ const liveInterval = 100 * time.Millisecond
 const checkEvery = 1024
 
 func (t *tracer) loop(rd *ringbuf.Reader, stop <-chan os.Signal, exited <-chan error) error {
-	rec := ringbuf.Record{RawSample: make([]byte, 0, record.MaxEventSize)}
+	rec := ringbuf.Record{RawSample: make([]byte, 0, record.MaxRecordSize)}
 	var ev record.Event
 	draining := false
 	rd.SetDeadline(time.Now().Add(liveInterval))

@@ -76,15 +76,30 @@ func hasStackKey(req *traceRequest) bool {
 	return false
 }
 
+// copyPages is how many 4 KiB pages of the stack --stack=cfi copies per
+// hit, from the stack pointer's page (the part of that page below the
+// stack pointer is not read).
+const copyPages = 2
+
 // setStackRecords makes the records of hits carry the user stack
-// (--stack).
+// (--stack): the kernel's frame-pointer walk, or with --stack=cfi a copy
+// of the stack top, unwound in user space (package unwind).
 func setStackRecords(spec *ebpf.CollectionSpec, req *traceRequest) error {
+	if req.cfi {
+		return record.SetStackCopy(spec, copyPages)
+	}
 	return spec.Variables[record.StackName].Set(uint32(1))
 }
 
-// watchLaunched starts naming the stacks of a launched command, read
-// again at its execs and its exit (symbolize.Stacks.WatchLaunched).
-func (n *stackNamer) watchLaunched(l *procmaps.Launched) { n.stacks.WatchLaunched(l) }
+// watchLaunched starts naming (and with --stack=cfi unwinding) the
+// stacks of a launched command, read again at its execs and its exit
+// (symbolize.Stacks.WatchLaunched, unwind.Processes.WatchLaunched).
+func (n *stackNamer) watchLaunched(l *procmaps.Launched) {
+	n.stacks.WatchLaunched(l)
+	if n.unwinder != nil {
+		n.unwinder.WatchLaunched(l)
+	}
+}
 
 // stackKey formats a stack key part: the frames as text lines, and as a
 // JSON array.
