@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -207,6 +208,125 @@ func TestTraceStackFlags(t *testing.T) {
 		req, err := parseTrace([]string{c.arg, "f:p:n"})
 		if err != nil || req.stack != c.stack || req.cfi != c.cfi {
 			t.Errorf("%s: %v, %+v", c.arg, err, req)
+		}
+	}
+}
+
+// stackFunctions runs trace --json --stack... and returns the functions
+// of each hit's stack whose first function is fn (or of every hit when
+// fn is "").
+func stackFunctions(t *testing.T, fn string, args ...string) [][]string {
+	t.Helper()
+	r := runTraceCmd(append([]string{"--json"}, args...)...)
+	if r.code != 0 {
+		t.Fatalf("probekit trace %v: exit %d: %s", args, r.code, r.errOut)
+	}
+	var out [][]string
+	for _, h := range decodeStackHits(t, r.out) {
+		fns := h.functions()
+		if fn == "" || len(fns) > 0 && fns[0] == fn {
+			out = append(out, fns)
+		}
+	}
+	return out
+}
+
+// A launched command that exits right after its hits has every frame
+// of its per-hit stacks named, libc's (mapped after the exec stop)
+// included, by frame pointers and by CFI alike.
+func TestTraceStackLaunchedExit(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	needFuncCookie(t)
+	fx := testkit.Fixture("stack_paths")
+	for _, flag := range []string{"--stack", "--stack=cfi"} {
+		hits := stackFunctions(t, "", flag, "uprobe:"+fx+":leaf", "--", fx, "1", "0")
+		if len(hits) != 1 || len(hits[0]) < 5 || !slices.Equal(hits[0][:5], stackPaths[0].chain) {
+			t.Errorf("%s: stacks %q, want one starting %q", flag, hits, stackPaths[0].chain)
+		}
+	}
+}
+
+// Mixed code: main (frame pointers) calls libstack_mid.so's mid_call
+// (none: it keeps data in rbp), which calls leaf back. The CFI walk
+// gives every frame to _start; the frame-pointer walk stops after
+// mid_call, on the data it reads as a frame record.
+func TestTraceStackCFIMixed(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	needFuncCookie(t)
+	fx := testkit.Fixture("stack_paths")
+	want := []string{"leaf", "mid_call", "main", "__libc_start_call_main", "__libc_start_main_impl", "_start"}
+	hits := stackFunctions(t, "", "--stack=cfi", "uprobe:"+fx+":leaf", "--", fx, "mixed", "3")
+	if len(hits) != 3 {
+		t.Fatalf("%d hits, want 3", len(hits))
+	}
+	for _, fns := range hits {
+		if !slices.Equal(fns, want) {
+			t.Errorf("--stack=cfi: %q, want %q", fns, want)
+		}
+	}
+	for _, fns := range stackFunctions(t, "", "--stack", "uprobe:"+fx+":leaf", "--", fx, "mixed", "1") {
+		if slices.Contains(fns, "main") || !slices.Equal(fns[:2], want[:2]) {
+			t.Errorf("--stack (frame pointers): %q, want %q then no main", fns, want[:2])
+		}
+	}
+}
+
+// python3.11 (no frame pointers) at function__entry, launched: the CFI
+// walk goes through the interpreter down to Py_BytesMain and libc's
+// start, where the frame-pointer walk stops at once. python3.11's main
+// is one instruction, jmp Py_BytesMain (objdump -d at the address _start
+// passes to __libc_start_main): a tail call, so no stack holds it, and
+// Py_BytesMain returns to __libc_start_call_main. The USDT probe is
+// attached by the attacher with its semaphore (no bare uprobe on the
+// system's python).
+func TestTraceStackPythonCFI(t *testing.T) {
+	testkit.RequireKernel(t)
+	const python = "/usr/bin/python3.11"
+	if _, err := os.Stat(python); err != nil {
+		testkit.Unavailable(t, "%s: %v", python, err)
+	}
+	script := "import sys\nsys.setprofile(lambda *a: None)\ndef probekit_fn(n):\n    return n + 1\nprobekit_fn(1)\n"
+	probe := python + ":python:function__entry"
+	// The entry of probekit_fn: its hit is the one whose second string
+	// argument is the name; the stacks are matched by their frames.
+	want := []string{"PyEval_EvalCode", "PyRun_StringFlags", "PyRun_SimpleStringFlags", "Py_RunMain", "Py_BytesMain",
+		"__libc_start_call_main", "__libc_start_main_impl", "_start"}
+	r := runTraceCmd("--json", "--str", "2", "--stack=cfi", probe, "--", "python3.11", "-c", script)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n") {
+		if !strings.Contains(line, `"probekit_fn"`) {
+			continue
+		}
+		found = true
+		var h stackHit
+		if err := json.Unmarshal([]byte(line), &h); err != nil {
+			t.Fatal(err)
+		}
+		var named []string
+		for _, f := range h.Stack {
+			if f.Function != "" {
+				named = append(named, f.Function)
+			}
+			if filepath.Base(f.Object) != "python3.11" && filepath.Base(f.Object) != "libc.so.6" {
+				t.Errorf("frame %+v in neither python3.11 nor libc", f)
+			}
+		}
+		if len(named) < len(want) || !slices.Equal(named[len(named)-len(want):], want) {
+			t.Errorf("--stack=cfi: named frames %q, want %q last", named, want)
+		}
+	}
+	if !found {
+		t.Fatalf("no hit of probekit_fn in\n%s", r.out)
+	}
+	r = runTraceCmd("--json", "--str", "2", "--stack", probe, "--", "python3.11", "-c", script)
+	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n") {
+		if strings.Contains(line, `"probekit_fn"`) && strings.Contains(line, "Py_BytesMain") {
+			t.Errorf("the frame-pointer walk reached Py_BytesMain: python3.11 keeps frame pointers?\n%s", line)
 		}
 	}
 }
