@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/probekit/probekit/internal/test/testkit"
 )
@@ -328,5 +332,100 @@ func TestTraceStackPythonCFI(t *testing.T) {
 		if strings.Contains(line, `"probekit_fn"`) && strings.Contains(line, "Py_BytesMain") {
 			t.Errorf("the frame-pointer walk reached Py_BytesMain: python3.11 keeps frame pointers?\n%s", line)
 		}
+	}
+}
+
+// -f: the stacks of every process of the tree are counted, and named
+// after each exited (follow.Options.Hold reads them at their exit
+// stop): two runs of stack_paths under sh add up per path.
+func TestTraceCountStackFollow(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	needFuncCookie(t)
+	fx := testkit.Fixture("stack_paths")
+	r := runTraceCmd("-f", "--count", "--stack", "--folded", "uprobe:"+fx+":leaf", "--", "/bin/sh", "-c", fx+" 10 3 >/dev/null; "+fx+" 5 1 >/dev/null")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	want := []string{
+		"__libc_start_call_main;main;cold;emit;leaf 4",
+		"__libc_start_call_main;main;hot;emit;leaf 15",
+	}
+	if got := strings.Split(strings.TrimSpace(r.out), "\n"); !slices.Equal(got, want) {
+		t.Errorf("folded:\n%s\nwant:\n%s", r.out, strings.Join(want, "\n"))
+	}
+}
+
+// -p: a running stack_chain (frame pointers) counted by stack with -i
+// 1: once the counts show the probe attached, 100 more rounds add
+// exactly 100 to the chain's one stack.
+func TestTraceCountStackPID(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	needFuncCookie(t)
+	fx := testkit.Fixture("stack_chain")
+	p := testkit.Start(t, fx)
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	var errOut bytes.Buffer
+	go func() {
+		done <- run([]string{"trace", "--count", "--stack", "--folded", "-i", "1", "-p", itoa(p.PID()), "uprobe:" + fx + ":chain_end"}, pw, &errOut)
+		pw.Close()
+	}()
+	const path = "main;run;fire;chain_a;chain_b;chain_c;chain_end "
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	// count is the count of the chain's line, once per printing.
+	count := func(fire bool) uint64 {
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("trace ended: %s", errOut.String())
+				}
+				if i := strings.Index(l, path); i >= 0 && (i == 0 || l[i-1] == ';') {
+					var n uint64
+					fmt.Sscan(l[i+len(path):], &n)
+					return n
+				}
+			case <-deadline:
+				t.Fatal("no count of the chain within 30s")
+			case <-time.After(5 * time.Millisecond):
+				if fire {
+					p.Loop("chain", 1)
+				}
+			}
+		}
+	}
+	count(true) // attached and counting
+	before := count(false)
+	if before == 0 {
+		t.Fatalf("count 0")
+	}
+	if err := p.Loop("chain", 100); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n := count(false)
+		if n == before+100 {
+			break
+		}
+		if n > before+100 || time.Now().After(deadline) {
+			t.Fatalf("count %d, want %d", n, before+100)
+		}
+	}
+	p.Stop()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d: %s", code, errOut.String())
+	}
+	for range lines {
 	}
 }
