@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -428,4 +429,139 @@ func TestTraceCountStackPID(t *testing.T) {
 	}
 	for range lines {
 	}
+}
+
+// chainCPU fires stack_chain's chain n times and returns the fixture's
+// CPU time per hit (schedstat).
+func chainCPU(b *testing.B, p *testkit.Process, n int) float64 {
+	b.Helper()
+	before := schedRuntime(b, p.PID())
+	if err := p.Loop("chain", n); err != nil {
+		b.Fatal(err)
+	}
+	return float64(schedRuntime(b, p.PID())-before) / float64(n)
+}
+
+// tracedChainCPU runs probekit trace with args on a new fixture
+// process, fires chain once every 5 ms until a line of output shows the
+// probe attached, then returns chain's CPU time per hit over b.N hits.
+func tracedChainCPU(b *testing.B, fixture string, args ...string) float64 {
+	p := testkit.Start(b, fixture)
+	pr, pw := io.Pipe()
+	var lines atomic.Int64
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			lines.Add(1)
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	done := make(chan traceResult, 1)
+	go func() {
+		var errOut bytes.Buffer
+		code := run(append([]string{"trace", "-p", itoa(p.PID())}, args...), pw, &errOut)
+		pw.Close()
+		done <- traceResult{code: code, errOut: errOut.String()}
+	}()
+	for deadline := time.Now().Add(30 * time.Second); lines.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("no output within 30s")
+		}
+		p.Loop("chain", 1)
+	}
+	ns := chainCPU(b, p, b.N)
+	p.Stop()
+	if r := <-done; r.code != 0 {
+		b.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	<-read
+	return ns
+}
+
+// bpftraceChainCPU is tracedChainCPU under bpftrace -e 'uprobe:FIXTURE:
+// chain_end { @[ustack] = count(); }' (it prints the map every second,
+// which shows it attached).
+func bpftraceChainCPU(b *testing.B, fixture string) float64 {
+	bt, err := exec.LookPath("bpftrace")
+	if err != nil {
+		testkit.Unavailable(b, "bpftrace: %v", err)
+	}
+	p := testkit.Start(b, fixture)
+	cmd := exec.Command(bt, "-p", itoa(p.PID()), "-e", "uprobe:"+fixture+":chain_end { @[ustack] = count(); } interval:s:1 { print(@); }")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	var counted atomic.Bool
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "]: ") {
+				counted.Store(true)
+			}
+		}
+	}()
+	for deadline := time.Now().Add(30 * time.Second); !counted.Load(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("bpftrace counted nothing within 30s")
+		}
+		p.Loop("chain", 1)
+	}
+	return chainCPU(b, p, b.N)
+}
+
+// BenchmarkTraceStackCount is the cost of a hit at chain_end in
+// stack_chain (frame pointers) to the traced program, in one run: no
+// probe, probekit trace --count (per probe), probekit trace --count
+// --stack (per stack, in the kernel) and bpftrace's
+// @[ustack] = count() on the same target; cpu-ns/hit of each, and the
+// ratio of --count --stack to bpftrace (goal: at most 1).
+func BenchmarkTraceStackCount(b *testing.B) {
+	testkit.RequireKernel(b)
+	requireAMD64(b)
+	fx := testkit.Fixture("stack_chain")
+	probe := "uprobe:" + fx + ":chain_end"
+	p := testkit.Start(b, fx)
+	b.ResetTimer()
+	none := chainCPU(b, p, b.N)
+	count := tracedChainCPU(b, fx, "--json", "--count", "-i", "1", probe)
+	stack := tracedChainCPU(b, fx, "--count", "--stack", "--folded", "-i", "1", probe)
+	bt := bpftraceChainCPU(b, fx)
+	b.StopTimer()
+	b.ReportMetric(none, "none-ns/hit")
+	b.ReportMetric(count, "count-ns/hit")
+	b.ReportMetric(stack, "count_stack-ns/hit")
+	b.ReportMetric(bt, "bpftrace_ustack-ns/hit")
+	b.ReportMetric(stack/bt, "stack/bpftrace")
+	b.ReportMetric((stack-none)/(bt-none), "stack/bpftrace-over-none")
+}
+
+// BenchmarkTraceStackHit is the cost of a hit at chain_end in
+// stack_chain_nofp printed with its stack, in one run: trace --stack
+// (the kernel's frame-pointer walk, which stops early there) and trace
+// --stack=cfi (a copy of the stack top unwound in the tracer); the
+// ratio of the two (goal: at most 2), each less the hit without a stack.
+func BenchmarkTraceStackHit(b *testing.B) {
+	testkit.RequireKernel(b)
+	requireAMD64(b)
+	fx := testkit.Fixture("stack_chain_nofp")
+	probe := "uprobe:" + fx + ":chain_end"
+	b.ResetTimer()
+	plain := tracedChainCPU(b, fx, probe)
+	fp := tracedChainCPU(b, fx, "--stack", probe)
+	cfi := tracedChainCPU(b, fx, "--stack=cfi", probe)
+	b.StopTimer()
+	b.ReportMetric(plain, "nostack-ns/hit")
+	b.ReportMetric(fp, "fp-ns/hit")
+	b.ReportMetric(cfi, "cfi-ns/hit")
+	b.ReportMetric(cfi/fp, "cfi/fp")
+	b.ReportMetric((cfi-plain)/(fp-plain), "cfi/fp-over-nostack")
 }
