@@ -26,7 +26,7 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
-const traceUsage = "trace [--json] [--time] [-o FILE] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]\n" +
+const traceUsage = "trace [--json] [--time] [-o FILE] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack[=cfi] | --count [--stack [--folded] [--pprof FILE]] | --hist N|ret] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]\n" +
 	"      PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC"
 
 func init() {
