@@ -125,6 +125,10 @@ type Result struct {
 // sigcontext on the stack, so a copy that holds the signal frame
 // unwinds through it; glibc's __restore_rt has such rules.
 func Unwind(regs Regs, mem Memory, objs Objects) Result {
+	return unwind(regs, mem, objs, false)
+}
+
+func unwind(regs Regs, mem Memory, objs Objects, atEntry bool) Result {
 	var res Result
 	pc, ok := regs.Get(RegRA)
 	if !ok {
@@ -159,6 +163,8 @@ func Unwind(regs Regs, mem Memory, objs Objects) Result {
 			case err == nil:
 				next, stop, err = step(&row, &regs, mem)
 				signal = row.Signal
+			case errors.Is(err, ErrNoFDE) && atEntry && len(res.Frames) == 1:
+				next, stop = entry(&regs, mem)
 			case errors.Is(err, ErrNoFDE):
 				next, stop = framePointer(&regs, mem)
 				if stop == StopOutsideStack {
@@ -168,6 +174,8 @@ func Unwind(regs Regs, mem Memory, objs Objects) Result {
 			default:
 				stop = StopUnsupported
 			}
+		} else if atEntry && len(res.Frames) == 1 {
+			next, stop = entry(&regs, mem)
 		} else {
 			next, stop = framePointer(&regs, mem)
 			res.ByFramePointer++
@@ -292,11 +300,36 @@ func framePointer(regs *Regs, mem Memory) (Regs, Stop) {
 	return next, stopNone
 }
 
+// entry steps out of a function stopped at its first instruction: the
+// call has just pushed the return address at rsp, and rbp is still the
+// caller's (the psABI's CIE rule at a function's start, CFA = rsp+8,
+// return address at CFA-8, which holds where no FDE says so).
+func entry(regs *Regs, mem Memory) (Regs, Stop) {
+	var next Regs
+	sp, _ := regs.Get(RegRSP)
+	ra, ok := mem.ReadUint64(sp)
+	if !ok {
+		return next, StopOutsideStack
+	}
+	if bp, ok := regs.Get(RegRBP); ok {
+		next.Set(RegRBP, bp)
+	}
+	next.Set(RegRA, ra)
+	next.Set(RegRSP, sp+8)
+	return next, stopNone
+}
+
 // Sample is a copied user stack with the registers the walk starts
 // from, as stack.bpf.h's probekit_copy_stack takes them (bpf.DecodeStackCopy).
 type Sample struct {
 	IP, SP, BP uint64
 	Stack      StackCopy
+	// AtEntry says IP is a function's first instruction (a uprobe on a
+	// function): where its object has no CFI (Go, which writes none in
+	// .eh_frame, JIT code), the first step takes the return address at
+	// rsp rather than the frame record at rbp, which is still the
+	// caller's and would skip it.
+	AtEntry bool
 }
 
 // Unwind walks s with the CFI of objs.
@@ -305,5 +338,5 @@ func (s Sample) Unwind(objs Objects) Result {
 	regs.Set(RegRA, s.IP)
 	regs.Set(RegRSP, s.SP)
 	regs.Set(RegRBP, s.BP)
-	return Unwind(regs, s.Stack, objs)
+	return unwind(regs, s.Stack, objs, s.AtEntry)
 }

@@ -46,6 +46,7 @@ func (n *stackNamer) symbolize(ev *record.Event) []symbolize.Frame {
 	if n.unwinder != nil && ev.Copy != nil {
 		// --stack=cfi: the copy, walked with the objects' CFI.
 		if s, err := bpf.DecodeStackCopy(ev.Copy); err == nil {
+			s.AtEntry = ev.Kind == record.KindUprobe
 			stack = n.unwinder.Unwind(int(ev.PID), s).Frames
 		}
 	}
