@@ -99,10 +99,11 @@
 // function__entry gives its interpreter's frames down to Py_BytesMain and
 // libc's __libc_start_call_main. It costs more per hit: the copy (two
 // reads of a page) and a record of about 8 KiB instead of 1 KiB
-// (BenchmarkTraceStackHit: about 1.2 times the frame-pointer hit's CPU,
-// 1.6 to 1.8 times its extra over a hit without a stack, on a 2-CPU VM
-// where a bare uprobe costs 22 µs), and the tracer's time to unwind it
-// (about 12 µs for 10 frames). Frames whose return addresses lie past
+// (BenchmarkTraceStackHit, the traced program's CPU per hit: 0.97 to
+// 1.16 times the frame-pointer hit's over four runs on a loaded 2-CPU VM
+// where a hit without a stack costs 22-28 µs, the difference within
+// that machine's noise), and the tracer's time to unwind it (about 12 µs
+// for 10 frames). Frames whose return addresses lie past
 // the copy end the walk.
 //
 // Frames are named from the tables of the files a process maps, read
@@ -147,8 +148,9 @@
 // build IDs. 10,240 distinct stacks are kept (a map of about 10 MiB,
 // allocated only with a stack key); a hit whose stack finds it full is
 // counted under no stack. Measured against bpftrace 0.17 on the same
-// target in one run (BenchmarkTraceStackCount), a hit costs about 1.05
-// times bpftrace's @[ustack] = count().
+// target in one run (BenchmarkTraceStackCount), a hit costs 0.93 to
+// 1.05 times bpftrace's @[ustack] = count() (three runs), which misses
+// the caller at a function's entry.
 //
 // --count and --hist count in the kernel instead of sending each hit to
 // probekit: a hit adds 1 to its probe's slot of a per-CPU map, and
