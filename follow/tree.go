@@ -45,7 +45,9 @@ type Options struct {
 	// exit, before the kernel releases its memory (PTRACE_O_TRACEEXIT,
 	// which stops each thread of the tree at its exit). A symbolizer
 	// reads the process there (symbolize.Stacks.Watch), so that stacks
-	// read after it exited are named. It must be quick.
+	// read after it exited are named. It must be quick. WatchProcess
+	// calls it for its process, without stopping it, when it reads its
+	// maps (at its execs and link-map changes); WatchHost never.
 	Hold func(*procmaps.Process)
 }
 

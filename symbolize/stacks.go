@@ -29,13 +29,23 @@ func (s *Symbolizer) Stacks() *Stacks {
 // Watch starts naming the stacks of p now: its files' tables are read
 // while it runs (Preload), so that its stacks are named even when they
 // are read after it exited (a launched command that ends at once). A
-// process that cannot be read is skipped: its stacks get addresses only.
+// process that cannot be read is skipped, and one that ends while it is
+// read keeps what an earlier Watch read: its stacks get addresses only
+// where nothing was.
 func (st *Stacks) Watch(p *procmaps.Process) {
 	sp, err := st.sym.ProcessOf(p)
 	if err != nil {
 		return
 	}
-	sp.Preload()
+	if err := sp.Preload(); err != nil {
+		// It ended meanwhile: what was read of it before stays.
+		st.mu.Lock()
+		_, known := st.procs[p.PID]
+		st.mu.Unlock()
+		if known {
+			return
+		}
+	}
 	st.add(p.PID, sp)
 }
 

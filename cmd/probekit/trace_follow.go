@@ -25,9 +25,11 @@ import (
 // each attach and release is printed among the hits.
 func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps.Process) (err error) {
 	// With --stack, a process of a tree is read at its start, execs and
-	// exit (follow.Options.Hold); of a watch (-p PID, or the host, with
-	// a selector target) at its first hit, so one that exits before its
-	// hits are read has its frames by address only.
+	// exit (follow.Options.Hold); the process of -p PID with a selector
+	// target at the start and at each change of its link map; the
+	// host's processes at their first hit (in --count, when the counts
+	// are printed), so one that exits before has its frames by address
+	// only.
 	selectors := followSelectors(t.req)
 	switch {
 	case selectors && len(t.req.cmd) > 0 && !t.req.follow:

@@ -592,3 +592,44 @@ func TestTraceStackGoCFI(t *testing.T) {
 		})
 	}
 }
+
+// -p PID with a glob target (follow.WatchProcess): the process is read
+// at the start, so its stacks are named after it quit.
+func TestTraceCountStackGlob(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	fx := testkit.Fixture("stack_chain")
+	p := testkit.Start(t, fx)
+	var out bytes.Buffer
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"trace", "--count", "--stack", "--folded", "-p", itoa(p.PID()), "stack_ch*:stack:leaf"}, &out, pw)
+		pw.Close()
+	}()
+	attached := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pr)
+		once := false
+		for sc.Scan() {
+			if !once && strings.HasPrefix(sc.Text(), "attach ") {
+				once = true
+				close(attached)
+			}
+		}
+	}()
+	select {
+	case <-attached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("not attached within 30s")
+	}
+	p.Fire("chain", 5)
+	p.Stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	want := "__libc_start_call_main;main;run;fire;chain_a;chain_b;chain_c 5\n"
+	if out.String() != want {
+		t.Errorf("folded %q, want %q", out.String(), want)
+	}
+}
