@@ -379,19 +379,13 @@ func (e *Event) Decode(rec []byte) error {
 	}
 	e.Copy = nil
 	if withCopy {
-		// At the next multiple of 8 from the record's start.
-		at := len(rec) - len(rest)
-		at = (at + 7) &^ 7
-		if at > len(rec) {
-			return badEvent("stack copy at %d of a %d-byte record", at, len(rec))
-		}
-		e.Copy = rec[at:]
+		e.Copy = rest
 	}
 	return nil
 }
 
 // hasCopy is TRACE_HAS_COPY, bit 31 of a record's errors: a stack copy
-// follows the strings.
+// follows the strings, right after the last one's NUL.
 const hasCopy = 1 << 31
 
 // MaxCopyPages is the most pages SetStackCopy copies
@@ -428,7 +422,11 @@ func (e *Event) AppendBinary(b []byte) ([]byte, error) {
 	b = ne.AppendUint32(b, e.PID)
 	b = ne.AppendUint32(b, e.TID)
 	b = ne.AppendUint32(b, uint32(e.ArgCnt))
-	b = ne.AppendUint32(b, e.Errors)
+	errs := e.Errors &^ hasCopy
+	if e.Copy != nil {
+		errs |= hasCopy
+	}
+	b = ne.AppendUint32(b, errs)
 	b = ne.AppendUint32(b, e.StrArgs)
 	b = append(b, byte(e.Kind), byte(e.NArgs), byte(nstrs), byte(e.NFrames))
 	b = ne.AppendUint64(b, e.TimeNS)
@@ -445,7 +443,7 @@ func (e *Event) AppendBinary(b []byte) ([]byte, error) {
 		}
 		b = append(append(b, s...), 0)
 	}
-	return b, nil
+	return append(b, e.Copy...), nil
 }
 
 // Objects is the loaded programs and their maps.

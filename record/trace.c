@@ -143,7 +143,8 @@ volatile const __u32 probekit_trace_stack = 0;
 volatile const __u32 probekit_trace_copy_pages = PROBEKIT_STACK_COPY_PAGES;
 
 /* Bit 31 of a record's errors: a struct probekit_stack_copy follows the
- * strings, at the next multiple of 8. */
+ * strings, right after the last one's NUL (unaligned: x86-64 and arm64
+ * load and store at any address). */
 #define TRACE_HAS_COPY (1u << 31)
 #define TRACE_RECORD_MAX (TRACE_EVENT_MAX + 8 + sizeof(struct probekit_stack_copy))
 
@@ -876,10 +877,9 @@ static __noinline __u32 add_copy(struct pt_regs *ctx, struct event *e, __u32 off
 	struct probekit_stack_copy *c;
 	__u32 size;
 
-	off = (off + 7) & ~7u;
-	/* Never true (off <= TRACE_EVENT_MAX + 7): tells the verifier the
-	 * copy stays in e. */
-	if (off > TRACE_EVENT_MAX + 8)
+	/* Never true (off <= TRACE_EVENT_MAX): tells the verifier the copy
+	 * stays in e. */
+	if (off > TRACE_EVENT_MAX)
 		return off;
 	c = (struct probekit_stack_copy *)((char *)e + off);
 	if (probekit_copy_stack_pages(ctx, c, probekit_trace_copy_pages) < 0)
