@@ -29,8 +29,8 @@ DEPS := systemtap-sdt-dev clang-19 llvm-19 libbpf-dev binutils file gcc g++ libc
 	binutils-aarch64-linux-gnu linux-libc-dev \
 	python3.11 openjdk-17-jre-headless openjdk-17-jdk-headless postgresql-15 libruby3.1 ruby3.1 php8.2-cli nodejs \
 	util-linux prometheus \
-	libc6-dbg elfutils debuginfod gdb \
-	qemu-system-x86 qemu-user-static kmod xz-utils bpftrace
+	libc6-dbg elfutils debuginfod gdb bpftrace \
+	qemu-system-x86 qemu-user-static kmod xz-utils
 
 .PHONY: all deps generate testdata test fuzz bench demo build clean-testdata vmrun test-kernel test-kernels test-kernels-ci
 
@@ -156,6 +156,8 @@ testdata: deps $(SDTINC)/sys/sdt.h
 	gcc $(CFLAGS_FX) -fomit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_chain_nofp $(TD)/stack_chain.c
 	gcc $(CFLAGS_FX) -o $(BIN)/recurse $(TD)/recurse.c
 	gcc $(CFLAGS_FX) -fno-optimize-sibling-calls -o $(BIN)/latency $(TD)/latency.c
+	gcc $(CFLAGS_FX) -fomit-frame-pointer -fno-inline -fPIC -shared -o $(BIN)/libstack_mid.so $(TD)/stack_mid.c
+	gcc $(CFLAGS_FX) -fno-omit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_paths $(TD)/stack_paths.c -L$(BIN) -lstack_mid -Wl,-rpath,'$$ORIGIN'
 	@if [ -x $(TD)/goprog/build.sh ]; then $(TD)/goprog/build.sh; fi
 	@if [ -x $(TD)/cfix/build.sh ]; then $(TD)/cfix/build.sh; fi
 	$(TD)/debuginfo/build.sh

@@ -39,6 +39,16 @@ type Options struct {
 	// attached per process, since a path-wide probe would fire in the
 	// processes outside it that map the same file.
 	Cgroup string
+	// Hold, when set, is called for a Tree's process on the tracer's
+	// goroutine while the process is stopped with its maps whole: after
+	// its probes are attached at its start and at each exec, and at its
+	// exit, before the kernel releases its memory (PTRACE_O_TRACEEXIT,
+	// which stops each thread of the tree at its exit). A symbolizer
+	// reads the process there (symbolize.Stacks.Watch), so that stacks
+	// read after it exited are named. It must be quick. WatchProcess
+	// calls it for its process, without stopping it, when it reads its
+	// maps (at its execs and link-map changes); WatchHost never.
+	Hold func(*procmaps.Process)
 }
 
 // heldHook is copied into each new Tree's held (benchmarks).
@@ -169,7 +179,7 @@ func Launch(cmd *exec.Cmd, probes []Probe, opts *Options) (*Tree, error) {
 			syscall.Kill(pid, syscall.SIGKILL)
 			return err
 		}
-		if err := unix.PtraceSetOptions(pid, traceOptions); err != nil {
+		if err := unix.PtraceSetOptions(pid, int(t.ptraceOptions())); err != nil {
 			syscall.Kill(pid, syscall.SIGKILL)
 			return fmt.Errorf("PTRACE_SETOPTIONS: %w", err)
 		}
@@ -241,7 +251,7 @@ func (t *Tree) seizeProcess(pid int) error {
 			if _, ok := t.tasks[tid]; ok {
 				continue
 			}
-			if err := seize(tid); err != nil {
+			if err := seize(tid, t.ptraceOptions()); err != nil {
 				if tid == pid {
 					// EPERM: traced already (a debugger, strace: a
 					// process has one tracer), or ptrace forbidden
@@ -259,8 +269,16 @@ func (t *Tree) seizeProcess(pid int) error {
 	}
 }
 
-func seize(tid int) error {
-	_, _, e := syscall.Syscall6(syscall.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(tid), 0, traceOptions, 0, 0)
+// ptraceOptions are traceOptions, with the exit stop for Options.Hold.
+func (t *Tree) ptraceOptions() uintptr {
+	if t.opts.Hold != nil {
+		return traceOptions | unix.PTRACE_O_TRACEEXIT
+	}
+	return traceOptions
+}
+
+func seize(tid int, opts uintptr) error {
+	_, _, e := syscall.Syscall6(syscall.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(tid), 0, opts, 0, 0)
 	if e != 0 {
 		return e
 	}
@@ -425,10 +443,23 @@ func (t *Tree) handle(pid int, ws unix.WaitStatus) {
 		case t.objs != nil:
 			t.objs.scan(m.proc)
 		}
+		if m != nil && t.opts.Hold != nil {
+			t.opts.Hold(m.proc)
+		}
 		unix.PtraceCont(pid, 0)
 		if t.held != nil {
 			t.held(time.Since(start))
 		}
+	case sig == unix.SIGTRAP && cause == unix.PTRACE_EVENT_EXIT:
+		// Only with Options.Hold: a process's main thread about to
+		// exit, its memory still there.
+		t.mu.Lock()
+		m := t.members[pid]
+		t.mu.Unlock()
+		if m != nil && t.opts.Hold != nil {
+			t.opts.Hold(m.proc)
+		}
+		unix.PtraceCont(pid, 0)
 	case cause == unix.PTRACE_EVENT_STOP:
 		// A seized task's group-stop or interrupt: keep it running.
 		unix.PtraceCont(pid, 0)
@@ -520,6 +551,9 @@ func (t *Tree) adopt(pid int) {
 	t.mu.Lock()
 	t.members[pid] = m
 	t.mu.Unlock()
+	if t.opts.Hold != nil {
+		t.opts.Hold(proc)
+	}
 	if t.objs != nil && !t.closed.Load() {
 		if err := t.watch.follow(pid); err != nil {
 			t.notify(Event{Kind: Failed, PID: pid, Probe: &loaderProbe, Err: err})

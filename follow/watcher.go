@@ -145,6 +145,9 @@ type Watch struct {
 	closeOnce sync.Once
 	// cgroup selects the processes by cgroup path (Options.Cgroup).
 	cgroup string
+	// hold is Options.Hold, called for the process of WatchProcess
+	// (not for the host's: it would read every process).
+	hold func(*procmaps.Process)
 }
 
 // WatchHost follows every process on the host: see Watch.
@@ -186,6 +189,9 @@ func newWatch(pid int, probes []Probe, opts *Options) (*Watch, error) {
 	c := newCloser()
 	w := &Watch{w: wt, closer: c, pid: pid, exited: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	w.cgroup = o.Cgroup
+	if pid != 0 {
+		w.hold = o.Hold
+	}
 	w.o = newObjects(ps, o.Attacher, pid == 0 && o.Cgroup == "", notify, c)
 	w.o.loader = wt.loader
 	if pid != 0 {
@@ -197,6 +203,10 @@ func newWatch(pid int, probes []Probe, opts *Options) (*Watch, error) {
 		if err != nil {
 			wt.close()
 			return nil, err
+		}
+		if w.hold != nil {
+			// Before the attach: no hit comes before it is read.
+			w.hold(proc)
 		}
 		w.o.scan(proc)
 	} else {
@@ -292,6 +302,9 @@ func (w *Watch) scan(pid int) {
 		return
 	}
 	if proc, err := procmaps.Open(pid); err == nil {
+		if w.hold != nil && pid == w.pid {
+			w.hold(proc)
+		}
 		w.o.scan(proc)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,7 +24,25 @@ type Launched struct {
 	op       chan func() error // the one request for the tracer thread
 	res      chan error
 	finished atomic.Bool
+	// hooks are Watch's; held is closed once the tracer thread let the
+	// command go for good (at its exit, or at Finish without hooks).
+	hooks []func(LaunchEvent)
+	held  chan struct{}
+	// traced is set by the tracer thread when Finish resumed the
+	// command still traced (hooks).
+	traced bool
 }
+
+// LaunchEvent is what a Watch hook is called for.
+type LaunchEvent uint8
+
+const (
+	// LaunchExec: the command has just run execve again (a new image).
+	LaunchExec LaunchEvent = iota + 1
+	// LaunchExit: the command is exiting; its memory and maps are still
+	// there.
+	LaunchExit
+)
 
 // Launch starts cmd stopped after exec. Whatever happens next, the caller
 // ends the stop with one helper, Finish, which lets the command run or
@@ -52,7 +71,7 @@ func Launch(cmd *exec.Cmd) (*Launched, error) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Ptrace = true
-	l := &Launched{Cmd: cmd, op: make(chan func() error), res: make(chan error, 1)}
+	l := &Launched{Cmd: cmd, op: make(chan func() error), res: make(chan error, 1), held: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -68,6 +87,10 @@ func Launch(cmd *exec.Cmd) (*Launched, error) {
 		}
 		started <- nil
 		l.res <- (<-l.op)()
+		if l.traced {
+			l.hold(cmd.Process.Pid)
+		}
+		close(l.held)
 	}()
 	if err := <-started; err != nil {
 		if cmd.Process != nil {
@@ -133,6 +156,19 @@ func (l *Launched) Finish(err error) error {
 	pid := l.Cmd.Process.Pid
 	if err == nil {
 		l.op <- func() error {
+			if len(l.hooks) > 0 {
+				// Traced on, stopped only at its execs and its exit
+				// (hold); EXITKILL stays until the detach at its exit.
+				opts := unix.PTRACE_O_EXITKILL | unix.PTRACE_O_TRACEEXIT | unix.PTRACE_O_TRACEEXEC
+				if err := unix.PtraceSetOptions(pid, opts); err != nil {
+					return fmt.Errorf("resume pid %d: PTRACE_SETOPTIONS: %w", pid, err)
+				}
+				if err := syscall.PtraceCont(pid, 0); err != nil {
+					return fmt.Errorf("resume pid %d: %w", pid, err)
+				}
+				l.traced = true
+				return nil
+			}
 			if err := syscall.PtraceDetach(pid); err != nil {
 				return fmt.Errorf("resume pid %d: %w", pid, err)
 			}
@@ -152,4 +188,93 @@ func (l *Launched) Finish(err error) error {
 	<-l.res
 	l.Cmd.Wait()
 	return err
+}
+
+// Watch calls hook, on the tracer thread while the command is stopped,
+// at each execve it makes after Finish lets it run and at its exit,
+// before the kernel releases its memory: a symbolizer reads its maps and
+// files there, so that stacks read after the command ended are named.
+// Call it before Finish. With a hook the command stays traced until its
+// exit: the caller waits for it with Wait, not Cmd.Wait. A stop costs
+// the command the hook's time; its signals are delivered as they come
+// (a job-control stop is resumed at once). The command's threads other
+// than its first are not stopped, and a SIGKILL ends it without a stop.
+func (l *Launched) Watch(hook func(LaunchEvent)) {
+	l.hooks = append(l.hooks, hook)
+}
+
+// Wait waits for the command to exit (Cmd.Wait) once the tracer thread
+// has let it go: after Finish(nil), instead of Cmd.Wait when Watch was
+// called.
+func (l *Launched) Wait() error {
+	<-l.held
+	return l.Cmd.Wait()
+}
+
+// hold runs on the tracer thread after Finish resumed the command with
+// hooks: it forwards the command's signals, calls the hooks at its
+// execs and at its exit stop, then detaches. The command's exit status is
+// never reaped here (waitid with WNOWAIT looks first), so Cmd.Wait gets
+// it.
+func (l *Launched) hold(pid int) {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WSTOPPED|unix.WNOWAIT|unix.WALL, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil || info.Code == cldExited || info.Code == cldKilled || info.Code == cldDumped {
+			return // gone without a stop (SIGKILL): Cmd.Wait reaps it
+		}
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(pid, &ws, syscall.WALL, nil); err != nil {
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			return
+		}
+		if !ws.Stopped() {
+			return
+		}
+		sig := ws.StopSignal()
+		switch {
+		case sig == syscall.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXIT:
+			for _, h := range l.hooks {
+				h(LaunchExit)
+			}
+			syscall.PtraceDetach(pid)
+			return
+		case sig == syscall.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXEC:
+			for _, h := range l.hooks {
+				h(LaunchExec)
+			}
+			sig = 0
+		case isGroupStop(pid, sig):
+			sig = 0
+		}
+		if err := syscall.PtraceCont(pid, int(sig)); err != nil {
+			return
+		}
+	}
+}
+
+// si_code values of a child's SIGCHLD (include/uapi/asm-generic/siginfo.h).
+const (
+	cldExited = 1
+	cldKilled = 2
+	cldDumped = 3
+)
+
+// isGroupStop tells a group-stop from a signal-delivery-stop of a
+// stopping signal: PTRACE_GETSIGINFO fails with EINVAL in a group-stop
+// (ptrace(2), "Group-stop").
+func isGroupStop(pid int, sig syscall.Signal) bool {
+	switch sig {
+	case syscall.SIGSTOP, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU:
+	default:
+		return false
+	}
+	var si unix.Siginfo
+	_, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETSIGINFO, uintptr(pid), 0, uintptr(unsafe.Pointer(&si)), 0, 0)
+	return errno == unix.EINVAL
 }

@@ -194,3 +194,62 @@ func TestLaunchHelper(t *testing.T) {
 	t.Error("not killed within a minute")
 	l.Finish(errors.New("not killed"))
 }
+
+// TestLaunchWatch: a watched command is stopped at each later execve and
+// at its exit, with its maps whole: at the exit of sh -c 'exec cat'
+// (cat reads nothing and exits at once), the maps read in the hook hold
+// the new image and libc, which the dynamic linker mapped after the
+// exec stop. Wait gets the exit status; a signal sent meanwhile is
+// delivered.
+func TestLaunchWatch(t *testing.T) {
+	cat, err := exec.LookPath("cat")
+	if err != nil {
+		t.Skip("no cat")
+	}
+	cmd := exec.Command("/bin/sh", "-c", "exec "+cat+" /dev/null; exit 3")
+	l, err := Launch(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []LaunchEvent
+	var atExit []Mapping
+	l.Watch(func(ev LaunchEvent) {
+		events = append(events, ev)
+		if ev == LaunchExit {
+			atExit, _, _ = l.Process.Mappings()
+		}
+	})
+	if err := l.Finish(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Wait(); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if len(events) != 2 || events[0] != LaunchExec || events[1] != LaunchExit {
+		t.Errorf("events %v, want exec then exit", events)
+	}
+	var image, libc bool
+	for _, m := range atExit {
+		image = image || m.Path == cat
+		libc = libc || strings.HasPrefix(filepath.Base(m.Path), "libc.so")
+	}
+	if !image || !libc {
+		t.Errorf("maps at exit hold %s: %v, libc: %v (%d mappings)", cat, image, libc, len(atExit))
+	}
+
+	// A signal for the command while it is traced is delivered: killed
+	// by SIGTERM, as without tracing.
+	cmd = exec.Command("/bin/sh", "-c", "kill -TERM $$; sleep 5")
+	if l, err = Launch(cmd); err != nil {
+		t.Fatal(err)
+	}
+	l.Watch(func(LaunchEvent) {})
+	if err := l.Finish(nil); err != nil {
+		t.Fatal(err)
+	}
+	err = l.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+		t.Errorf("Wait: %v, want killed by SIGTERM", err)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/probekit/probekit/usdt/bpf"
 )
 
 // KeyKind is what a key part of a keyed count or histogram is (enum
@@ -26,7 +28,22 @@ const (
 	KeyComm KeyKind = 5
 	// KeyProbe is the probe index (the cookie an event would carry).
 	KeyProbe KeyKind = 6
+	// KeyStack is the thread's user stack, walked by the kernel by frame
+	// pointers (bpf_get_stackid), with the process whose addresses they
+	// are: Key.Stack, Key.StackPID, read back with Objects.Stack. At a
+	// function's entry (a uprobe, not a USDT site or a return) the
+	// caller is part of the key, as stack.bpf.h's
+	// probekit_count_user_stack keeps it.
+	KeyStack KeyKind = 7
 )
+
+// MaxStacks is how many distinct stacks a KeyStack part keeps (the
+// stack map's size, preallocated at about 1 KiB each); a hit whose new
+// stack finds it full is counted under Key.Stack < 0.
+const MaxStacks = 10240
+
+// StackMapName is the stack map of KeyStack (a BPF_MAP_TYPE_STACK_TRACE).
+const StackMapName = "stack_traces"
 
 // MaxKeys is the most parts of a key, of which at most one is a KeyStr;
 // KeyStrLen the bytes read for it, its NUL included (TRACE_MAX_KEYS,
@@ -53,7 +70,7 @@ func SetKeys(spec *ebpf.CollectionSpec, parts []KeyPart) error {
 	var v uint64
 	strs := 0
 	for i, p := range parts {
-		if p.Kind < KeyArg || p.Kind > KeyProbe || p.Val < 0 || p.Val >= MaxArgs {
+		if p.Kind < KeyArg || p.Kind > KeyStack || p.Val < 0 || p.Val >= MaxArgs {
 			return fmt.Errorf("record: key part %d: kind %d, value %d", i, p.Kind, p.Val)
 		}
 		if p.Kind == KeyStr {
@@ -62,6 +79,9 @@ func SetKeys(spec *ebpf.CollectionSpec, parts []KeyPart) error {
 			}
 		}
 		v |= uint64(p.Kind)<<4<<(8*i) | uint64(p.Val)<<(8*i)
+		if p.Kind == KeyStack {
+			spec.Maps[StackMapName].MaxEntries = MaxStacks
+		}
 	}
 	if err := spec.Variables[KeySpecName].Set(v); err != nil {
 		return fmt.Errorf("set %s: %w", KeySpecName, err)
@@ -75,16 +95,25 @@ type aggKey struct {
 	Nums          [MaxKeys]int64
 	Comm          [16]byte
 	Str           [KeyStrLen]byte
+	Stack         int32
+	StackPID      uint32
+	Caller        uint64
 }
 
 // Key is one key tuple of a keyed count or histogram: the fields its
 // parts fill (KeyPart n's number is Nums[n]; Probe is 0 without a
-// KeyProbe part).
+// KeyProbe part). With a KeyStack part, Stack is the stack's id for
+// Objects.Stack (negative: bpf_get_stackid's error, -EFAULT for a stack
+// it could not read, -ENOMEM or -EEXIST for a full map), StackPID its
+// process and Caller the caller of a function entry (0 elsewhere).
 type Key struct {
-	Probe uint32
-	Nums  [MaxKeys]int64
-	Comm  string
-	Str   string
+	Probe    uint32
+	Nums     [MaxKeys]int64
+	Comm     string
+	Str      string
+	Stack    int32
+	StackPID uint32
+	Caller   uint64
 }
 
 // KeyedEntry is a key's hits (a count: Bucket 0) or its hits in one
@@ -106,7 +135,8 @@ func (o *Objects) Keyed() ([]KeyedEntry, error) {
 		if k.Bucket >= NumBuckets {
 			return nil, fmt.Errorf("record: keyed entry of bucket %d, want below %d", k.Bucket, NumBuckets)
 		}
-		e := KeyedEntry{Key: Key{Probe: k.Probe, Nums: k.Nums, Comm: cString(k.Comm[:]), Str: cString(k.Str[:])}, Bucket: int(k.Bucket)}
+		e := KeyedEntry{Key: Key{Probe: k.Probe, Nums: k.Nums, Comm: cString(k.Comm[:]), Str: cString(k.Str[:]),
+			Stack: k.Stack, StackPID: k.StackPID, Caller: k.Caller}, Bucket: int(k.Bucket)}
 		for _, c := range per {
 			e.Count += c
 		}
@@ -116,6 +146,16 @@ func (o *Objects) Keyed() ([]KeyedEntry, error) {
 		return nil, fmt.Errorf("read the keyed counts: %w", err)
 	}
 	return out, nil
+}
+
+// Stack returns the user stack of a KeyStack key, innermost first (as
+// bpf.Stack): the kernel's walk, with the caller of a function entry put
+// back in second place.
+func (o *Objects) Stack(k Key) (bpf.Stack, error) {
+	if k.Stack < 0 {
+		return nil, fmt.Errorf("record: no stack: bpf_get_stackid failed with errno %d", -k.Stack)
+	}
+	return bpf.LookupStack(o.StackMap, k.Stack, k.Caller)
 }
 
 // KeyOverflowCount returns how many hits were not counted because

@@ -38,8 +38,12 @@ const (
 	ModeName = "probekit_trace_mode"
 	// HistValName is the constant numbering the value ModeHist counts.
 	HistValName = "probekit_trace_hist_val"
-	// StackName is the constant making records carry the user stack.
+	// StackName is the constant making records carry the user stack:
+	// 1 the kernel's frame-pointer walk (Event.Frames), 2 a copy of the
+	// stack top (Event.Copy; see SetStackCopy).
 	StackName = "probekit_trace_stack"
+	// CopyPagesName is the constant bounding the pages of a stack copy.
+	CopyPagesName = "probekit_trace_copy_pages"
 	// KeySpecName is the constant describing the key parts of ModeCount
 	// and ModeHist (see SetKeys).
 	KeySpecName = "probekit_trace_key_spec"
@@ -186,6 +190,10 @@ const MaxFrames = bpf.MaxStackDepth
 const (
 	HeaderSize   = 56
 	MaxEventSize = HeaderSize + 8*MaxArgs + 8*MaxFrames + MaxStrs*StrLen
+	// MaxRecordSize is the largest record with a stack copy
+	// (SetStackCopy): MaxEventSize, up to 8 bytes of alignment, the
+	// copy's 40-byte header and MaxCopyPages pages.
+	MaxRecordSize = MaxEventSize + 8 + 40 + MaxCopyPages*4096
 )
 
 // Ring buffer sizes: DefaultRingSize holds about 175,000 four-argument
@@ -273,6 +281,10 @@ type Event struct {
 	// instruction pointer then return addresses (bpf.Stack).
 	NFrames int
 	Frames  [MaxFrames]uint64
+	// Copy is the stack copy of a program loaded with SetStackCopy: a
+	// struct probekit_stack_copy (bpf.DecodeStackCopy reads it), nil
+	// when the stack could not be read. It aliases the record.
+	Copy []byte
 	// TimeNS is when the program ran: CLOCK_MONOTONIC, in nanoseconds
 	// (bpf_ktime_get_ns).
 	TimeNS uint64
@@ -345,7 +357,8 @@ func (e *Event) Decode(rec []byte) error {
 	e.ArgCnt = int32(ne.Uint32(rec[16:]))
 	e.TimeNS = ne.Uint64(rec[32:])
 	copy(e.Comm[:], rec[40:HeaderSize])
-	e.Errors = ne.Uint32(rec[20:])
+	e.Errors = ne.Uint32(rec[20:]) &^ hasCopy
+	withCopy := ne.Uint32(rec[20:])&hasCopy != 0
 	e.StrArgs = strArgs
 	e.NArgs = nvals
 	for i := range e.Args {
@@ -370,6 +383,35 @@ func (e *Event) Decode(rec []byte) error {
 		}
 		e.Strs[k], rest = rest[:n:n], rest[n+1:]
 	}
+	e.Copy = nil
+	if withCopy {
+		e.Copy = rest
+	}
+	return nil
+}
+
+// hasCopy is TRACE_HAS_COPY, bit 31 of a record's errors: a stack copy
+// follows the strings, right after the last one's NUL.
+const hasCopy = 1 << 31
+
+// MaxCopyPages is the most pages SetStackCopy copies
+// (PROBEKIT_STACK_COPY_PAGES).
+const MaxCopyPages = 4
+
+// SetStackCopy makes records carry a copy of the stack top (at most
+// pages pages of 4 KiB from the stack pointer's page, 1 to
+// MaxCopyPages) with the registers, in Event.Copy, instead of the
+// frame-pointer walk: package unwind walks it with the objects' CFI.
+func SetStackCopy(spec *ebpf.CollectionSpec, pages int) error {
+	if pages < 1 || pages > MaxCopyPages {
+		return fmt.Errorf("record: stack copy of %d pages, want 1 to %d", pages, MaxCopyPages)
+	}
+	if err := spec.Variables[StackName].Set(uint32(2)); err != nil {
+		return fmt.Errorf("set %s: %w", StackName, err)
+	}
+	if err := spec.Variables[CopyPagesName].Set(uint32(pages)); err != nil {
+		return fmt.Errorf("set %s: %w", CopyPagesName, err)
+	}
 	return nil
 }
 
@@ -386,7 +428,11 @@ func (e *Event) AppendBinary(b []byte) ([]byte, error) {
 	b = ne.AppendUint32(b, e.PID)
 	b = ne.AppendUint32(b, e.TID)
 	b = ne.AppendUint32(b, uint32(e.ArgCnt))
-	b = ne.AppendUint32(b, e.Errors)
+	errs := e.Errors &^ hasCopy
+	if e.Copy != nil {
+		errs |= hasCopy
+	}
+	b = ne.AppendUint32(b, errs)
 	b = ne.AppendUint32(b, e.StrArgs)
 	b = append(b, byte(e.Kind), byte(e.NArgs), byte(nstrs), byte(e.NFrames))
 	b = ne.AppendUint64(b, e.TimeNS)
@@ -403,7 +449,7 @@ func (e *Event) AppendBinary(b []byte) ([]byte, error) {
 		}
 		b = append(append(b, s...), 0)
 	}
-	return b, nil
+	return append(b, e.Copy...), nil
 }
 
 // Objects is the loaded programs and their maps.
@@ -434,6 +480,8 @@ type Objects struct {
 	// stacks of open starts, the keys of their frames (with SetKeys) and
 	// the counts of hits not timed (see LatencyLost).
 	LatStacks, LatKeys, LatLost *ebpf.Map
+	// StackMap holds the stacks of KeyStack keys (see Stack).
+	StackMap *ebpf.Map
 	// Specs and IPToSpecID are usdt.bpf.h's __bpf_usdt_specs and
 	// __bpf_usdt_ip_to_spec_id, for the attacher; nil without Program.
 	Specs, IPToSpecID *ebpf.Map
@@ -465,6 +513,7 @@ type loadTarget struct {
 	LatStacks   *ebpf.Map `ebpf:"lat_stacks"`
 	LatKeys     *ebpf.Map `ebpf:"lat_keys"`
 	LatLost     *ebpf.Map `ebpf:"lat_lost"`
+	Stacks      *ebpf.Map `ebpf:"stack_traces"`
 }
 
 type loadUSDT struct {
@@ -487,7 +536,7 @@ type loadBoth struct {
 // Close releases the program and the maps.
 func (o *Objects) Close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.FilterMap, o.LatStacks, o.LatKeys, o.LatLost, o.Specs, o.IPToSpecID} {
+	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.FilterMap, o.LatStacks, o.LatKeys, o.LatLost, o.StackMap, o.Specs, o.IPToSpecID} {
 		errs = append(errs, c.Close()) // nil *Program and *Map close as nothing
 	}
 	return errors.Join(errs...)
@@ -575,6 +624,7 @@ func (o *Objects) setMaps(l loadTarget) {
 	o.CountsMap, o.HistMap = l.Counts, l.Hist
 	o.KeyedMap, o.KeyOverflow, o.FilterMap = l.Keyed, l.KeyOverflow, l.Filter
 	o.LatStacks, o.LatKeys, o.LatLost = l.LatStacks, l.LatKeys, l.LatLost
+	o.StackMap = l.Stacks
 }
 
 // Options are the choices Load makes before loading. The zero value

@@ -63,8 +63,8 @@ func TestEventLayout(t *testing.T) {
 	}
 	for _, m := range sc.Members {
 		if m.Name == "buf" {
-			if size, err := btf.Sizeof(m.Type); err != nil || size != MaxEventSize {
-				t.Errorf("scratch buffer %d bytes (%v), MaxEventSize %d", size, err, MaxEventSize)
+			if size, err := btf.Sizeof(m.Type); err != nil || size != MaxRecordSize {
+				t.Errorf("scratch buffer %d bytes (%v), MaxRecordSize %d", size, err, MaxRecordSize)
 			}
 		}
 	}
@@ -168,6 +168,28 @@ func TestDecodeRejects(t *testing.T) {
 
 // Decode faces whatever the ring holds: it fails or yields an event that
 // encodes back to the bytes it read.
+// A record with a stack copy (errors bit 31) gives the bytes after its
+// strings as Copy, and the bit is not a value's error.
+func TestDecodeCopy(t *testing.T) {
+	in := Event{Kind: KindUprobe, ArgCnt: 2, NArgs: 2, Errors: 0b10, StrArgs: 0b1, Strs: [MaxStrs][]byte{[]byte("s")}, Copy: []byte("\x00copy\x00")}
+	b, err := in.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e Event
+	if err := e.Decode(b); err != nil {
+		t.Fatal(err)
+	}
+	if string(e.Copy) != "\x00copy\x00" || e.Errors != 0b10 {
+		t.Errorf("copy %q, errors %#b", e.Copy, e.Errors)
+	}
+	in.Copy = nil
+	b, _ = in.AppendBinary(nil)
+	if err := e.Decode(append(b, "tail"...)); err != nil || e.Copy != nil {
+		t.Errorf("without the bit: copy %q (%v), want none", e.Copy, err)
+	}
+}
+
 func FuzzDecode(f *testing.F) {
 	for _, e := range []Event{
 		{},
@@ -178,6 +200,7 @@ func FuzzDecode(f *testing.F) {
 		{Kind: KindUprobe, Cookie: 9, ArgCnt: 9, NArgs: 9, Args: [MaxArgs]int64{1, 3, 5, 7}, StrArgs: 0b10, Strs: [MaxStrs][]byte{[]byte("x")}},
 		{Kind: KindUretprobe, Cookie: 2, ArgCnt: 1, NArgs: 1, Args: [MaxArgs]int64{-1}, TimeNS: 1 << 40, Comm: [CommLen]byte{'p', 'y'}},
 		{Kind: KindUprobe, ArgCnt: 1, NArgs: 1, StrArgs: 1, Strs: [MaxStrs][]byte{[]byte("s")}, NFrames: 3, Frames: [MaxFrames]uint64{0x401000, 0x401234, 0x7f0000001000}},
+		{Kind: KindUprobe, ArgCnt: 1, NArgs: 1, Errors: 1, StrArgs: 1, Strs: [MaxStrs][]byte{[]byte("s")}, Copy: []byte("a stack copy")},
 	} {
 		b, err := e.AppendBinary(nil)
 		if err != nil {

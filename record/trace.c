@@ -129,9 +129,24 @@ _Static_assert((TRACE_STACK_MASK & (TRACE_STACK_MASK + 1)) == 0, "stack depth is
 #define TRACE_EVENT_MAX (sizeof(struct event) + 8 * TRACE_MAX_VALS + TRACE_STACK_BYTES + \
 			 TRACE_MAX_STRS * TRACE_STR_LEN)
 
-/* Whether records carry the thread's user stack (probekit trace --stack).
- * Set before load. */
+/* Whether records carry the thread's user stack (probekit trace --stack):
+ * 0 no, TRACE_STACK_FRAMES the kernel's frame-pointer walk,
+ * TRACE_STACK_COPY a copy of the stack top with the registers (struct
+ * probekit_stack_copy, for package unwind), after the strings. Set
+ * before load. */
+#define TRACE_STACK_FRAMES 1
+#define TRACE_STACK_COPY 2
 volatile const __u32 probekit_trace_stack = 0;
+
+/* TRACE_STACK_COPY: how many pages of the stack the copy reads at most
+ * (1 to PROBEKIT_STACK_COPY_PAGES). Set before load. */
+volatile const __u32 probekit_trace_copy_pages = PROBEKIT_STACK_COPY_PAGES;
+
+/* Bit 31 of a record's errors: a struct probekit_stack_copy follows the
+ * strings, right after the last one's NUL (unaligned: x86-64 and arm64
+ * load and store at any address). */
+#define TRACE_HAS_COPY (1u << 31)
+#define TRACE_RECORD_MAX (TRACE_EVENT_MAX + 8 + sizeof(struct probekit_stack_copy))
 
 /* Puts the user stack at off in e when probekit_trace_stack is set
  * (at_entry: the probe is at a function's first instruction, see
@@ -143,7 +158,7 @@ static __always_inline __u32 add_stack(struct pt_regs *ctx, struct event *e, __u
 	e->nframes = 0;
 	/* off > ... is never true (off <= header + values): it tells the
 	 * verifier the stack stays in e. */
-	if (!probekit_trace_stack || off > sizeof(*e) + 8 * TRACE_MAX_VALS)
+	if (probekit_trace_stack != TRACE_STACK_FRAMES || off > sizeof(*e) + 8 * TRACE_MAX_VALS)
 		return off;
 	n = probekit_user_stack(ctx, (__u64 *)((char *)e + off), TRACE_STACK_BYTES, at_entry);
 	if (n <= 0)
@@ -197,7 +212,7 @@ struct scratch {
 	 * preempts it may hit a probe on the same CPU. */
 	__u64 users;
 	__u64 last_wakeup; /* bpf_ktime_get_ns of the last forced wakeup */
-	__u64 buf[TRACE_EVENT_MAX / 8];
+	__u64 buf[TRACE_RECORD_MAX / 8];
 };
 
 struct {
@@ -487,6 +502,8 @@ enum key_kind {
 	KEY_TID = 4,
 	KEY_COMM = 5,
 	KEY_PROBE = 6,	/* the probe index */
+	KEY_STACK = 7,	/* the user stack: an id in stack_traces, its pid, and
+			 * at a function's entry its caller (see stack.bpf.h) */
 };
 
 /* Byte n: key part n, 0 past the last. 0: no keys (counts and hist).
@@ -500,6 +517,13 @@ struct agg_key {
 	__s64 nums[TRACE_MAX_KEYS];	/* part n's number (arg, pid, tid) */
 	char comm[TRACE_COMM_LEN];
 	char str[TRACE_KEY_STR_LEN];
+	/* KEY_STACK: bpf_get_stackid's id (negative: its error, the stack
+	 * unread), the process whose addresses they are, and the return
+	 * address at the stack pointer of a probe at a function's entry,
+	 * which the kernel's frame-pointer walk misses (0 otherwise). */
+	__s32 stack;
+	__u32 stack_pid;
+	__u64 caller;
 };
 
 /* TRACE_COUNT and TRACE_HIST with keys: hits per key, per CPU. A hit
@@ -512,6 +536,17 @@ struct {
 	__type(key, struct agg_key);
 	__type(value, __u64);
 } keyed SEC(".maps");
+
+/* KEY_STACK: the distinct user stacks, by the kernel's frame-pointer
+ * walk (bpf_get_stackid with BPF_F_USER_STACK, Linux 4.6). One entry
+ * here; sized before load when a key has a stack (record.SetKeys): the
+ * map is preallocated, 1 KiB per entry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, PROBEKIT_STACK_MAX_DEPTH * sizeof(__u64));
+} stack_traces SEC(".maps");
 
 /* Hits not counted because keyed was full. */
 struct {
@@ -568,6 +603,15 @@ static __always_inline int fill_key(struct pt_regs *ctx, int func, __u64 cookie,
 			break;
 		case KEY_PROBE:
 			k->probe = probe;
+			break;
+		case KEY_STACK:
+			k->stack = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
+			k->stack_pid = bpf_get_current_pid_tgid() >> 32;
+			/* A uprobe's entry probe (the kind in its cookie) is at
+			 * the function's first instruction. */
+			if (func && ((cookie >> FUNC_COOKIE_KIND_SHIFT) & 0xff) == EVENT_UPROBE &&
+			    __probekit_stack_return_address(ctx, &k->caller))
+				k->caller = 0;
 			break;
 		}
 	}
@@ -1082,6 +1126,29 @@ static __always_inline void add_context(struct event *e)
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 }
 
+/* TRACE_STACK_COPY: appends the stack copy to the record of off bytes
+ * in e (TRACE_RECORD_MAX bytes) and returns the record's length; sets
+ * TRACE_HAS_COPY. A stack whose first page cannot be read adds
+ * nothing. */
+static __noinline __u32 add_copy(struct pt_regs *ctx, struct event *e, __u32 off)
+{
+	struct probekit_stack_copy *c;
+	__u32 size;
+
+	/* Never true (off <= TRACE_EVENT_MAX): tells the verifier the copy
+	 * stays in e. */
+	if (off > TRACE_EVENT_MAX)
+		return off;
+	c = (struct probekit_stack_copy *)((char *)e + off);
+	if (probekit_copy_stack_pages(ctx, c, probekit_trace_copy_pages) < 0)
+		return off;
+	size = c->size;
+	if (size > PROBEKIT_STACK_COPY_SIZE)
+		size = PROBEKIT_STACK_COPY_SIZE;
+	e->errors |= TRACE_HAS_COPY;
+	return off + sizeof(*c) - PROBEKIT_STACK_COPY_SIZE + size;
+}
+
 /* Sends one record, built by fill_func (func) or fill_usdt. */
 static __always_inline int submit(struct pt_regs *ctx, int func)
 {
@@ -1102,6 +1169,10 @@ static __always_inline int submit(struct pt_regs *ctx, int func)
 		add_context(e);
 		if (size > TRACE_EVENT_MAX)
 			size = TRACE_EVENT_MAX;
+		if (probekit_trace_stack == TRACE_STACK_COPY)
+			size = add_copy(ctx, e, size);
+		if (size > TRACE_RECORD_MAX)
+			size = TRACE_RECORD_MAX;
 		if (bpf_ringbuf_output(&events, s->buf, size, flags))
 			count_lost();
 		__sync_fetch_and_add(&s->users, -1);

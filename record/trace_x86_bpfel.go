@@ -14,12 +14,15 @@ import (
 )
 
 type traceAggKey struct {
-	_      structs.HostLayout
-	Probe  uint32
-	Bucket uint32
-	Nums   [4]int64
-	Comm   [16]int8
-	Str    [64]int8
+	_        structs.HostLayout
+	Probe    uint32
+	Bucket   uint32
+	Nums     [4]int64
+	Comm     [16]int8
+	Str      [64]int8
+	Stack    int32
+	StackPid uint32
+	Caller   uint64
 }
 
 type traceBpfUsdtSpec struct {
@@ -102,7 +105,7 @@ type traceScratch struct {
 	_          structs.HostLayout
 	Users      uint64
 	LastWakeup uint64
-	Buf        [194]uint64
+	Buf        [2248]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -122,8 +125,10 @@ const (
 	traceMapLatLost                  = "lat_lost"
 	traceMapLatStacks                = "lat_stacks"
 	traceMapScratch                  = "scratch"
+	traceMapStackTraces              = "stack_traces"
 	traceProgTraceFunc               = "trace_func"
 	traceProgTraceUsdt               = "trace_usdt"
+	traceVarProbekitTraceCopyPages   = "probekit_trace_copy_pages"
 	traceVarProbekitTraceHistVal     = "probekit_trace_hist_val"
 	traceVarProbekitTraceKeySpec     = "probekit_trace_key_spec"
 	traceVarProbekitTraceMode        = "probekit_trace_mode"
@@ -197,12 +202,14 @@ type traceMapSpecs struct {
 	LatLost           *ebpf.MapSpec `ebpf:"lat_lost"`
 	LatStacks         *ebpf.MapSpec `ebpf:"lat_stacks"`
 	Scratch           *ebpf.MapSpec `ebpf:"scratch"`
+	StackTraces       *ebpf.MapSpec `ebpf:"stack_traces"`
 }
 
 // traceVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceVariableSpecs struct {
+	ProbekitTraceCopyPages   *ebpf.VariableSpec `ebpf:"probekit_trace_copy_pages"`
 	ProbekitTraceHistVal     *ebpf.VariableSpec `ebpf:"probekit_trace_hist_val"`
 	ProbekitTraceKeySpec     *ebpf.VariableSpec `ebpf:"probekit_trace_key_spec"`
 	ProbekitTraceMode        *ebpf.VariableSpec `ebpf:"probekit_trace_mode"`
@@ -246,6 +253,7 @@ type traceMaps struct {
 	LatLost           *ebpf.Map `ebpf:"lat_lost"`
 	LatStacks         *ebpf.Map `ebpf:"lat_stacks"`
 	Scratch           *ebpf.Map `ebpf:"scratch"`
+	StackTraces       *ebpf.Map `ebpf:"stack_traces"`
 }
 
 func (m *traceMaps) Close() error {
@@ -263,6 +271,7 @@ func (m *traceMaps) Close() error {
 		m.LatLost,
 		m.LatStacks,
 		m.Scratch,
+		m.StackTraces,
 	)
 }
 
@@ -270,6 +279,7 @@ func (m *traceMaps) Close() error {
 //
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type traceVariables struct {
+	ProbekitTraceCopyPages   *ebpf.Variable `ebpf:"probekit_trace_copy_pages"`
 	ProbekitTraceHistVal     *ebpf.Variable `ebpf:"probekit_trace_hist_val"`
 	ProbekitTraceKeySpec     *ebpf.Variable `ebpf:"probekit_trace_key_spec"`
 	ProbekitTraceMode        *ebpf.Variable `ebpf:"probekit_trace_mode"`

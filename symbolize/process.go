@@ -235,6 +235,23 @@ func (p *Process) Preload() error {
 	return p.proc.Check()
 }
 
+// MappingOf returns the mapping holding addr in the last maps the
+// process was read with (see Stacks.Mapping), without reading them
+// again: it serves after the process exited.
+func (p *Process) MappingOf(addr uint64) (Mapping, bool) {
+	m := p.snap.Load().find(addr)
+	if m == nil {
+		return Mapping{}, false
+	}
+	out := Mapping{Start: m.start, End: m.end, Offset: m.offset, Object: m.name}
+	if m.obj != nil {
+		if t := m.obj.tab.Load(); t != nil {
+			out.BuildID = t.buildID
+		}
+	}
+	return out, true
+}
+
 func (p *Process) symbolize(dst []Frame, addrs []uint64, live, stack bool) ([]Frame, error) {
 	start := len(dst)
 	sn := p.snap.Load()

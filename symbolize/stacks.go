@@ -29,14 +29,35 @@ func (s *Symbolizer) Stacks() *Stacks {
 // Watch starts naming the stacks of p now: its files' tables are read
 // while it runs (Preload), so that its stacks are named even when they
 // are read after it exited (a launched command that ends at once). A
-// process that cannot be read is skipped: its stacks get addresses only.
+// process that cannot be read is skipped, and one that ends while it is
+// read keeps what an earlier Watch read: its stacks get addresses only
+// where nothing was.
 func (st *Stacks) Watch(p *procmaps.Process) {
 	sp, err := st.sym.ProcessOf(p)
 	if err != nil {
 		return
 	}
-	sp.Preload()
+	if err := sp.Preload(); err != nil {
+		// It ended meanwhile: what was read of it before stays.
+		st.mu.Lock()
+		_, known := st.procs[p.PID]
+		st.mu.Unlock()
+		if known {
+			return
+		}
+	}
 	st.add(p.PID, sp)
+}
+
+// WatchLaunched is Watch for a command launched stopped (procmaps.Launch),
+// before its Finish: it is read now, and again while it is stopped at
+// each later execve and at its exit (procmaps.Launched.Watch), when the
+// libraries its dynamic linker mapped, and those it loaded since, are
+// all mapped. So a command that exits right after its hits has them all
+// named. The caller then waits for the command with l.Wait.
+func (st *Stacks) WatchLaunched(l *procmaps.Launched) {
+	st.Watch(l.Process)
+	l.Watch(func(procmaps.LaunchEvent) { st.Watch(l.Process) })
 }
 
 // Name appends the frames of stack, recorded in process pid, to dst (see
@@ -59,6 +80,29 @@ func (st *Stacks) Name(dst []Frame, pid int, stack []uint64) []Frame {
 		dst = append(dst, Frame{Address: a})
 	}
 	return dst
+}
+
+// Mapping is the executable mapping of a process that holds an address:
+// its runtime range, file offset, the object (its path as the process
+// maps it, or a pseudo name such as "[vdso]") and the object's GNU build
+// ID in hex ("" without one, or when its table was not read).
+type Mapping struct {
+	Start, End, Offset uint64
+	Object             string
+	BuildID            string
+}
+
+// Mapping returns the mapping of process pid holding addr, from the maps
+// read while the process ran (as Name names its stacks); false when none
+// holds it or the process was never seen.
+func (st *Stacks) Mapping(pid int, addr uint64) (Mapping, bool) {
+	st.mu.Lock()
+	p, ok := st.procs[pid]
+	st.mu.Unlock()
+	if !ok {
+		return Mapping{}, false
+	}
+	return p.MappingOf(addr)
 }
 
 func (st *Stacks) process(pid int) (*Process, error) {

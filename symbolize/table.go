@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"debug/elf"
+	"encoding/hex"
 	"errors"
 	"io"
 	"os"
@@ -24,8 +25,10 @@ type table struct {
 	// neither has any, and for Go, whose lines come from goTab).
 	lines *debuginfo.Lines
 	loads safeelf.Segments
-	err   error // why funcs is nil
-	bytes int64 // estimated memory, charged against Options.MaxTableBytes
+	// buildID is the file's GNU build ID, in hex; "" without one.
+	buildID string
+	err     error // why funcs is nil
+	bytes   int64 // estimated memory, charged against Options.MaxTableBytes
 
 	// ref is the CLOCK bit: set by lookups, cleared by the eviction hand.
 	ref atomic.Bool
@@ -72,6 +75,9 @@ func loadTable(id procmaps.FileID, f io.ReaderAt, src *debugSource, maxBytes int
 		return t
 	}
 	t.loads = ef.Loads()
+	if id, err := ef.BuildID(); err == nil {
+		t.buildID = hex.EncodeToString(id)
+	}
 	var dbg *safeelf.File // the file holding the DWARF: ef, or its debug file
 	if src != nil {
 		if d, err := debuginfo.Find(src.obj, src.path, &src.opts); err == nil {

@@ -15,13 +15,22 @@
 // tables per object in kernel memory and a tail-call chain per hit;
 // copying needs no per-object preparation on the BPF side, so objects
 // mapped later (dlopen) need only ProcessObjects.Refresh before their
-// hits are unwound. Its cost is the copy: PROBEKIT_STACK_COPY_SIZE
-// bytes per hit through the ring buffer. Measured on this package's
-// fixture (usdt/bpf's BenchmarkStackHit, the traced thread's CPU per
-// hit on a loaded 2-CPU VM whose bare uprobe costs 25.7 µs): the
-// frame-pointer stack adds 12.5 µs, the 16 KiB copy 31 µs. On the same
-// VM idle, unwinding a copied sample of 10 frames in user space takes
-// 3.7 µs (BenchmarkUnwindSample), a row look-up 0.7 µs (BenchmarkFind).
+// hits are unwound; Processes does that for a tracer, per PID, and
+// reads a process while it runs (Watch, WatchLaunched: a launched
+// command again at its execs and its exit stop, or at its first
+// sample), so samples unwound after the process exited still walk.
+// Its cost is the copy: up to PROBEKIT_STACK_COPY_SIZE bytes per hit
+// through the ring buffer, fewer with probekit_copy_stack_pages.
+// Measured on this package's fixture (usdt/bpf's BenchmarkStackHit,
+// 50,000 hits twice, the traced thread's CPU per hit on a loaded 2-CPU
+// VM whose bare uprobe costs 21.5 µs): the frame-pointer stack (127
+// frames through the ring) adds 21-24 µs, the 16 KiB copy 16-21 µs, the
+// 8 KiB one (2 pages, what probekit trace --stack=cfi copies) 9-15 µs,
+// one page 15-16 µs (the noise of that machine is about 5 µs); an
+// earlier run measured the 16 KiB copy at 2.5 times the frame-pointer
+// stack. On the same VM idle, unwinding a copied sample of 10 frames in
+// user space takes 3.7 µs (BenchmarkUnwindSample), a row look-up 0.7 µs
+// (BenchmarkFind).
 //
 // # Limits
 //
@@ -33,7 +42,10 @@
 //     OpenJDK 17's libjvm 3.9 MB for 43,666; loading takes 6, 22 and
 //     79 ms on a loaded 2-CPU VM.
 //   - Objects without CFI, the vDSO and JIT code are walked by frame
-//     pointers (saved rbp at rbp, return address at rbp+8).
+//     pointers (saved rbp at rbp, return address at rbp+8); at a
+//     function's first instruction there (Sample.AtEntry: Go, whose
+//     functions have no .eh_frame) the first step takes the return
+//     address at rsp.
 //   - Expressions: DWARF expressions in CFA and register rules are
 //     evaluated over the registers known (rip, rsp, rbp and those
 //     recovered) and the copied stack: the .plt rule and glibc's

@@ -146,3 +146,93 @@ func (o *ProcessObjects) Lookup(pc uint64) (*Table, uint64, bool) {
 	}
 	return m.t, pc - vaddr, true
 }
+
+// MaxProcesses bounds the processes a Processes keeps; past it they are
+// all dropped and read again as their samples come.
+const MaxProcesses = 1024
+
+// Processes keeps the objects of many processes for a tracer that
+// unwinds their copied stacks, by PID: each process is read while it
+// runs (Watch, WatchLaunched, or at its first sample), so that samples
+// unwound after it exited still find its objects' tables. Safe for
+// concurrent use.
+type Processes struct {
+	cache *Cache
+	mu    sync.Mutex
+	procs map[int]*ProcessObjects
+}
+
+// Processes returns a keeper of processes over c's tables.
+func (c *Cache) Processes() *Processes {
+	return &Processes{cache: c, procs: map[int]*ProcessObjects{}}
+}
+
+// Watch reads p's objects now (again, if it was read before). A process
+// that cannot be read is skipped: its samples are unwound from what was
+// read before, or read at their first.
+func (ps *Processes) Watch(p *procmaps.Process) {
+	o, err := ps.cache.Process(p)
+	if err != nil {
+		return
+	}
+	ps.add(p.PID, o)
+}
+
+// WatchLaunched is Watch for a command launched stopped, before its
+// Finish: read now, and again at each later execve and at its exit
+// stop (procmaps.Launched.Watch), when everything it mapped is there.
+// The caller waits for the command with l.Wait.
+func (ps *Processes) WatchLaunched(l *procmaps.Launched) {
+	ps.Watch(l.Process)
+	l.Watch(func(procmaps.LaunchEvent) { ps.Watch(l.Process) })
+}
+
+// Unwind walks s, a sample of process pid, with the objects read for
+// it. A process not seen before is read now; one whose walk reached an
+// address outside its known mappings (a library mapped since) is read
+// again, while it runs, and the sample walked again.
+func (ps *Processes) Unwind(pid int, s Sample) Result {
+	ps.mu.Lock()
+	o, ok := ps.procs[pid]
+	ps.mu.Unlock()
+	if !ok {
+		p, err := procmaps.Open(pid)
+		if err != nil {
+			return s.Unwind(noObjects{})
+		}
+		ps.Watch(p)
+		ps.mu.Lock()
+		o, ok = ps.procs[pid]
+		ps.mu.Unlock()
+		if !ok {
+			return s.Unwind(noObjects{})
+		}
+		return s.Unwind(o)
+	}
+	res := s.Unwind(o)
+	if res.Stop == StopUnmapped && o.proc.Check() == nil {
+		ps.Watch(o.proc)
+		ps.mu.Lock()
+		fresh := ps.procs[pid]
+		ps.mu.Unlock()
+		if fresh != o {
+			res = s.Unwind(fresh)
+		}
+	}
+	return res
+}
+
+func (ps *Processes) add(pid int, o *ProcessObjects) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if len(ps.procs) >= MaxProcesses {
+		clear(ps.procs)
+	}
+	ps.procs[pid] = o
+}
+
+// noObjects knows no mapping: a sample of a process that could not be
+// read gives its instruction pointer only.
+type noObjects struct{}
+
+func (noObjects) Lookup(uint64) (*Table, uint64, bool) { return nil, 0, false }

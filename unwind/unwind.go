@@ -158,7 +158,7 @@ type Result struct {
 // sigcontext on the stack, so a copy that holds the signal frame
 // unwinds through it; glibc's __restore_rt has such rules.
 func Unwind(regs Regs, mem Memory, objs Objects) Result {
-	return unwind(&archX86, regs, mem, objs)
+	return unwind(&archX86, regs, mem, objs, false)
 }
 
 // UnwindMachine is Unwind for code of machine m: elf.EM_X86_64, or
@@ -173,10 +173,10 @@ func UnwindMachine(m elf.Machine, regs Regs, mem Memory, objs Objects) Result {
 	if a == nil {
 		return Result{Stop: StopUnsupported, Err: fmt.Errorf("%v: %w", m, ErrUnsupported)}
 	}
-	return unwind(a, regs, mem, objs)
+	return unwind(a, regs, mem, objs, false)
 }
 
-func unwind(a *arch, regs Regs, mem Memory, objs Objects) Result {
+func unwind(a *arch, regs Regs, mem Memory, objs Objects, atEntry bool) Result {
 	var res Result
 	pc, ok := regs.Get(uint64(a.pc))
 	if !ok {
@@ -211,6 +211,8 @@ func unwind(a *arch, regs Regs, mem Memory, objs Objects) Result {
 			case err == nil:
 				next, stop, err = step(a, t, &row, &regs, mem)
 				signal = row.Signal
+			case errors.Is(err, ErrNoFDE) && atEntry && len(res.Frames) == 1:
+				next, stop = entry(a, &regs, mem)
 			case errors.Is(err, ErrNoFDE):
 				next, stop = framePointer(a, &regs, mem)
 				if stop == StopOutsideStack {
@@ -220,6 +222,8 @@ func unwind(a *arch, regs Regs, mem Memory, objs Objects) Result {
 			default:
 				stop = StopUnsupported
 			}
+		} else if atEntry && len(res.Frames) == 1 {
+			next, stop = entry(a, &regs, mem)
 		} else {
 			next, stop = framePointer(a, &regs, mem)
 			res.ByFramePointer++
@@ -362,6 +366,36 @@ func framePointer(a *arch, regs *Regs, mem Memory) (Regs, Stop) {
 	return next, stopNone
 }
 
+// entry steps out of a function stopped at its first instruction: the
+// call has just pushed the return address at rsp, and rbp is still the
+// caller's (the psABI's CIE rule at a function's start, CFA = rsp+8,
+// return address at CFA-8, which holds where no FDE says so).
+// On arm64 the return address is still in the link register and sp is
+// the caller's.
+func entry(a *arch, regs *Regs, mem Memory) (Regs, Stop) {
+	var next Regs
+	sp, _ := regs.Get(uint64(a.sp))
+	if bp, ok := regs.Get(uint64(a.fp)); ok {
+		next.Set(a.fp, bp)
+	}
+	if a.raKept {
+		ra, ok := regs.Get(uint64(a.ra))
+		if !ok {
+			return next, StopUnsupported
+		}
+		next.Set(a.ra, ra)
+		next.Set(a.sp, sp)
+		return next, stopNone
+	}
+	ra, ok := mem.ReadUint64(sp)
+	if !ok {
+		return next, StopOutsideStack
+	}
+	next.Set(a.ra, ra)
+	next.Set(a.sp, sp+8)
+	return next, stopNone
+}
+
 // Sample is a copied user stack with the registers the walk starts
 // from, as stack.bpf.h's probekit_copy_stack takes them (bpf.DecodeStackCopy).
 type Sample struct {
@@ -370,6 +404,12 @@ type Sample struct {
 	IP, SP, BP uint64
 	LR         uint64
 	Stack      StackCopy
+	// AtEntry says IP is a function's first instruction (a uprobe on a
+	// function): where its object has no CFI (Go, which writes none in
+	// .eh_frame, JIT code), the first step takes the return address at
+	// rsp rather than the frame record at rbp, which is still the
+	// caller's and would skip it.
+	AtEntry bool
 	// Machine is the sampled code's: 0 (x86-64, as bpf.DecodeStackCopy
 	// gives), elf.EM_X86_64 or elf.EM_AARCH64.
 	Machine elf.Machine
@@ -383,10 +423,10 @@ func (s Sample) Unwind(objs Objects) Result {
 		regs.Set(RegSP, s.SP)
 		regs.Set(RegX29, s.BP)
 		regs.Set(RegX30, s.LR)
-		return UnwindMachine(elf.EM_AARCH64, regs, s.Stack, objs)
+		return unwind(&archA64, regs, s.Stack, objs, s.AtEntry)
 	}
 	regs.Set(RegRA, s.IP)
 	regs.Set(RegRSP, s.SP)
 	regs.Set(RegRBP, s.BP)
-	return Unwind(regs, s.Stack, objs)
+	return unwind(&archX86, regs, s.Stack, objs, s.AtEntry)
 }

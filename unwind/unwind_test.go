@@ -72,3 +72,24 @@ func TestUnwindSynthetic(t *testing.T) {
 		t.Errorf("unmapped: frames %#x, stop %v", res.Frames, res.Stop)
 	}
 }
+
+// At a function's entry in code without CFI (Go), AtEntry takes the
+// return address at rsp and keeps rbp, the caller's frame record; a
+// plain frame-pointer step from there skips the caller.
+func TestUnwindAtEntryWithoutCFI(t *testing.T) {
+	objs := objects{{0x1000, 0x2000, 0, nil}}
+	// rsp = 0x7000: the caller's return site 0x1100; rbp = 0x7010, the
+	// caller's frame record: saved rbp 0x7020, its return site 0x1200;
+	// then the outermost record (0, 0).
+	mem := stack(0x7000, 0x1100, 0, 0x7020, 0x1200, 0, 0)
+	s := Sample{IP: 0x1010, SP: 0x7000, BP: 0x7010, Stack: mem}
+	res := s.Unwind(objs)
+	if want := []uint64{0x1010, 0x1200}; !slices.Equal(res.Frames, want) {
+		t.Errorf("by frame pointers: %#x, want %#x", res.Frames, want)
+	}
+	s.AtEntry = true
+	res = s.Unwind(objs)
+	if want := []uint64{0x1010, 0x1100, 0x1200}; !slices.Equal(res.Frames, want) || res.Stop != StopOutermost {
+		t.Errorf("at entry: %#x (%v), want %#x, outermost", res.Frames, res.Stop, want)
+	}
+}

@@ -26,7 +26,7 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
-const traceUsage = "trace [--json] [--time] [-o FILE] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack | --count | --hist N|ret | --latency] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]\n" +
+const traceUsage = "trace [--json] [--time] [-o FILE] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack[=cfi] | --count [--stack [--folded] [--pprof FILE]] | --hist N|ret | --latency] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]\n" +
 	"      PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC\n" +
 	"      --latency uprobe:TARGET:FUNC (entry to return) | --latency START END (two probes, paired per thread)"
 
@@ -59,8 +59,14 @@ type traceRequest struct {
 	// interval, when not 0, prints the counts or histograms that often
 	// too (-i).
 	interval time.Duration
-	// stack prints each hit's user stack, symbolized (--stack).
-	stack bool
+	// stack prints each hit's user stack, symbolized (--stack); with
+	// --count it counts by stack (a stack key part). cfi unwinds
+	// per-hit stacks from copies (--stack=cfi, trace_profile.go).
+	stack, cfi bool
+	// pprof and folded write --count --stack as a pprof profile to
+	// that file, and print it folded (trace_profile.go).
+	pprof  string
+	folded bool
 	// time prints each hit's time and command name (--time; --json
 	// always has them).
 	time bool
@@ -101,7 +107,9 @@ func parseTrace(args []string) (*traceRequest, error) {
 	interval := fs.Int("i", 0, "with --count or --hist, print every SECONDS too")
 	fs.StringVar(&req.outPath, "o", "", "write the output to FILE (created or truncated) instead of standard output")
 	fs.BoolVar(&req.time, "time", false, "print each hit's time and command name (--json has them always)")
-	fs.BoolVar(&req.stack, "stack", false, "print each hit's user stack, symbolized")
+	fs.Var(&stackFlag{req}, "stack", "print each hit's user stack, symbolized (=cfi: unwound from a copy of the stack); with --count, count by stack")
+	fs.StringVar(&req.pprof, "pprof", "", "with --count --stack, write the counted stacks to FILE as a pprof profile")
+	fs.BoolVar(&req.folded, "folded", false, "with --count --stack, print the counted stacks folded (main;outer;leaf COUNT)")
 	by := fs.String("by", "", "with --count or --hist, per KEY[,KEY...]: arg N, str N, ret, pid, tid, comm, probe, func")
 	filter := fs.String("filter", "", "only the hits for which EXPR holds (argN, strN, ret, pid, tid, comm compared with constants, joined by && and ||), tested in the kernel")
 	fs.IntVar(&req.top, "top", 0, "with --by, print the N keys counted most")
@@ -158,14 +166,15 @@ func parseTrace(args []string) (*traceRequest, error) {
 		}
 		req.mode, req.histVal = record.ModeHist, n-1
 	}
+	if err := stackCounting(req); err != nil {
+		return nil, err
+	}
 	if req.mode != record.ModeEvents {
 		switch {
 		case req.count != 0:
 			return nil, usagef("-n counts printed hits: --count, --hist and --latency print none")
 		case req.strMask != 0:
 			return nil, usagef("--str prints strings of hits: --count, --hist and --latency print none")
-		case req.stack:
-			return nil, usagef("--stack prints the stack of each hit: --count, --hist and --latency print no hits")
 		case req.time:
 			return nil, usagef("--time prints the time of each hit: --count, --hist and --latency print no hits")
 		case *interval < 0:
@@ -447,8 +456,8 @@ func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 			return err
 		}
 	}
-	if req.stack {
-		if err := spec.Variables[record.StackName].Set(uint32(1)); err != nil {
+	if req.stack && req.mode == record.ModeEvents {
+		if err := setStackRecords(spec, req); err != nil {
 			return err
 		}
 	}
@@ -480,7 +489,7 @@ func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 		}
 		opts.Process = launched.Process
 		if t.stacks != nil {
-			t.stacks.watch(launched.Process)
+			t.stacks.watchLaunched(launched)
 		}
 		// Kills the command, stopped since its execve, on every error
 		// return before Finish(nil) below lets it run.
@@ -546,8 +555,7 @@ func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 		if err := launched.Finish(nil); err != nil {
 			return err
 		}
-		cmd := launched.Cmd
-		go func() { exited <- cmd.Wait() }()
+		go func() { exited <- launched.Wait() }()
 	}
 	if err := t.run(objs, rd, stop, exited); err != nil {
 		return err
@@ -622,8 +630,8 @@ func newTracer(req *traceRequest, stdout, stderr io.Writer) *tracer {
 	if req.json {
 		t.form = &jsonForm
 	}
-	if req.stack {
-		t.stacks = newStackNamer()
+	if req.stack || hasStackKey(req) {
+		t.stacks = newStackNamer(req.cfi)
 	}
 	return t
 }
@@ -681,7 +689,7 @@ const liveInterval = 100 * time.Millisecond
 const checkEvery = 1024
 
 func (t *tracer) loop(rd *ringbuf.Reader, stop <-chan os.Signal, exited <-chan error) error {
-	rec := ringbuf.Record{RawSample: make([]byte, 0, record.MaxEventSize)}
+	rec := ringbuf.Record{RawSample: make([]byte, 0, record.MaxRecordSize)}
 	var ev record.Event
 	draining := false
 	rd.SetDeadline(time.Now().Add(liveInterval))

@@ -97,6 +97,9 @@ func (t *tracer) printAggregate(objs *record.Objects) error {
 		return t.printLatency(objs)
 	}
 	b := t.out.buf[:0]
+	if hasStackKey(t.req) {
+		return t.printStackCounts(objs)
+	}
 	if len(t.req.keys) > 0 {
 		totals, err := t.keyedTotals(objs)
 		if err != nil {
@@ -290,6 +293,11 @@ func parseKeys(s string) ([]keyPart, error) {
 				strs++
 			}
 			p.name = word + num
+		case "stack":
+			if num != "" {
+				return nil, fmt.Errorf("key %q: stack takes no number", f)
+			}
+			p.name, p.Kind = word, record.KeyStack
 		case "ret", "pid", "tid", "comm", "probe", "func":
 			if num != "" {
 				return nil, fmt.Errorf("key %q: %s takes no number", f, word)
@@ -298,7 +306,7 @@ func parseKeys(s string) ([]keyPart, error) {
 			p.Kind = map[string]record.KeyKind{"ret": record.KeyArg, "pid": record.KeyPID, "tid": record.KeyTID,
 				"comm": record.KeyComm, "probe": record.KeyProbe, "func": record.KeyProbe}[word]
 		default:
-			return nil, fmt.Errorf("key %q: want arg N, str N, ret, pid, tid, comm, probe or func", f)
+			return nil, fmt.Errorf("key %q: want arg N, str N, ret, pid, tid, comm, probe, func or stack", f)
 		}
 		parts = append(parts, p)
 	}
@@ -382,6 +390,8 @@ func (t *tracer) keyedTotals(objs *record.Objects) ([]keyedTotal, error) {
 					text = t.sites[e.Key.Probe].fn
 				}
 				js = string(appendJSON(nil, text, false))
+			case record.KeyStack:
+				text, js = t.stackKey(objs, e.Key)
 			}
 			kt.text, kt.json = append(kt.text, text), append(kt.json, js)
 		}

@@ -24,9 +24,12 @@ import (
 // the tree of -p PID or of the launched command (package follow), and
 // each attach and release is printed among the hits.
 func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps.Process) (err error) {
-	// With --stack, a followed process's tables are read at its first
-	// hit (one that exits before its hits are read has its frames by
-	// address only).
+	// With --stack, a process of a tree is read at its start, execs and
+	// exit (follow.Options.Hold); the process of -p PID with a selector
+	// target at the start and at each change of its link map; the
+	// host's processes at their first hit (in --count, when the counts
+	// are printed), so one that exits before has its frames by address
+	// only.
 	selectors := followSelectors(t.req)
 	switch {
 	case selectors && len(t.req.cmd) > 0 && !t.req.follow:
@@ -75,6 +78,11 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 	w := &lockedWriter{w: t.out.w, holdDetach: t.req.mode == record.ModeEvents}
 	t.out.w = w
 	opts := &follow.Options{Attacher: att, Notify: func(e follow.Event) { t.printFollow(w, e) }}
+	if t.stacks != nil {
+		// The tree's processes are read at their start, execs and exit
+		// (names that outlive them); a watch's at their first hit.
+		opts.Hold = t.stacks.watch
+	}
 
 	var rd *ringbuf.Reader
 	if t.req.mode == record.ModeEvents {

@@ -76,7 +76,7 @@ func withStdin(t *testing.T, content string) {
 	})
 }
 
-func requireAMD64(t *testing.T) {
+func requireAMD64(t testing.TB) {
 	t.Helper()
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the fixtures' functions and registers are those of x86-64")

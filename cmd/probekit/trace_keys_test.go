@@ -159,7 +159,7 @@ func TestTraceByUsage(t *testing.T) {
 		{"--count --by arg 0 usdt:x:p:n", "want arg N, N from 1"},
 		{"--count --by str1,str2 usdt:x:p:n", "at most one str key"},
 		{"--count --by pid,tid,comm,probe,func usdt:x:p:n", "at most 4"},
-		{"--count --by stack usdt:x:p:n", `key "stack"`},
+		{"--count --by ustack usdt:x:p:n", `key "ustack"`},
 		{"--by pid usdt:x:p:n", "--by and --top key the counts"},
 		{"--count --top 3 usdt:x:p:n", "--top prints the top keys of --by"},
 		{"--count --by ret usdt:x:p:n", "a uretprobe has one value"},

@@ -6,6 +6,8 @@ import (
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/symbolize"
+	"github.com/probekit/probekit/unwind"
+	"github.com/probekit/probekit/usdt/bpf"
 )
 
 // stackNamer symbolizes the user stacks of --stack (symbolize.Stacks),
@@ -13,23 +15,42 @@ import (
 type stackNamer struct {
 	stacks *symbolize.Stacks
 	frames []symbolize.Frame
+	// unwinder walks the stack copies of --stack=cfi (nil without).
+	unwinder *unwind.Processes
 }
 
-func newStackNamer() *stackNamer {
-	return &stackNamer{
+func newStackNamer(cfi bool) *stackNamer {
+	n := &stackNamer{
 		stacks: symbolize.New(nil).Stacks(),
 		frames: make([]symbolize.Frame, 0, 2*record.MaxFrames),
 	}
+	if cfi {
+		n.unwinder = unwind.NewCache().Processes()
+	}
+	return n
 }
 
 // watch starts naming the stacks of p now (symbolize.Stacks.Watch).
-func (n *stackNamer) watch(p *procmaps.Process) { n.stacks.Watch(p) }
+func (n *stackNamer) watch(p *procmaps.Process) {
+	n.stacks.Watch(p)
+	if n.unwinder != nil {
+		n.unwinder.Watch(p)
+	}
+}
 
 // symbolize returns ev's stack, symbolized in its process: a frame per
 // address, and per inlined call (symbolize.Process.Stack says how return
 // addresses are named).
 func (n *stackNamer) symbolize(ev *record.Event) []symbolize.Frame {
-	n.frames = n.stacks.Name(n.frames[:0], int(ev.PID), ev.Stack())
+	stack := ev.Stack()
+	if n.unwinder != nil && ev.Copy != nil {
+		// --stack=cfi: the copy, walked with the objects' CFI.
+		if s, err := bpf.DecodeStackCopy(ev.Copy); err == nil {
+			s.AtEntry = ev.Kind == record.KindUprobe
+			stack = n.unwinder.Unwind(int(ev.PID), s).Frames
+		}
+	}
+	n.frames = n.stacks.Name(n.frames[:0], int(ev.PID), stack)
 	return n.frames
 }
 

@@ -142,7 +142,11 @@ struct probekit_stack_copy {
 	__u8 data[PROBEKIT_STACK_COPY_SIZE];
 };
 
-static __always_inline long probekit_copy_stack(void *ctx, struct probekit_stack_copy *c)
+/* probekit_copy_stack_pages is probekit_copy_stack reading at most pages
+ * pages (1 to PROBEKIT_STACK_COPY_PAGES; a value set before load, say):
+ * fewer pages cost less per hit (each page is one read of 4 KiB) and
+ * hold fewer frames. */
+static __always_inline long probekit_copy_stack_pages(void *ctx, struct probekit_stack_copy *c, __u32 pages)
 {
 #if defined(__TARGET_ARCH_x86)
 #if defined(__VMLINUX_H__)
@@ -167,6 +171,8 @@ static __always_inline long probekit_copy_stack(void *ctx, struct probekit_stack
 		return -14; /* EFAULT */
 	c->size = 4096;
 	for (__u32 i = 1; i < PROBEKIT_STACK_COPY_PAGES; i++) {
+		if (i >= pages)
+			break;
 		if (bpf_probe_read_user(c->data + i * 4096, 4096, (const void *)(c->base + i * 4096)))
 			break;
 		c->size += 4096;
@@ -175,6 +181,11 @@ static __always_inline long probekit_copy_stack(void *ctx, struct probekit_stack
 #else
 	return -95; /* EOPNOTSUPP */
 #endif
+}
+
+static __always_inline long probekit_copy_stack(void *ctx, struct probekit_stack_copy *c)
+{
+	return probekit_copy_stack_pages(ctx, c, PROBEKIT_STACK_COPY_PAGES);
 }
 
 /* --- Stacks counted in the kernel -------------------------------------

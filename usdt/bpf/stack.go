@@ -94,6 +94,32 @@ func DecodeStackCopy(raw []byte) (unwind.Sample, error) {
 	return s, nil
 }
 
+// LookupStack reads stack id from stacks, a BPF_MAP_TYPE_STACK_TRACE
+// map of MaxStackDepth frames that bpf_get_stackid filled with
+// BPF_F_USER_STACK, innermost first; caller, when not 0, is the return
+// address of a function stopped at its entry (its caller, which the
+// kernel's frame-pointer walk misses there), put in second place unless
+// the walk gave it. An id not in the map is an error matching
+// ebpf.ErrKeyNotExist.
+func LookupStack(stacks *ebpf.Map, id int32, caller uint64) (Stack, error) {
+	raw := make([]byte, 8*MaxStackDepth)
+	if err := stacks.Lookup(uint32(id), raw); err != nil {
+		return nil, fmt.Errorf("stack %d: %w", id, err)
+	}
+	var s Stack
+	for i := 0; i < MaxStackDepth; i++ {
+		a := binary.NativeEndian.Uint64(raw[8*i:])
+		if a == 0 {
+			break
+		}
+		s = append(s, a)
+	}
+	if caller != 0 && len(s) > 0 && (len(s) < 2 || s[1] != caller) {
+		s = slices.Insert(s, 1, caller)
+	}
+	return s, nil
+}
+
 // CountedStack is one distinct user stack counted by stack.bpf.h's
 // probekit_count_user_stack: the process, the stack (innermost first,
 // as Stack), the hits and the sum of their values.
@@ -120,25 +146,14 @@ func ReadStackCounts(stacks, counts *ebpf.Map) ([]CountedStack, error) {
 		val struct{ Count, Sum uint64 }
 		out []CountedStack
 	)
-	raw := make([]byte, 8*MaxStackDepth)
 	it := counts.Iterate()
 	for it.Next(&key, &val) {
-		if err := stacks.Lookup(uint32(key.StackID), raw); err != nil {
-			if errors.Is(err, ebpf.ErrKeyNotExist) {
-				continue
-			}
-			return nil, fmt.Errorf("stack %d: %w", key.StackID, err)
+		s, err := LookupStack(stacks, key.StackID, key.Caller)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			continue
 		}
-		var s Stack
-		for i := 0; i < MaxStackDepth; i++ {
-			a := binary.NativeEndian.Uint64(raw[8*i:])
-			if a == 0 {
-				break
-			}
-			s = append(s, a)
-		}
-		if key.Caller != 0 && len(s) > 0 && (len(s) < 2 || s[1] != key.Caller) {
-			s = slices.Insert(s, 1, key.Caller)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, CountedStack{PID: key.PID, Stack: s, Count: val.Count, Sum: val.Sum})
 	}

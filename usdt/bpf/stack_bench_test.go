@@ -24,7 +24,8 @@ import (
 // (probekit_user_stack, 127 frames); the frame-pointer stack counted in
 // the kernel (probekit_count_user_stack); and the copied stack top sent
 // through the ring for user-space unwinding (probekit_copy_stack, 16
-// KiB). Ring events are drained meanwhile; drops are reported.
+// KiB; probekit_copy_stack_pages with 2 pages and 1). Ring events are
+// drained meanwhile; drops are reported.
 // cpu-ns/hit is the fixture's own CPU time per hit (the handler runs in
 // its context; /proc/PID/schedstat's first field), which other load on
 // the machine does not inflate as it does the wall time.
@@ -35,7 +36,7 @@ func BenchmarkStackHit(b *testing.B) {
 		b.ResetTimer()
 		loopCPU(b, p)
 	})
-	for _, prog := range []string{"stack_bare", "stack_plain", "stack_count", "stack_copy_only"} {
+	for _, prog := range []string{"stack_bare", "stack_plain", "stack_count", "stack_copy_only", "stack_copy_2pages", "stack_copy_1page"} {
 		b.Run(prog, func(b *testing.B) {
 			r := newStackRig(b)
 			p := testkit.Start(b, fx)
@@ -72,7 +73,7 @@ func BenchmarkStackHit(b *testing.B) {
 			b.StopTimer()
 			close(stop)
 			<-drained
-			if prog == "stack_plain" || prog == "stack_copy_only" {
+			if prog != "stack_bare" && prog != "stack_count" {
 				b.ReportMetric(float64(int64(b.N)-got.Load())/float64(b.N), "dropped/op")
 			}
 		})

@@ -113,3 +113,29 @@ int stack_copy_only(struct pt_regs *ctx)
 	bpf_ringbuf_submit(c, 0);
 	return 0;
 }
+
+/* The copy of at most 1 and 2 pages (probekit_copy_stack_pages): what
+ * a smaller window saves. */
+SEC("uprobe")
+int stack_copy_1page(struct pt_regs *ctx)
+{
+	struct probekit_stack_copy *c = bpf_ringbuf_reserve(&stacks, sizeof(*c), 0);
+
+	if (!c)
+		return 0;
+	probekit_copy_stack_pages(ctx, c, 1);
+	bpf_ringbuf_submit(c, 0);
+	return 0;
+}
+
+SEC("uprobe")
+int stack_copy_2pages(struct pt_regs *ctx)
+{
+	struct probekit_stack_copy *c = bpf_ringbuf_reserve(&stacks, sizeof(*c), 0);
+
+	if (!c)
+		return 0;
+	probekit_copy_stack_pages(ctx, c, 2);
+	bpf_ringbuf_submit(c, 0);
+	return 0;
+}

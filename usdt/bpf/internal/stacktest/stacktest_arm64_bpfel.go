@@ -53,6 +53,8 @@ const (
 	StacktestMapStacks                 = "stacks"
 	StacktestProgStackBare             = "stack_bare"
 	StacktestProgStackCopy             = "stack_copy"
+	StacktestProgStackCopy1page        = "stack_copy_1page"
+	StacktestProgStackCopy2pages       = "stack_copy_2pages"
 	StacktestProgStackCopyOnly         = "stack_copy_only"
 	StacktestProgStackCount            = "stack_count"
 	StacktestProgStackEntry            = "stack_entry"
@@ -103,13 +105,15 @@ type StacktestSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type StacktestProgramSpecs struct {
-	StackBare     *ebpf.ProgramSpec `ebpf:"stack_bare"`
-	StackCopy     *ebpf.ProgramSpec `ebpf:"stack_copy"`
-	StackCopyOnly *ebpf.ProgramSpec `ebpf:"stack_copy_only"`
-	StackCount    *ebpf.ProgramSpec `ebpf:"stack_count"`
-	StackEntry    *ebpf.ProgramSpec `ebpf:"stack_entry"`
-	StackPlain    *ebpf.ProgramSpec `ebpf:"stack_plain"`
-	StackSite     *ebpf.ProgramSpec `ebpf:"stack_site"`
+	StackBare       *ebpf.ProgramSpec `ebpf:"stack_bare"`
+	StackCopy       *ebpf.ProgramSpec `ebpf:"stack_copy"`
+	StackCopy1page  *ebpf.ProgramSpec `ebpf:"stack_copy_1page"`
+	StackCopy2pages *ebpf.ProgramSpec `ebpf:"stack_copy_2pages"`
+	StackCopyOnly   *ebpf.ProgramSpec `ebpf:"stack_copy_only"`
+	StackCount      *ebpf.ProgramSpec `ebpf:"stack_count"`
+	StackEntry      *ebpf.ProgramSpec `ebpf:"stack_entry"`
+	StackPlain      *ebpf.ProgramSpec `ebpf:"stack_plain"`
+	StackSite       *ebpf.ProgramSpec `ebpf:"stack_site"`
 }
 
 // StacktestMapSpecs contains maps before they are loaded into the kernel.
@@ -178,19 +182,23 @@ type StacktestVariables struct {
 //
 // It can be passed to LoadStacktestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type StacktestPrograms struct {
-	StackBare     *ebpf.Program `ebpf:"stack_bare"`
-	StackCopy     *ebpf.Program `ebpf:"stack_copy"`
-	StackCopyOnly *ebpf.Program `ebpf:"stack_copy_only"`
-	StackCount    *ebpf.Program `ebpf:"stack_count"`
-	StackEntry    *ebpf.Program `ebpf:"stack_entry"`
-	StackPlain    *ebpf.Program `ebpf:"stack_plain"`
-	StackSite     *ebpf.Program `ebpf:"stack_site"`
+	StackBare       *ebpf.Program `ebpf:"stack_bare"`
+	StackCopy       *ebpf.Program `ebpf:"stack_copy"`
+	StackCopy1page  *ebpf.Program `ebpf:"stack_copy_1page"`
+	StackCopy2pages *ebpf.Program `ebpf:"stack_copy_2pages"`
+	StackCopyOnly   *ebpf.Program `ebpf:"stack_copy_only"`
+	StackCount      *ebpf.Program `ebpf:"stack_count"`
+	StackEntry      *ebpf.Program `ebpf:"stack_entry"`
+	StackPlain      *ebpf.Program `ebpf:"stack_plain"`
+	StackSite       *ebpf.Program `ebpf:"stack_site"`
 }
 
 func (p *StacktestPrograms) Close() error {
 	return _StacktestClose(
 		p.StackBare,
 		p.StackCopy,
+		p.StackCopy1page,
+		p.StackCopy2pages,
 		p.StackCopyOnly,
 		p.StackCount,
 		p.StackEntry,

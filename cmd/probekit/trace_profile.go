@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/probekit/probekit/procmaps"
+	"github.com/probekit/probekit/profile"
+	"github.com/probekit/probekit/record"
+	"github.com/probekit/probekit/symbolize"
+)
+
+// stackFlag is --stack: a bool flag that also takes =fp (the default,
+// the kernel's frame-pointer walk) and =cfi.
+type stackFlag struct{ req *traceRequest }
+
+func (f *stackFlag) IsBoolFlag() bool { return true }
+
+func (f *stackFlag) String() string {
+	if f.req == nil || !f.req.stack {
+		return "false"
+	}
+	if f.req.cfi {
+		return "cfi"
+	}
+	return "true"
+}
+
+func (f *stackFlag) Set(s string) error {
+	switch s {
+	case "true", "fp":
+		f.req.stack, f.req.cfi = true, false
+	case "false":
+		f.req.stack, f.req.cfi = false, false
+	case "cfi":
+		f.req.stack, f.req.cfi = true, true
+	default:
+		return fmt.Errorf("want --stack, --stack=fp or --stack=cfi")
+	}
+	return nil
+}
+
+// stackCounting turns --count --stack into a stack key part (as --by
+// stack), after the parts of --by, and checks --pprof and --folded.
+func stackCounting(req *traceRequest) error {
+	if req.stack && req.mode == record.ModeHist {
+		return usagef("--stack prints the stack of each hit, or with --count counts by stack: --hist has no stacks")
+	}
+	if req.mode == record.ModeLatency && (req.stack || hasStackKey(req)) {
+		return usagef("--stack prints the stack of each hit, or with --count counts by stack: --latency has no stacks")
+	}
+	if req.stack && req.mode == record.ModeCount {
+		if req.cfi {
+			return usagef("--stack=cfi unwinds the stack of each hit: --count --stack counts by the kernel's frame-pointer walk")
+		}
+		if !hasStackKey(req) {
+			req.keys = append(req.keys, keyPart{KeyPart: record.KeyPart{Kind: record.KeyStack}, name: "stack"})
+		}
+		if len(req.keys) > record.MaxKeys {
+			return usagef("--by with --stack: at most %d keys, the stack one of them", record.MaxKeys)
+		}
+	}
+	if (req.pprof != "" || req.folded) && (req.mode != record.ModeCount || !hasStackKey(req)) {
+		return usagef("--pprof and --folded write the stacks of --count --stack")
+	}
+	return nil
+}
+
+// hasStackKey reports whether the counts are keyed by stack.
+func hasStackKey(req *traceRequest) bool {
+	for _, k := range req.keys {
+		if k.Kind == record.KeyStack {
+			return true
+		}
+	}
+	return false
+}
+
+// copyPages is how many 4 KiB pages of the stack --stack=cfi copies per
+// hit, from the stack pointer's page (the part of that page below the
+// stack pointer is not read).
+const copyPages = 2
+
+// setStackRecords makes the records of hits carry the user stack
+// (--stack): the kernel's frame-pointer walk, or with --stack=cfi a copy
+// of the stack top, unwound in user space (package unwind).
+func setStackRecords(spec *ebpf.CollectionSpec, req *traceRequest) error {
+	if req.cfi {
+		return record.SetStackCopy(spec, copyPages)
+	}
+	return spec.Variables[record.StackName].Set(uint32(1))
+}
+
+// watchLaunched starts naming (and with --stack=cfi unwinding) the
+// stacks of a launched command, read again at its execs and its exit
+// (symbolize.Stacks.WatchLaunched, unwind.Processes.WatchLaunched).
+func (n *stackNamer) watchLaunched(l *procmaps.Launched) {
+	n.stacks.WatchLaunched(l)
+	if n.unwinder != nil {
+		n.unwinder.WatchLaunched(l)
+	}
+}
+
+// stackKey formats a stack key part: the frames as text lines, and as a
+// JSON array.
+func (t *tracer) stackKey(objs *record.Objects, k record.Key) (string, string) {
+	var frames []symbolize.Frame
+	if s, err := objs.Stack(k); err == nil {
+		frames = t.stacks.stacks.Name(nil, int(k.StackPID), s)
+	}
+	text := string(appendStackText(nil, frames))
+	js := appendStackJSON(nil, frames)
+	return text, string(js[len(`,"stack":`):])
+}
+
+// printStackCounts prints the counts of a stack key: per distinct stack
+// (and the other key parts), most frequent first, its count and the
+// other parts, then its frames; or the folded lines (--folded); and
+// writes --pprof.
+func (t *tracer) printStackCounts(objs *record.Objects) error {
+	b := t.out.buf[:0]
+	if t.req.folded || t.req.pprof != "" {
+		p, err := t.stackProfile(objs)
+		if err != nil {
+			return err
+		}
+		if t.req.pprof != "" {
+			if err := writeProfile(t.req.pprof, p); err != nil {
+				return err
+			}
+		}
+		if t.req.folded {
+			var buf bytes.Buffer
+			if err := profile.WriteFolded(&buf, p); err != nil {
+				return err
+			}
+			return t.flushAggregate(append(b, buf.Bytes()...))
+		}
+	}
+	totals, err := t.keyedTotals(objs)
+	if err != nil {
+		return err
+	}
+	if t.req.json {
+		return t.flushAggregate(t.appendKeyedJSON(b, totals))
+	}
+	for i, kt := range totals {
+		if i > 0 {
+			b = append(b, '\n')
+		}
+		b = fmt.Appendf(b, "%d", kt.count)
+		stack := ""
+		for j, p := range t.req.keys {
+			if p.Kind == record.KeyStack {
+				stack = kt.text[j]
+				continue
+			}
+			b = fmt.Appendf(b, "  %s=%s", p.name, kt.json[j])
+		}
+		b = append(append(b, '\n'), stack...)
+	}
+	return t.flushAggregate(b)
+}
+
+// stackProfile makes a pprof profile of the counted stacks: one sample
+// per key with a stack, its value the count, labeled with the other key
+// parts.
+func (t *tracer) stackProfile(objs *record.Objects) (*profile.Profile, error) {
+	entries, err := objs.Keyed()
+	if err != nil {
+		return nil, err
+	}
+	var stacks []profile.Stack
+	for _, e := range entries {
+		s, err := objs.Stack(e.Key)
+		if err != nil {
+			continue // a stack the kernel could not read or keep
+		}
+		stacks = append(stacks, profile.Stack{PID: e.Key.StackPID, Frames: s, Count: e.Count})
+	}
+	p, err := profile.Build(stacks, profile.ProcessesOf(t.stacks.stacks), &profile.Options{CountName: "hits", CountUnit: "count"})
+	if p == nil {
+		return nil, err
+	}
+	if err != nil {
+		t.warnf("%v", err)
+	}
+	return p, nil
+}
+
+// writeProfile writes p, gzipped as go tool pprof reads it, to path.
+func writeProfile(path string, p *profile.Profile) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = p.Write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("--pprof %s: %w", path, err)
+	}
+	return nil
+}

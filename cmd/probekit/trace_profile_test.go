@@ -1,0 +1,635 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/probekit/probekit/internal/test/testkit"
+)
+
+// stackCount is a line of trace --count --stack --json.
+type stackCount struct {
+	Key struct {
+		PID   int `json:"pid"`
+		Stack []struct {
+			Address  uint64 `json:"address"`
+			Function string `json:"function"`
+			Object   string `json:"object"`
+		} `json:"stack"`
+	} `json:"key"`
+	Count uint64 `json:"count"`
+}
+
+func (c *stackCount) functions() []string {
+	var out []string
+	for _, f := range c.Key.Stack {
+		out = append(out, f.Function)
+	}
+	return out
+}
+
+// The calls of stack_paths 1000 300: leaf from emit from hot 1000
+// times, from cold 300 times; then main, then libc's
+// __libc_start_call_main (a local symbol of libc6-dbg's debug file),
+// where the frame-pointer walk ends.
+var stackPaths = []struct {
+	count uint64
+	chain []string
+}{
+	{1000, []string{"leaf", "emit", "hot", "main", "__libc_start_call_main"}},
+	{300, []string{"leaf", "emit", "cold", "main", "__libc_start_call_main"}},
+}
+
+// --count --stack counts by stack in the kernel: a launched stack_paths
+// (which exits right after its last hit) gives exactly its two call
+// paths with their calls, most frequent first, every frame named,
+// libc's included: libc is mapped after the exec stop, and its table is
+// read at the command's exit stop (symbolize.Stacks.WatchLaunched).
+func TestTraceCountStack(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	needFuncCookie(t)
+	fx := testkit.Fixture("stack_paths")
+	r := runTraceCmd("--json", "--count", "--stack", "uprobe:"+fx+":leaf", "--", fx, "1000", "300")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	var got []stackCount
+	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n") {
+		var c stackCount
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		got = append(got, c)
+	}
+	if len(got) != len(stackPaths) {
+		t.Fatalf("%d stacks, want %d:\n%s", len(got), len(stackPaths), r.out)
+	}
+	for i, want := range stackPaths {
+		c := got[i]
+		if c.Count != want.count || !slices.Equal(c.functions(), want.chain) {
+			t.Errorf("stack %d: %d hits of %v, want %d of %v", i, c.Count, c.functions(), want.count, want.chain)
+		}
+		for j, f := range c.Key.Stack {
+			obj := "stack_paths"
+			if j == len(c.Key.Stack)-1 {
+				obj = "libc.so.6"
+			}
+			if filepath.Base(f.Object) != obj || f.Address == 0 {
+				t.Errorf("stack %d frame %d: %+v, want in %s", i, j, f, obj)
+			}
+		}
+	}
+	// The text form: the count, then the frames.
+	r = runTraceCmd("--count", "--stack", "--top", "1", "uprobe:"+fx+":leaf", "--", fx, "1000", "300")
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	if r.code != 0 || len(lines) != 6 || lines[0] != "1000" || !strings.Contains(lines[1], " leaf+0x0 (") || !strings.Contains(lines[3], " hot+0x") {
+		t.Errorf("--top 1: exit %d, %q (%s)", r.code, r.out, r.errOut)
+	}
+}
+
+// --folded prints one line per call path, outermost first, then its
+// count; checked line by line.
+func TestTraceCountStackFolded(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	needFuncCookie(t)
+	fx := testkit.Fixture("stack_paths")
+	r := runTraceCmd("--count", "--stack", "--folded", "uprobe:"+fx+":leaf", "--", fx, "1000", "300")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	want := []string{
+		"__libc_start_call_main;main;cold;emit;leaf 300",
+		"__libc_start_call_main;main;hot;emit;leaf 1000",
+	}
+	got := strings.Split(strings.TrimSpace(r.out), "\n")
+	if !slices.Equal(got, want) {
+		t.Errorf("folded:\n%s\nwant:\n%s", r.out, strings.Join(want, "\n"))
+	}
+}
+
+// --pprof writes a profile that go tool pprof reads: -top gives leaf
+// all 1,300 hits flat, hot 1,000 and cold 300 cumulated; -traces the
+// two stacks with their counts.
+func TestTraceCountStackPprof(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	needFuncCookie(t)
+	fx := testkit.Fixture("stack_paths")
+	file := filepath.Join(t.TempDir(), "leaf.pprof")
+	r := runTraceCmd("--count", "--stack", "--pprof", file, "uprobe:"+fx+":leaf", "--", fx, "1000", "300")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	gotool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	pprof := func(flag string) string {
+		out, err := exec.Command(gotool, "tool", "pprof", flag, file).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go tool pprof %s: %v\n%s", flag, err, out)
+		}
+		return string(out)
+	}
+	top := pprof("-top")
+	for _, row := range []struct {
+		flat, cum int
+		fn        string
+	}{{1300, 1300, "leaf"}, {0, 1300, "emit"}, {0, 1000, "hot"}, {0, 300, "cold"}, {0, 1300, "main"}, {0, 1300, "__libc_start_call_main"}} {
+		re := regexp.MustCompile(fmt.Sprintf(`(?m)^\s+%d\s+\S+%%\s+\S+%%\s+%d\s+\S+%%\s+%s$`, row.flat, row.cum, regexp.QuoteMeta(row.fn)))
+		if !re.MatchString(top) {
+			t.Errorf("-top: no row %d flat, %d cum for %s:\n%s", row.flat, row.cum, row.fn, top)
+		}
+	}
+	if !strings.Contains(top, "Type: hits") || !regexp.MustCompile(`Build ID: [0-9a-f]{40}`).MatchString(top) {
+		t.Errorf("-top: want sample type hits and the fixture's build ID:\n%s", top)
+	}
+	traces := pprof("-traces")
+	for _, p := range stackPaths {
+		block := fmt.Sprintf("%10d   %s\n", p.count, p.chain[0])
+		for _, fn := range p.chain[1:] {
+			block += "             " + fn + "\n"
+		}
+		if !strings.Contains(traces, block) {
+			t.Errorf("-traces: no block\n%s\nin\n%s", block, traces)
+		}
+	}
+}
+
+// --count --stack and --by stack key the counts by stack; --pprof and
+// --folded need them; --stack=cfi and --hist do not count by stack.
+func TestTraceStackFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		keys []string // "" : refused
+	}{
+		{[]string{"--count", "--stack", "f:p:n"}, []string{"stack"}},
+		{[]string{"--count", "--by", "pid", "--stack", "f:p:n"}, []string{"pid", "stack"}},
+		{[]string{"--count", "--by", "stack,comm", "--folded", "f:p:n"}, []string{"stack", "comm"}},
+		{[]string{"--count", "--by", "stack", "--stack", "--pprof", "x", "f:p:n"}, []string{"stack"}},
+		{[]string{"--count", "--pprof", "x", "f:p:n"}, nil},
+		{[]string{"--folded", "f:p:n"}, nil},
+		{[]string{"--stack", "--folded", "f:p:n"}, nil},
+		{[]string{"--count", "--stack=cfi", "f:p:n"}, nil},
+		{[]string{"--hist", "1", "--stack", "f:p:n"}, nil},
+		{[]string{"--stack=dwarf", "f:p:n"}, nil},
+		{[]string{"--count", "--by", "stack 1", "f:p:n"}, nil},
+	} {
+		req, err := parseTrace(c.args)
+		if c.keys == nil {
+			if err == nil {
+				t.Errorf("%q: accepted", c.args)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.args, err)
+			continue
+		}
+		var keys []string
+		for _, k := range req.keys {
+			keys = append(keys, k.name)
+		}
+		if !slices.Equal(keys, c.keys) {
+			t.Errorf("%q: keys %q, want %q", c.args, keys, c.keys)
+		}
+	}
+	for _, c := range []struct {
+		arg        string
+		stack, cfi bool
+	}{{"--stack", true, false}, {"--stack=fp", true, false}, {"--stack=cfi", true, true}, {"--stack=false", false, false}} {
+		req, err := parseTrace([]string{c.arg, "f:p:n"})
+		if err != nil || req.stack != c.stack || req.cfi != c.cfi {
+			t.Errorf("%s: %v, %+v", c.arg, err, req)
+		}
+	}
+}
+
+// stackFunctions runs trace --json --stack... and returns the functions
+// of each hit's stack whose first function is fn (or of every hit when
+// fn is "").
+func stackFunctions(t *testing.T, fn string, args ...string) [][]string {
+	t.Helper()
+	r := runTraceCmd(append([]string{"--json"}, args...)...)
+	if r.code != 0 {
+		t.Fatalf("probekit trace %v: exit %d: %s", args, r.code, r.errOut)
+	}
+	var out [][]string
+	for _, h := range decodeStackHits(t, r.out) {
+		fns := h.functions()
+		if fn == "" || len(fns) > 0 && fns[0] == fn {
+			out = append(out, fns)
+		}
+	}
+	return out
+}
+
+// A launched command that exits right after its hits has every frame
+// of its per-hit stacks named, libc's (mapped after the exec stop)
+// included, by frame pointers and by CFI alike.
+func TestTraceStackLaunchedExit(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	needFuncCookie(t)
+	fx := testkit.Fixture("stack_paths")
+	for _, flag := range []string{"--stack", "--stack=cfi"} {
+		hits := stackFunctions(t, "", flag, "uprobe:"+fx+":leaf", "--", fx, "1", "0")
+		if len(hits) != 1 || len(hits[0]) < 5 || !slices.Equal(hits[0][:5], stackPaths[0].chain) {
+			t.Errorf("%s: stacks %q, want one starting %q", flag, hits, stackPaths[0].chain)
+		}
+	}
+}
+
+// Mixed code: main (frame pointers) calls libstack_mid.so's mid_call
+// (none: it keeps data in rbp), which calls leaf back. The CFI walk
+// gives every frame to _start; the frame-pointer walk stops after
+// mid_call, on the data it reads as a frame record.
+func TestTraceStackCFIMixed(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	needFuncCookie(t)
+	fx := testkit.Fixture("stack_paths")
+	want := []string{"leaf", "mid_call", "main", "__libc_start_call_main", "__libc_start_main_impl", "_start"}
+	hits := stackFunctions(t, "", "--stack=cfi", "uprobe:"+fx+":leaf", "--", fx, "mixed", "3")
+	if len(hits) != 3 {
+		t.Fatalf("%d hits, want 3", len(hits))
+	}
+	for _, fns := range hits {
+		if !slices.Equal(fns, want) {
+			t.Errorf("--stack=cfi: %q, want %q", fns, want)
+		}
+	}
+	for _, fns := range stackFunctions(t, "", "--stack", "uprobe:"+fx+":leaf", "--", fx, "mixed", "1") {
+		if slices.Contains(fns, "main") || !slices.Equal(fns[:2], want[:2]) {
+			t.Errorf("--stack (frame pointers): %q, want %q then no main", fns, want[:2])
+		}
+	}
+}
+
+// python3.11 (no frame pointers) at function__entry, launched: the CFI
+// walk goes through the interpreter down to Py_BytesMain and libc's
+// start, where the frame-pointer walk stops at once. python3.11's main
+// is one instruction, jmp Py_BytesMain (objdump -d at the address _start
+// passes to __libc_start_main): a tail call, so no stack holds it, and
+// Py_BytesMain returns to __libc_start_call_main. The USDT probe is
+// attached by the attacher with its semaphore (no bare uprobe on the
+// system's python).
+func TestTraceStackPythonCFI(t *testing.T) {
+	testkit.RequireKernel(t)
+	const python = "/usr/bin/python3.11"
+	if _, err := os.Stat(python); err != nil {
+		testkit.Unavailable(t, "%s: %v", python, err)
+	}
+	script := "import sys\nsys.setprofile(lambda *a: None)\ndef probekit_fn(n):\n    return n + 1\nprobekit_fn(1)\n"
+	probe := python + ":python:function__entry"
+	// The entry of probekit_fn: its hit is the one whose second string
+	// argument is the name; the stacks are matched by their frames.
+	want := []string{"PyEval_EvalCode", "PyRun_StringFlags", "PyRun_SimpleStringFlags", "Py_RunMain", "Py_BytesMain",
+		"__libc_start_call_main", "__libc_start_main_impl", "_start"}
+	r := runTraceCmd("--json", "--str", "2", "--stack=cfi", probe, "--", "python3.11", "-c", script)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n") {
+		if !strings.Contains(line, `"probekit_fn"`) {
+			continue
+		}
+		found = true
+		var h stackHit
+		if err := json.Unmarshal([]byte(line), &h); err != nil {
+			t.Fatal(err)
+		}
+		var named []string
+		for _, f := range h.Stack {
+			if f.Function != "" {
+				named = append(named, f.Function)
+			}
+			if filepath.Base(f.Object) != "python3.11" && filepath.Base(f.Object) != "libc.so.6" {
+				t.Errorf("frame %+v in neither python3.11 nor libc", f)
+			}
+		}
+		if len(named) < len(want) || !slices.Equal(named[len(named)-len(want):], want) {
+			t.Errorf("--stack=cfi: named frames %q, want %q last", named, want)
+		}
+	}
+	if !found {
+		t.Fatalf("no hit of probekit_fn in\n%s", r.out)
+	}
+	r = runTraceCmd("--json", "--str", "2", "--stack", probe, "--", "python3.11", "-c", script)
+	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n") {
+		if strings.Contains(line, `"probekit_fn"`) && strings.Contains(line, "Py_BytesMain") {
+			t.Errorf("the frame-pointer walk reached Py_BytesMain: python3.11 keeps frame pointers?\n%s", line)
+		}
+	}
+}
+
+// -f: the stacks of every process of the tree are counted, and named
+// after each exited (follow.Options.Hold reads them at their exit
+// stop): two runs of stack_paths under sh add up per path.
+func TestTraceCountStackFollow(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	needFuncCookie(t)
+	fx := testkit.Fixture("stack_paths")
+	r := runTraceCmd("-f", "--count", "--stack", "--folded", "uprobe:"+fx+":leaf", "--", "/bin/sh", "-c", fx+" 10 3 >/dev/null; "+fx+" 5 1 >/dev/null")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	want := []string{
+		"__libc_start_call_main;main;cold;emit;leaf 4",
+		"__libc_start_call_main;main;hot;emit;leaf 15",
+	}
+	if got := strings.Split(strings.TrimSpace(r.out), "\n"); !slices.Equal(got, want) {
+		t.Errorf("folded:\n%s\nwant:\n%s", r.out, strings.Join(want, "\n"))
+	}
+}
+
+// -p: a running stack_chain (frame pointers) counted by stack with -i
+// 1: once the counts show the probe attached, 100 more rounds add
+// exactly 100 to the chain's one stack.
+func TestTraceCountStackPID(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	needFuncCookie(t)
+	fx := testkit.Fixture("stack_chain")
+	p := testkit.Start(t, fx)
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	var errOut bytes.Buffer
+	go func() {
+		done <- run([]string{"trace", "--count", "--stack", "--folded", "-i", "1", "-p", itoa(p.PID()), "uprobe:" + fx + ":chain_end"}, pw, &errOut)
+		pw.Close()
+	}()
+	const path = "main;run;fire;chain_a;chain_b;chain_c;chain_end "
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	// count is the count of the chain's line, once per printing.
+	count := func(fire bool) uint64 {
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("trace ended: %s", errOut.String())
+				}
+				if i := strings.Index(l, path); i >= 0 && (i == 0 || l[i-1] == ';') {
+					var n uint64
+					fmt.Sscan(l[i+len(path):], &n)
+					return n
+				}
+			case <-deadline:
+				t.Fatal("no count of the chain within 30s")
+			case <-time.After(5 * time.Millisecond):
+				if fire {
+					p.Loop("chain", 1)
+				}
+			}
+		}
+	}
+	count(true) // attached and counting
+	before := count(false)
+	if before == 0 {
+		t.Fatalf("count 0")
+	}
+	if err := p.Loop("chain", 100); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n := count(false)
+		if n == before+100 {
+			break
+		}
+		if n > before+100 || time.Now().After(deadline) {
+			t.Fatalf("count %d, want %d", n, before+100)
+		}
+	}
+	p.Stop()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d: %s", code, errOut.String())
+	}
+	for range lines {
+	}
+}
+
+// chainCPU fires stack_chain's chain n times and returns the fixture's
+// CPU time per hit (schedstat).
+func chainCPU(b *testing.B, p *testkit.Process, n int) float64 {
+	b.Helper()
+	before := schedRuntime(b, p.PID())
+	if err := p.Loop("chain", n); err != nil {
+		b.Fatal(err)
+	}
+	return float64(schedRuntime(b, p.PID())-before) / float64(n)
+}
+
+// tracedChainCPU runs probekit trace with args on a new fixture
+// process, fires chain once every 5 ms until a line of output shows the
+// probe attached, then returns chain's CPU time per hit over b.N hits.
+func tracedChainCPU(b *testing.B, fixture string, args ...string) float64 {
+	p := testkit.Start(b, fixture)
+	pr, pw := io.Pipe()
+	var lines atomic.Int64
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			lines.Add(1)
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	done := make(chan traceResult, 1)
+	go func() {
+		var errOut bytes.Buffer
+		code := run(append([]string{"trace", "-p", itoa(p.PID())}, args...), pw, &errOut)
+		pw.Close()
+		done <- traceResult{code: code, errOut: errOut.String()}
+	}()
+	for deadline := time.Now().Add(30 * time.Second); lines.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("no output within 30s")
+		}
+		p.Loop("chain", 1)
+	}
+	ns := chainCPU(b, p, b.N)
+	p.Stop()
+	if r := <-done; r.code != 0 {
+		b.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	<-read
+	return ns
+}
+
+// bpftraceChainCPU is tracedChainCPU under bpftrace -e 'uprobe:FIXTURE:
+// chain_end { @[ustack] = count(); }' (it prints the map every second,
+// which shows it attached).
+func bpftraceChainCPU(b *testing.B, fixture string) float64 {
+	bt, err := exec.LookPath("bpftrace")
+	if err != nil {
+		testkit.Unavailable(b, "bpftrace: %v", err)
+	}
+	p := testkit.Start(b, fixture)
+	cmd := exec.Command(bt, "-p", itoa(p.PID()), "-e", "uprobe:"+fixture+":chain_end { @[ustack] = count(); } interval:s:1 { print(@); }")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	var counted atomic.Bool
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "]: ") {
+				counted.Store(true)
+			}
+		}
+	}()
+	for deadline := time.Now().Add(30 * time.Second); !counted.Load(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("bpftrace counted nothing within 30s")
+		}
+		p.Loop("chain", 1)
+	}
+	return chainCPU(b, p, b.N)
+}
+
+// BenchmarkTraceStackCount is the cost of a hit at chain_end in
+// stack_chain (frame pointers) to the traced program, in one run: no
+// probe, probekit trace --count (per probe), probekit trace --count
+// --stack (per stack, in the kernel) and bpftrace's
+// @[ustack] = count() on the same target; cpu-ns/hit of each, and the
+// ratio of --count --stack to bpftrace (goal: at most 1).
+func BenchmarkTraceStackCount(b *testing.B) {
+	testkit.RequireKernel(b)
+	requireAMD64(b)
+	fx := testkit.Fixture("stack_chain")
+	probe := "uprobe:" + fx + ":chain_end"
+	p := testkit.Start(b, fx)
+	b.ResetTimer()
+	none := chainCPU(b, p, b.N)
+	count := tracedChainCPU(b, fx, "--json", "--count", "-i", "1", probe)
+	stack := tracedChainCPU(b, fx, "--count", "--stack", "--folded", "-i", "1", probe)
+	bt := bpftraceChainCPU(b, fx)
+	b.StopTimer()
+	b.ReportMetric(none, "none-ns/hit")
+	b.ReportMetric(count, "count-ns/hit")
+	b.ReportMetric(stack, "count_stack-ns/hit")
+	b.ReportMetric(bt, "bpftrace_ustack-ns/hit")
+	b.ReportMetric(stack/bt, "stack/bpftrace")
+	b.ReportMetric((stack-none)/(bt-none), "stack/bpftrace-over-none")
+}
+
+// BenchmarkTraceStackHit is the cost of a hit at chain_end in
+// stack_chain_nofp printed with its stack, in one run: trace --stack
+// (the kernel's frame-pointer walk, which stops early there) and trace
+// --stack=cfi (a copy of the stack top unwound in the tracer); the
+// ratio of the two (goal: at most 2), each less the hit without a stack.
+func BenchmarkTraceStackHit(b *testing.B) {
+	testkit.RequireKernel(b)
+	requireAMD64(b)
+	fx := testkit.Fixture("stack_chain_nofp")
+	probe := "uprobe:" + fx + ":chain_end"
+	b.ResetTimer()
+	plain := tracedChainCPU(b, fx, probe)
+	fp := tracedChainCPU(b, fx, "--stack", probe)
+	cfi := tracedChainCPU(b, fx, "--stack=cfi", probe)
+	b.StopTimer()
+	b.ReportMetric(plain, "nostack-ns/hit")
+	b.ReportMetric(fp, "fp-ns/hit")
+	b.ReportMetric(cfi, "cfi-ns/hit")
+	b.ReportMetric(cfi/fp, "cfi/fp")
+	b.ReportMetric((cfi-plain)/(fp-plain), "cfi/fp-over-nostack")
+}
+
+// A Go program under --stack=cfi: its functions have no .eh_frame (the
+// Go linker writes .debug_frame only, and a stripped file has none), and
+// Go keeps frame pointers, so the walk goes by them through Go code,
+// with the same frames as --stack.
+func TestTraceStackGoCFI(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	needFuncCookie(t)
+	for _, name := range []string{"goprog", "goprog_stripped"} {
+		t.Run(name, func(t *testing.T) {
+			fx := testkit.Fixture(name)
+			p := testkit.Start(t, fx)
+			r := traceWhile(t, p, "add 1", "--json", "--stack=cfi", "-n", "3", "-p", itoa(p.PID()), "uprobe:"+fx+":main.add")
+			want := []string{"main.add", "main.run", "main.main", "runtime.main", "runtime.goexit"}
+			for _, h := range decodeStackHits(t, r.out) {
+				fns := h.functions()
+				if n := len(fns); n > 0 {
+					fns[n-1] = strings.TrimSuffix(fns[n-1], ".abi0")
+				}
+				if !slices.Equal(fns, want) {
+					t.Errorf("stack %v, want %v", fns, want)
+				}
+			}
+		})
+	}
+}
+
+// -p PID with a glob target (follow.WatchProcess): the process is read
+// at the start, so its stacks are named after it quit.
+func TestTraceCountStackGlob(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	fx := testkit.Fixture("stack_chain")
+	p := testkit.Start(t, fx)
+	var out bytes.Buffer
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"trace", "--count", "--stack", "--folded", "-p", itoa(p.PID()), "stack_ch*:stack:leaf"}, &out, pw)
+		pw.Close()
+	}()
+	attached := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pr)
+		once := false
+		for sc.Scan() {
+			if !once && strings.HasPrefix(sc.Text(), "attach ") {
+				once = true
+				close(attached)
+			}
+		}
+	}()
+	select {
+	case <-attached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("not attached within 30s")
+	}
+	p.Fire("chain", 5)
+	p.Stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	want := "__libc_start_call_main;main;run;fire;chain_a;chain_b;chain_c 5\n"
+	if out.String() != want {
+		t.Errorf("folded %q, want %q", out.String(), want)
+	}
+}
