@@ -66,6 +66,13 @@ type traceFilterTerm struct {
 	Str     [64]int8
 }
 
+type traceFuncIpKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Ip   uint64
+}
+
 type traceHistKey struct {
 	_      structs.HostLayout
 	Probe  uint32
@@ -89,6 +96,7 @@ const (
 	traceMapDropped                  = "dropped"
 	traceMapEvents                   = "events"
 	traceMapFilterTerms              = "filter_terms"
+	traceMapFuncIps                  = "func_ips"
 	traceMapHist                     = "hist"
 	traceMapKeyOverflow              = "key_overflow"
 	traceMapKeyed                    = "keyed"
@@ -161,6 +169,7 @@ type traceMapSpecs struct {
 	Dropped           *ebpf.MapSpec `ebpf:"dropped"`
 	Events            *ebpf.MapSpec `ebpf:"events"`
 	FilterTerms       *ebpf.MapSpec `ebpf:"filter_terms"`
+	FuncIps           *ebpf.MapSpec `ebpf:"func_ips"`
 	Hist              *ebpf.MapSpec `ebpf:"hist"`
 	KeyOverflow       *ebpf.MapSpec `ebpf:"key_overflow"`
 	Keyed             *ebpf.MapSpec `ebpf:"keyed"`
@@ -207,6 +216,7 @@ type traceMaps struct {
 	Dropped           *ebpf.Map `ebpf:"dropped"`
 	Events            *ebpf.Map `ebpf:"events"`
 	FilterTerms       *ebpf.Map `ebpf:"filter_terms"`
+	FuncIps           *ebpf.Map `ebpf:"func_ips"`
 	Hist              *ebpf.Map `ebpf:"hist"`
 	KeyOverflow       *ebpf.Map `ebpf:"key_overflow"`
 	Keyed             *ebpf.Map `ebpf:"keyed"`
@@ -221,6 +231,7 @@ func (m *traceMaps) Close() error {
 		m.Dropped,
 		m.Events,
 		m.FilterTerms,
+		m.FuncIps,
 		m.Hist,
 		m.KeyOverflow,
 		m.Keyed,

@@ -383,11 +383,6 @@ func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 			which |= record.FuncProgram
 		}
 	}
-	if which&record.FuncProgram != 0 {
-		if err := probe.CheckFuncProbes(); err != nil {
-			return err
-		}
-	}
 	spec, err := record.Spec()
 	if err != nil {
 		return err
@@ -474,7 +469,7 @@ func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 
 	var links []*attach.Link
 	defer func() { closeLinks(links) }()
-	fa := &funcAttacher{t: t, prog: objs.FuncProgram, proc: opts.Process}
+	fa := &funcAttacher{t: t, prog: objs.FuncProgram, table: objs.FuncIPs, proc: opts.Process}
 	defer fa.close()
 	for _, p := range req.probes {
 		var l *attach.Link
