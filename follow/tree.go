@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/usdt"
 )
@@ -414,14 +415,20 @@ func (t *Tree) handle(pid int, ws unix.WaitStatus) {
 		// file's uprobe filtered to this PID, planted in whatever maps
 		// the file, before or after an exec (closing and attaching
 		// again would fire twice while the old link closes). The
-		// objects of selector probes are read again.
+		// objects of selector probes are read again. Without BPF
+		// cookies a site is found by its runtime address in this
+		// process, which the new image changed (or gave at last, for a
+		// file the old image did not map): the links are made again.
 		start := time.Now()
 		t.mu.Lock()
 		m := t.members[pid]
 		t.mu.Unlock()
+		cookie, err := features.Have(features.Cookie)
 		switch {
 		case m == nil:
 			t.adopt(pid)
+		case err == nil && !cookie:
+			t.readopt(pid)
 		case t.objs != nil:
 			t.objs.scan(m.proc)
 		}
@@ -528,8 +535,21 @@ func (t *Tree) adopt(pid int) {
 	}
 }
 
+// readopt attaches every probe to pid again after its execve: its old
+// links are closed first, while it is stopped at the exec, so that no
+// hit of the new image is lost or seen twice.
+func (t *Tree) readopt(pid int) {
+	t.releaseWith(pid, func(l *attach.Link) { l.Close() })
+	t.adopt(pid)
+}
+
 // release closes pid's links, in the background.
 func (t *Tree) release(pid int) {
+	t.releaseWith(pid, t.closer.close)
+}
+
+// releaseWith releases pid's links, closing each with closeLink.
+func (t *Tree) releaseWith(pid int, closeLink func(*attach.Link)) {
 	t.mu.Lock()
 	m := t.members[pid]
 	delete(t.members, pid)
@@ -547,7 +567,7 @@ func (t *Tree) release(pid int) {
 		t.mu.Lock()
 		t.sitesNow -= n
 		t.mu.Unlock()
-		t.closer.close(l)
+		closeLink(l)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/bpftest"
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/usdt"
@@ -140,6 +141,21 @@ func script(t *testing.T, name, body string) string {
 // TestLaunchShellTwoPythons: a shell launching python twice; every call of
 // both is seen, from two PIDs other than the shell's.
 func TestFollowLaunchShellTwoPythons(t *testing.T) {
+	followShellTwoPythons(t)
+}
+
+// TestFollowLaunchShellTwoPythonsNoCookie: the same without BPF cookies
+// (before Linux 5.15; forced off on newer kernels), where a site is found
+// by its runtime address. Each python is the shell's child, adopted at
+// its fork while it still runs the shell, whose image does not map
+// python: its sites are attached again at its execve, in the new image.
+func TestFollowLaunchShellTwoPythonsNoCookie(t *testing.T) {
+	defer features.ForceOff(features.Cookie)()
+	followShellTwoPythons(t)
+}
+
+func followShellTwoPythons(t *testing.T) {
+	t.Helper()
 	h := newHitRecorder(t)
 	const calls = 200
 	a := script(t, "a.py", "for _ in range(200):\n    f()\n")

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
 )
 
@@ -340,6 +341,37 @@ func TestListAll(t *testing.T) {
 
 // TestTraceFollowUprobe: -f with a function probe: each python of the
 // launched shell has its calls of libc's getpid seen.
+// TestTraceFollowExecNoCookie: without BPF cookies (before Linux 5.15;
+// forced off on newer kernels) a function site is found by the process
+// and its runtime address. Each func_args is a child of the shell,
+// adopted at its fork while it runs the shell's image, which does not map
+// func_args (a PIE); at its execve its probes are attached again in the
+// new image, and every sum6 call of both is seen.
+func TestTraceFollowExecNoCookie(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	defer features.ForceOff(features.Cookie)()
+	fx := testkit.Fixture("func_args")
+	r := runTraceWithin(t, 60*time.Second, "--json", "-f", "uprobe:"+fx+":sum6", "--", "sh", "-c", fx+" 2; "+fx+" 3")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	byPID := map[int]int{}
+	for _, l := range decodeFollow(t, r.out) {
+		if l.Kind == "uprobe" {
+			byPID[l.PID]++
+		}
+	}
+	var counts []int
+	for _, n := range byPID {
+		counts = append(counts, n)
+	}
+	slices.Sort(counts)
+	if !slices.Equal(counts, []int{2, 3}) {
+		t.Fatalf("sum6 hits by pid %v, want 2 and 3 in two processes (stderr %s)", byPID, r.errOut)
+	}
+}
+
 func TestTraceFollowUprobe(t *testing.T) {
 	requirePython(t)
 	a := followScript(t, "for _ in range(5):\n    os.getpid()\n")
