@@ -44,6 +44,10 @@ type Probe struct {
 	// Skip, when set, leaves out the functions of a glob that cannot take
 	// the probe instead of failing the file (uprobe.Options.Skip).
 	Skip func(fn uprobe.Function, err error)
+
+	// file is the identity of a named Target attached as each process
+	// maps it (kernels without BPF cookies), zero for a selector.
+	file procmaps.FileID
 }
 
 // String is the probe as the command line writes it.

@@ -114,6 +114,10 @@ func newTree(probes []Probe, opts *Options) (*Tree, error) {
 		t.opts = *opts
 	}
 	t.held = heldHook
+	cookie, err := features.Have(features.Cookie)
+	if err != nil {
+		return nil, fmt.Errorf("follow: probe BPF cookie support: %w", err)
+	}
 	var selectors []*Probe
 	for _, p := range probes {
 		if err := p.check(t.opts.Attacher != nil); err != nil {
@@ -126,6 +130,18 @@ func newTree(probes []Probe, opts *Options) (*Tree, error) {
 		p, err := p.resolve()
 		if err != nil {
 			return nil, err
+		}
+		if !cookie {
+			// Without BPF cookies a site in a position-independent
+			// file is found by its runtime address in each process,
+			// known once the process maps the file: the probe is
+			// attached as each process maps it (its dynamic linker
+			// reports each change), like a selector's.
+			if p.file, err = procmaps.IDOf(p.Target); err != nil {
+				return nil, fmt.Errorf("probe %s: %w", &p, err)
+			}
+			selectors = append(selectors, &p)
+			continue
 		}
 		t.probes = append(t.probes, p)
 	}
@@ -539,7 +555,16 @@ func (t *Tree) adopt(pid int) {
 // links are closed first, while it is stopped at the exec, so that no
 // hit of the new image is lost or seen twice.
 func (t *Tree) readopt(pid int) {
-	t.releaseWith(pid, func(l *attach.Link) { l.Close() })
+	closeNow := func(l *attach.Link) { l.Close() }
+	t.mu.Lock()
+	m := t.members[pid]
+	delete(t.members, pid)
+	t.mu.Unlock()
+	if t.objs != nil {
+		t.watch.unfollow(pid)
+		t.objs.dropWith(pid, closeNow)
+	}
+	t.releaseMember(pid, m, closeNow)
 	t.adopt(pid)
 }
 
@@ -560,6 +585,15 @@ func (t *Tree) releaseWith(pid int, closeLink func(*attach.Link)) {
 	if t.objs != nil {
 		t.watch.unfollow(pid)
 		t.objs.drop(pid)
+	}
+	t.releaseMember(pid, m, closeLink)
+}
+
+// releaseMember releases the links of member m (process pid), closing
+// each with closeLink.
+func (t *Tree) releaseMember(pid int, m *member, closeLink func(*attach.Link)) {
+	if m == nil {
+		return
 	}
 	for i, l := range m.links {
 		n := len(l.Sites())

@@ -373,6 +373,21 @@ func TestTraceFollowExecNoCookie(t *testing.T) {
 }
 
 func TestTraceFollowUprobe(t *testing.T) {
+	traceFollowUprobe(t)
+}
+
+// TestTraceFollowUprobeNoCookie: the same without BPF cookies: libc is a
+// shared library, mapped by each python after its execve; its sites are
+// keyed by each process's runtime address once its dynamic linker has
+// mapped it (the _dl_debug_state stop), before python runs.
+func TestTraceFollowUprobeNoCookie(t *testing.T) {
+	testkit.RequireKernel(t)
+	defer features.ForceOff(features.Cookie)()
+	traceFollowUprobe(t)
+}
+
+func traceFollowUprobe(t *testing.T) {
+	t.Helper()
 	requirePython(t)
 	a := followScript(t, "for _ in range(5):\n    os.getpid()\n")
 	b := followScript(t, "for _ in range(7):\n    os.getpid()\n")

@@ -258,7 +258,7 @@ func (r *kernelRun) boot(self string, env []string, pkgTimeout, timeout time.Dur
 		"-accel", "tcg,thread=single", "-cpu", "max", "-smp", "1", "-m", fmt.Sprint(mem),
 		"-nodefaults", "-no-reboot", "-display", "none", "-serial", "stdio",
 		"-kernel", r.kernel.vmlinuz, "-initrd", initrd,
-		"-append", "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=4 mitigations=off"+keepArg(),
+		"-append", "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=4 mitigations=off"+keepArg(filepath.Join(filepath.Dir(r.dir), "bin")),
 		"-fsdev", "local,id=root,path=/,security_model=none,readonly=on,multidevs=remap",
 		"-device", "virtio-9p-pci,fsdev=root,mount_tag=root",
 		"-fsdev", "local,id=out,path="+r.dir+",security_model=none,multidevs=remap",
@@ -511,18 +511,28 @@ func report(w io.Writer, runs []*kernelRun, total time.Duration) error {
 	return nil
 }
 
-// keepArg names the checkout on the guest's command line when it lies
-// under /tmp or /run, which the guest mounts its own tmpfs on (guest.go).
-func keepArg() string {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return ""
-	}
-	dir := filepath.Dir(strings.TrimSpace(string(out)))
-	for _, hidden := range []string{"/tmp/", "/run/"} {
-		if strings.HasPrefix(dir+"/", hidden) && !strings.ContainsAny(dir, " \t\n") {
-			return " vmrun.keep=" + dir
+// keepArg names on the guest's command line the checkout and binDir, the
+// test binaries' directory, when they lie under /tmp or /run, which the
+// guest mounts its own tmpfs on, or /root or /var, which it overlays
+// (guest.go).
+func keepArg(binDir string) string {
+	var hiddenDirs []string
+	keep := func(dir string, hidden ...string) {
+		for _, h := range hidden {
+			if strings.HasPrefix(dir+"/", h) && !strings.ContainsAny(dir, " \t\n,") {
+				hiddenDirs = append(hiddenDirs, dir)
+				return
+			}
 		}
 	}
-	return ""
+	// The checkout stays writable through an overlay; only a tmpfs
+	// would hide it.
+	if out, err := exec.Command("go", "env", "GOMOD").Output(); err == nil {
+		keep(filepath.Dir(strings.TrimSpace(string(out))), "/tmp/", "/run/")
+	}
+	keep(binDir, "/tmp/", "/run/", "/root/", "/var/")
+	if len(hiddenDirs) == 0 {
+		return ""
+	}
+	return " vmrun.keep=" + strings.Join(hiddenDirs, ",")
 }
