@@ -36,6 +36,13 @@ type exportFrameKey struct {
 	Pad   uint32
 }
 
+type exportProbekitUsdtIpKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Ip   int64
+}
+
 type exportSeries struct {
 	_       structs.HostLayout
 	Count   uint64

@@ -79,6 +79,13 @@ type traceHistKey struct {
 	Bucket uint32
 }
 
+type traceProbekitUsdtIpKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Ip   int64
+}
+
 type traceScratch struct {
 	_          structs.HostLayout
 	Users      uint64
