@@ -79,7 +79,7 @@ func (h *holding) mapIPs(sites []planned, pid int) error {
 				k.PID = uint32(pid)
 			}
 		default:
-			return fmt.Errorf("USDT %s:%s in %s: a position-independent file's sites are found by runtime address without BPF cookies, which needs a PID whose process maps the file (%w)",
+			return fmt.Errorf("USDT %s:%s in %s: cannot attach path-wide to a position-independent file without BPF cookies: its sites are found by their runtime address in a process, so the attach needs a PID (%w)",
 				s.probe.Provider, s.probe.Name, s.obj.name, features.Check(features.Cookie))
 		}
 		if e, ok := a.ipRefs[k]; ok {
