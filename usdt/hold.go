@@ -78,6 +78,9 @@ func (h *holding) mapIPs(sites []planned, pid int) error {
 			if a.ipByProcess {
 				k.PID = uint32(pid)
 			}
+		case pid != 0:
+			return fmt.Errorf("USDT %s:%s in %s: pid %d has not mapped the file yet, and without BPF cookies a position-independent file's sites are found by their runtime address in the process (%w)",
+				s.probe.Provider, s.probe.Name, s.obj.name, pid, features.Check(features.Cookie))
 		default:
 			return fmt.Errorf("USDT %s:%s in %s: cannot attach path-wide to a position-independent file without BPF cookies: its sites are found by their runtime address in a process, so the attach needs a PID (%w)",
 				s.probe.Provider, s.probe.Name, s.obj.name, features.Check(features.Cookie))

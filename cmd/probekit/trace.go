@@ -15,11 +15,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
@@ -481,6 +483,9 @@ func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 			l, err = fa.attach(p)
 		}
 		if err != nil {
+			if launched != nil {
+				return launchHint(err)
+			}
 			return err
 		}
 		links = append(links, l)
@@ -539,6 +544,20 @@ func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 		return fmt.Errorf("%s: %w", req.cmd[0], t.exitErr)
 	}
 	return nil
+}
+
+// launchHint adds to the refusal of a launched command's probe without
+// BPF cookies that -f attaches it: stopped at its execve, the command
+// has not mapped its libraries, whose runtime addresses the probes then
+// need; a followed process gets its probes as it maps each file.
+func launchHint(err error) error {
+	if !errors.Is(err, ebpf.ErrNotSupported) {
+		return err
+	}
+	if cookie, ferr := features.Have(features.Cookie); ferr != nil || cookie {
+		return err
+	}
+	return fmt.Errorf("%w (with -f the probes are attached as the command maps the file)", err)
 }
 
 // run prints the hits (rd set) or the counts until stop, the end of the

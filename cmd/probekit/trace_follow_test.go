@@ -417,3 +417,33 @@ func traceFollowUprobe(t *testing.T) {
 		t.Errorf("attach events for %v, want the shell and both pythons", attached)
 	}
 }
+
+// TestTraceLibraryNoCookie: without BPF cookies (before Linux 5.15;
+// forced off on newer kernels) a USDT probe of a shared library in a
+// launched command: without -f it is refused, naming the feature and its
+// release, with the hint that -f attaches it (the command, stopped at its
+// execve, has not mapped the library, whose runtime address its sites
+// need); with -f it is attached as the command maps the library, and
+// every hit is seen.
+func TestTraceLibraryNoCookie(t *testing.T) {
+	testkit.RequireKernel(t)
+	defer features.ForceOff(features.Cookie)()
+	lib, user := testkit.Fixture("libusdt_lib.so"), testkit.Fixture("usdt_lib_user")
+	r := runTraceWithin(t, 60*time.Second, "--json", lib+":sample:libonly", "--", user, "--loop", "libonly", "3")
+	if r.code == 0 || !strings.Contains(r.errOut, features.Cookie.String()) || !strings.Contains(r.errOut, "with -f") {
+		t.Errorf("without -f: exit %d, stderr %q; want a refusal naming %s and -f", r.code, r.errOut, features.Cookie)
+	}
+	r = runTraceWithin(t, 60*time.Second, "--json", "-f", lib+":sample:libonly", "--", user, "--loop", "libonly", "3")
+	if r.code != 0 {
+		t.Fatalf("with -f: exit %d: %s", r.code, r.errOut)
+	}
+	var args []string
+	for _, l := range decodeFollow(t, r.out) {
+		if l.Kind == "usdt" && len(l.Args) == 1 {
+			args = append(args, string(l.Args[0]))
+		}
+	}
+	if want := []string{"0", "7", "14"}; !slices.Equal(args, want) {
+		t.Errorf("sample:libonly arguments %v, want %v (stdout %s, stderr %s)", args, want, r.out, r.errOut)
+	}
+}

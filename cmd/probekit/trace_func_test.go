@@ -122,12 +122,13 @@ func TestTraceFuncCNoCookie(t *testing.T) {
 // TestTraceFuncNoCookieLibrary: without BPF cookies, a function probe in
 // a shared library the launched command has not mapped yet (it is
 // stopped at its execve, before the dynamic linker runs) is refused, with
-// the feature and its release named: its runtime address is not known.
+// the feature and its release named (its runtime address is not known)
+// and the hint that -f attaches it.
 func TestTraceFuncNoCookieLibrary(t *testing.T) {
 	testkit.RequireKernel(t)
 	defer features.ForceOff(features.Cookie)()
 	r := runTraceCmd("uprobe:libc.so.6:malloc", "--", testkit.Fixture("func_args"), "1")
-	if r.code == 0 || !strings.Contains(r.errOut, "not mapped by pid") || !strings.Contains(r.errOut, features.Cookie.String()) {
+	if r.code == 0 || !strings.Contains(r.errOut, "not mapped by pid") || !strings.Contains(r.errOut, features.Cookie.String()) || !strings.Contains(r.errOut, "with -f") {
 		t.Errorf("exit %d, stderr %q; want a refusal naming %s", r.code, r.errOut, features.Cookie)
 	}
 }
