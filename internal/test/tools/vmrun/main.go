@@ -4,11 +4,11 @@
 // (built on the host with go test -c) as root with
 // PROBEKIT_REQUIRE_KERNEL=1, and prints a kernel × package table.
 //
-//	vmrun [-out DIR] [-timeout D] KERNEL[=PATTERN[@REGEXP],...]...
+//	vmrun [-out DIR] [-timeout D] KERNEL[=PATTERN[@REGEXP][!SKIP],...]...
 //
 // KERNEL is 5.10, 6.1 or 6.12; PATTERNs are go list patterns (default
 // ./...); @REGEXP runs only the matching tests of those packages there
-// (go test -run). The kernels are fetched once with apt-get download under a
+// (go test -run), !SKIP leaves out those matching SKIP (go test -skip). The kernels are fetched once with apt-get download under a
 // private apt configuration and kept under the user's cache directory.
 // vmrun must be built with CGO_ENABLED=0: the same binary is the guest's
 // /init. It exits non-zero if any package fails on any kernel.
@@ -108,8 +108,12 @@ func hostMain(out string, timeout, pkgTimeout time.Duration, mem, jobs int, verb
 		if pats != "" {
 			r.patterns = nil
 			for _, p := range strings.Split(pats, ",") {
+				p, skip, _ := strings.Cut(p, "!")
 				p, re, _ := strings.Cut(p, "@")
 				r.patterns = append(r.patterns, p)
+				if skip != "" {
+					re += "!" + skip
+				}
 				r.runs[p] = re
 			}
 		}
@@ -236,8 +240,15 @@ func (r *kernelRun) boot(self string, env []string, pkgTimeout, timeout time.Dur
 	}
 	j := job{Kernel: r.kernel.name, Env: env}
 	for _, p := range r.pkgs {
-		j.Packages = append(j.Packages, jobPackage{Name: p.Name, Import: p.Import, Dir: p.Dir, Binary: p.Binary,
-			Args: []string{"-test.v", "-test.timeout", pkgTimeout.String(), "-test.run", r.runFor(p.Import)}})
+		run, skip, _ := strings.Cut(r.runFor(p.Import), "!")
+		if run == "" {
+			run = runRE
+		}
+		args := []string{"-test.v", "-test.timeout", pkgTimeout.String(), "-test.run", run}
+		if skip != "" {
+			args = append(args, "-test.skip", skip)
+		}
+		j.Packages = append(j.Packages, jobPackage{Name: p.Name, Import: p.Import, Dir: p.Dir, Binary: p.Binary, Args: args})
 	}
 	b, err := json.MarshalIndent(j, "", "  ")
 	if err != nil {
@@ -297,8 +308,9 @@ func (r *kernelRun) boot(self string, env []string, pkgTimeout, timeout time.Dur
 	return nil
 }
 
-// runFor is the -test.run expression for a package: the one given with
-// its pattern, else -run's.
+// runFor is the -test.run expression for a package, then "!" and its
+// -test.skip expression if it has one: the ones given with its pattern,
+// else -run's.
 func (r *kernelRun) runFor(imp string) string {
 	if re := r.pkgRun[imp]; re != "" {
 		return re
