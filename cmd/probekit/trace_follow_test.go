@@ -46,6 +46,22 @@ func decodeFollow(t *testing.T, out string) []followLine {
 	return lines
 }
 
+// hitsByPID counts the lines of kind by PID; counts are the counts,
+// sorted.
+func hitsByPID(lines []followLine, kind string) (byPID map[int]int, counts []int) {
+	byPID = map[int]int{}
+	for _, l := range lines {
+		if l.Kind == kind {
+			byPID[l.PID]++
+		}
+	}
+	for _, n := range byPID {
+		counts = append(counts, n)
+	}
+	slices.Sort(counts)
+	return byPID, counts
+}
+
 // calls counts the hits of function__entry for function fn by PID.
 func callsByPID(lines []followLine, fn string) map[int]int {
 	by := map[int]int{}
@@ -356,17 +372,7 @@ func TestTraceFollowExecNoCookie(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
 	}
-	byPID := map[int]int{}
-	for _, l := range decodeFollow(t, r.out) {
-		if l.Kind == "uprobe" {
-			byPID[l.PID]++
-		}
-	}
-	var counts []int
-	for _, n := range byPID {
-		counts = append(counts, n)
-	}
-	slices.Sort(counts)
+	byPID, counts := hitsByPID(decodeFollow(t, r.out), "uprobe")
 	if !slices.Equal(counts, []int{2, 3}) {
 		t.Fatalf("sum6 hits by pid %v, want 2 and 3 in two processes (stderr %s)", byPID, r.errOut)
 	}
@@ -397,17 +403,7 @@ func traceFollowUprobe(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
 	}
 	lines := decodeFollow(t, r.out)
-	byPID := map[int]int{}
-	for _, l := range lines {
-		if l.Kind == "uprobe" {
-			byPID[l.PID]++
-		}
-	}
-	var counts []int
-	for _, n := range byPID {
-		counts = append(counts, n)
-	}
-	slices.Sort(counts)
+	byPID, counts := hitsByPID(lines, "uprobe")
 	// Python itself may call getpid too: at least 5 and 7 in two
 	// processes.
 	if len(counts) < 2 || counts[len(counts)-1] < 7 || counts[len(counts)-2] < 5 {
