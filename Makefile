@@ -78,9 +78,8 @@ test: deps
 # on real runtimes). Every kernel runs the kernel-facing packages
 # (KERNEL_PKGS), cmd/probekit's stack tests among them; README.md
 # ("Supported kernels") lists what is left out and why. Two VMs at once.
-KERNEL_PKGS := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe,./usdt/...,./semaphore,./exporter,./examples/python,./examples/go-latency,./cmd/probekit@^TestTraceStack(Go|Node|Text|LaunchedExits)$$
-# 5.10 leaves out package usdt (README.md says why); usdt/bpf runs.
-KERNEL_PKGS_510 := $(subst ./usdt/...,./usdt/bpf/...,$(KERNEL_PKGS))
+# The guests run the tests with -short (vmrun).
+KERNEL_PKGS := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe,./usdt/...,./follow,./semaphore,./exporter,./examples/python,./examples/go-latency,./cmd/probekit@^TestTraceStack(Go|Node|Text|LaunchedExits)$$
 KVER  ?= 6.1
 KPKGS ?= ./...
 KRUN  ?=
@@ -92,7 +91,7 @@ test-kernel: deps vmrun
 	./bin/vmrun -run '$(KRUN)' '$(KVER)=$(KPKGS)'
 
 test-kernels: deps vmrun
-	./bin/vmrun -j 2 '5.10=$(KERNEL_PKGS_510)' '6.1=$(KERNEL_PKGS)' '6.12=$(KERNEL_PKGS)'
+	./bin/vmrun -j 2 '5.10=$(KERNEL_PKGS)' '6.1=$(KERNEL_PKGS)' '6.12=$(KERNEL_PKGS)'
 
 # CI's matrix: the packages that hold the kernel-facing core (feature
 # probes, the attach core, every BPF program's load in each mode, the
