@@ -20,11 +20,11 @@ func heapInUse() uint64 {
 }
 
 // churnProcesses is how many short-lived processes the churn tests run:
-// 1,000, or 100 with -short (the VM matrix, where 1,000 took over 50 s
+// 1,000, or 20 with -short (the VM matrix, where 100 took over 50 s
 // under emulation on 5.10).
 func churnProcesses() int {
 	if testing.Short() {
-		return 100
+		return 20
 	}
 	return 1000
 }
@@ -137,6 +137,7 @@ func TestFollowSemaphore(t *testing.T) {
 // under a host watch: the file is attached while they run and released
 // after; no link, spec id or descriptor remains.
 func TestFollowHostChurn(t *testing.T) {
+	needPathWide(t)
 	h := newHitRecorder(t)
 	fx := testkit.Fixture("follow_ticker")
 	var ev events
