@@ -55,6 +55,13 @@ type exportMetric struct {
 	Bounds    [32]int64
 }
 
+type exportProbekitUsdtIpKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Ip   int64
+}
+
 type exportSeries struct {
 	_       structs.HostLayout
 	Count   uint64

@@ -39,6 +39,7 @@ func waitExec(t *testing.T, cmd *exec.Cmd) {
 // Missing (wrapping usdt.ErrNotFound, as usdt.Attacher.Attach does), not
 // met with silence; the correct probe beside it attaches.
 func TestWatchHostMissingProbe(t *testing.T) {
+	needPathWide(t)
 	h := newHitRecorder(t)
 	waitExec(t, startTicker(t, "30000"))
 	var ev events
@@ -70,6 +71,7 @@ func TestWatchHostMissingProbe(t *testing.T) {
 // path-wide, and tells each process that maps it (Joined) and that goes
 // (Left), with its PID: an agent keeping per-process state can clean it.
 func TestWatchHostProcessEvents(t *testing.T) {
+	needPathWide(t)
 	h := newHitRecorder(t)
 	var ev events
 	w, err := WatchHost([]Probe{h.probe("follow_ticker", "follow", "tick", 1)}, &Options{Attacher: h.att, Notify: ev.add})

@@ -154,7 +154,7 @@ func (o *objects) scanOnce(proc *procmaps.Process) (newLoader bool) {
 		o.joined(proc.PID, fs)
 		newLoader = newLoader || fs.loader != nil
 	}
-	o.dropKeys(proc.PID, keys, false)
+	o.dropKeys(proc.PID, keys, false, o.closer.close)
 	o.procs[proc.PID] = keys
 	return newLoader
 }
@@ -177,9 +177,15 @@ func (fs *fileState) sites() int {
 
 // drop forgets pid (exited), releasing the files no process uses now.
 func (o *objects) drop(pid int) {
+	o.dropWith(pid, o.closer.close)
+}
+
+// dropWith is drop, closing each link of pid's own files with
+// closeLink.
+func (o *objects) dropWith(pid int, closeLink func(*attach.Link)) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.dropKeys(pid, nil, true)
+	o.dropKeys(pid, nil, true, closeLink)
 	delete(o.procs, pid)
 }
 
@@ -193,7 +199,7 @@ const lingerFor = time.Second
 // dropKeys removes pid from the files it used but not in keep. A file
 // left without a process lingers (lingerFor), unless it was pid's own
 // (per-process attachment) and pid exited.
-func (o *objects) dropKeys(pid int, keep []fileKey, exited bool) {
+func (o *objects) dropKeys(pid int, keep []fileKey, exited bool, closeLink func(*attach.Link)) {
 	kept := make(map[fileKey]bool, len(keep))
 	for _, k := range keep {
 		kept[k] = true
@@ -215,7 +221,7 @@ func (o *objects) dropKeys(pid int, keep []fileKey, exited bool) {
 		}
 		if exited && k.pid != 0 {
 			delete(o.files, k)
-			o.releaseFile(pid, fs)
+			o.releaseFileWith(pid, fs, closeLink)
 			continue
 		}
 		fs.idle++
@@ -237,12 +243,16 @@ func (o *objects) expire(k fileKey, fs *fileState, gen uint64, pid int) {
 }
 
 func (o *objects) releaseFile(pid int, fs *fileState) {
+	o.releaseFileWith(pid, fs, o.closer.close)
+}
+
+func (o *objects) releaseFileWith(pid int, fs *fileState, closeLink func(*attach.Link)) {
 	for i, l := range fs.links {
 		o.notify(Event{Kind: Detached, PID: pid, Probe: fs.which[i], File: fs.name, Sites: len(l.Sites())})
-		o.closer.close(l)
+		closeLink(l)
 	}
 	if fs.loader != nil {
-		o.closer.close(fs.loader)
+		closeLink(fs.loader)
 	}
 }
 
@@ -273,7 +283,7 @@ func (o *objects) attachObject(proc *procmaps.Process, obj *procmaps.Object, key
 	fs := &fileState{name: obj.Path, pids: map[int]struct{}{proc.PID: {}}}
 	var want []*Probe
 	for _, p := range o.probes {
-		if selects(p.Target, obj.Path) {
+		if p.file == obj.ID() || p.file == (procmaps.FileID{}) && selects(p.Target, obj.Path) {
 			want = append(want, p)
 			if o.selected != nil {
 				o.selected[p]++
@@ -364,7 +374,7 @@ func (o *objects) attachFunctions(p *Probe, proc *procmaps.Process, target strin
 	if err != nil {
 		return nil, err
 	}
-	opts := &uprobe.Options{PID: pid, Cookie: p.Cookie, FunctionCookie: p.FunctionCookie, Skip: p.Skip}
+	opts := &uprobe.Options{PID: pid, Cookie: p.Cookie, FunctionCookie: p.FunctionCookie, Skip: p.Skip, AddressTable: p.AddressTable}
 	if p.Return {
 		return b.Returns(fns, p.Program, opts)
 	}

@@ -37,9 +37,17 @@ type Probe struct {
 	// FunctionCookie gives each function its own cookie
 	// (uprobe.Options.FunctionCookie).
 	FunctionCookie func(fn uprobe.Function) uint64
+	// AddressTable is where Program finds a function site's cookie on a
+	// kernel without BPF cookies (uprobe.Options.AddressTable): each
+	// process's sites are keyed by its PID.
+	AddressTable *ebpf.Map
 	// Skip, when set, leaves out the functions of a glob that cannot take
 	// the probe instead of failing the file (uprobe.Options.Skip).
 	Skip func(fn uprobe.Function, err error)
+
+	// file is the identity of a named Target attached as each process
+	// maps it (kernels without BPF cookies), zero for a selector.
+	file procmaps.FileID
 }
 
 // String is the probe as the command line writes it.
@@ -101,7 +109,7 @@ func (p *Probe) attachTo(att *usdt.Attacher, proc *procmaps.Process) (*attach.Li
 	if err != nil {
 		return nil, err
 	}
-	opts := &uprobe.Options{Cookie: p.Cookie, FunctionCookie: p.FunctionCookie, Skip: p.Skip}
+	opts := &uprobe.Options{Cookie: p.Cookie, FunctionCookie: p.FunctionCookie, Skip: p.Skip, AddressTable: p.AddressTable}
 	if p.Return {
 		return b.Returns(fns, p.Program, opts)
 	}

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/usdt"
 )
@@ -123,6 +124,10 @@ func newTree(probes []Probe, opts *Options) (*Tree, error) {
 		t.opts = *opts
 	}
 	t.held = heldHook
+	cookie, err := features.Have(features.Cookie)
+	if err != nil {
+		return nil, fmt.Errorf("follow: probe BPF cookie support: %w", err)
+	}
 	var selectors []*Probe
 	for _, p := range probes {
 		if err := p.check(t.opts.Attacher != nil); err != nil {
@@ -135,6 +140,18 @@ func newTree(probes []Probe, opts *Options) (*Tree, error) {
 		p, err := p.resolve()
 		if err != nil {
 			return nil, err
+		}
+		if !cookie {
+			// Without BPF cookies a site in a position-independent
+			// file is found by its runtime address in each process,
+			// known once the process maps the file: the probe is
+			// attached as each process maps it (its dynamic linker
+			// reports each change), like a selector's.
+			if p.file, err = procmaps.IDOf(p.Target); err != nil {
+				return nil, fmt.Errorf("probe %s: %w", &p, err)
+			}
+			selectors = append(selectors, &p)
+			continue
 		}
 		t.probes = append(t.probes, p)
 	}
@@ -432,14 +449,20 @@ func (t *Tree) handle(pid int, ws unix.WaitStatus) {
 		// file's uprobe filtered to this PID, planted in whatever maps
 		// the file, before or after an exec (closing and attaching
 		// again would fire twice while the old link closes). The
-		// objects of selector probes are read again.
+		// objects of selector probes are read again. Without BPF
+		// cookies a site is found by its runtime address in this
+		// process, which the new image changed (or gave at last, for a
+		// file the old image did not map): the links are made again.
 		start := time.Now()
 		t.mu.Lock()
 		m := t.members[pid]
 		t.mu.Unlock()
+		cookie, err := features.Have(features.Cookie)
 		switch {
 		case m == nil:
 			t.adopt(pid)
+		case err == nil && !cookie:
+			t.readopt(pid)
 		case t.objs != nil:
 			t.objs.scan(m.proc)
 		}
@@ -562,8 +585,30 @@ func (t *Tree) adopt(pid int) {
 	}
 }
 
+// readopt attaches every probe to pid again after its execve: its old
+// links are closed first, while it is stopped at the exec, so that no
+// hit of the new image is lost or seen twice.
+func (t *Tree) readopt(pid int) {
+	closeNow := func(l *attach.Link) { l.Close() }
+	t.mu.Lock()
+	m := t.members[pid]
+	delete(t.members, pid)
+	t.mu.Unlock()
+	if t.objs != nil {
+		t.watch.unfollow(pid)
+		t.objs.dropWith(pid, closeNow)
+	}
+	t.releaseMember(pid, m, closeNow)
+	t.adopt(pid)
+}
+
 // release closes pid's links, in the background.
 func (t *Tree) release(pid int) {
+	t.releaseWith(pid, t.closer.close)
+}
+
+// releaseWith releases pid's links, closing each with closeLink.
+func (t *Tree) releaseWith(pid int, closeLink func(*attach.Link)) {
 	t.mu.Lock()
 	m := t.members[pid]
 	delete(t.members, pid)
@@ -575,13 +620,22 @@ func (t *Tree) release(pid int) {
 		t.watch.unfollow(pid)
 		t.objs.drop(pid)
 	}
+	t.releaseMember(pid, m, closeLink)
+}
+
+// releaseMember releases the links of member m (process pid), closing
+// each with closeLink.
+func (t *Tree) releaseMember(pid int, m *member, closeLink func(*attach.Link)) {
+	if m == nil {
+		return
+	}
 	for i, l := range m.links {
 		n := len(l.Sites())
 		t.notify(Event{Kind: Detached, PID: pid, Probe: m.which[i], File: m.which[i].Target, Sites: n})
 		t.mu.Lock()
 		t.sitesNow -= n
 		t.mu.Unlock()
-		t.closer.close(l)
+		closeLink(l)
 	}
 }
 

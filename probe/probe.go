@@ -58,8 +58,10 @@ func Parse(s string) (Spec, error) {
 }
 
 // CheckFuncProbes refuses function probes on a kernel without BPF
-// cookies: the programs find their probe's description in the cookie,
-// and the kernel would refuse to load them.
+// cookies, for programs that find their probe's description only in the
+// cookie (the exporter's): the kernel would refuse to load them.
+// probekit trace's record program needs no such check: it finds the
+// description by address there (uprobe.Options.AddressTable).
 func CheckFuncProbes() error {
 	if err := features.Check(features.Cookie); err != nil {
 		return fmt.Errorf("uprobe and uretprobe probes: %w", err)

@@ -13,8 +13,11 @@
 //     register) and the values to read as strings. A uprobe's context is
 //     readable only at constant offsets, so each register set is a fixed
 //     list of pt_regs field reads, one BPF function per set, chosen by
-//     the cookie. It needs bpf_get_attach_cookie (Linux 5.15), so LoadSpec
-//     loads it only when asked (Programs).
+//     the cookie. On a kernel without bpf_get_attach_cookie (before
+//     Linux 5.15) it finds the same description in a hash map keyed by
+//     the process and the probed address (Objects.FuncIPs), which package
+//     uprobe fills (Options.AddressTable). LoadSpec loads it only when
+//     asked (Programs).
 //
 // A record is as long as what it carries: a 32-byte header, 8 bytes per
 // value, 8 bytes per user stack frame when StackName is set (the

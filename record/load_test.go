@@ -20,7 +20,7 @@ const modeLatencyKeyed Mode = 98
 
 // Every combination of the choices made before load verifies on the
 // running kernel: program (USDT, function), spec ids by cookie or IP
-// map, stack on or off, strings read or not, mode. The verifier of each
+// map (a USDT spec's, a function probe's FuncIPs entry), stack on or off, strings read or not, mode. The verifier of each
 // kernel walks each combination's code differently: Linux 6.1's refused
 // trace_func with the stack and strings on ("R1 unbounded memory access"
 // at bpf_probe_read_user_str) where 6.18's accepted it.
@@ -36,9 +36,6 @@ func TestLoadEveryMode(t *testing.T) {
 				for _, mode := range []Mode{ModeEvents, ModeCount, ModeHist, ModeLatency, modeEventsWakeup, modeLatencyKeyed} {
 					name := fmt.Sprintf("prog%d/cookie=%v/stack=%v/mode%d", which, cookie, stack, mode)
 					t.Run(name, func(t *testing.T) {
-						if which == FuncProgram && !cookie {
-							t.Skip("trace_func takes its probe from the BPF cookie")
-						}
 						if cookie {
 							testkit.NeedFeature(t, haveCookie, nil, features.Cookie.Since(), features.Cookie.String())
 						}

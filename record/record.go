@@ -485,6 +485,10 @@ type Objects struct {
 	// Specs and IPToSpecID are usdt.bpf.h's __bpf_usdt_specs and
 	// __bpf_usdt_ip_to_spec_id, for the attacher; nil without Program.
 	Specs, IPToSpecID *ebpf.Map
+	// FuncIPs is where FuncProgram finds each site's FuncCookie on a
+	// kernel without BPF cookies (CookieFlagName false): give it to
+	// package uprobe as Options.AddressTable. Nil without FuncProgram.
+	FuncIPs *ebpf.Map
 }
 
 // Programs selects the programs LoadSpec loads.
@@ -493,9 +497,8 @@ type Programs uint8
 const (
 	// USDTProgram is trace_usdt, with usdt.bpf.h's maps.
 	USDTProgram Programs = 1 << iota
-	// FuncProgram is trace_func. It calls bpf_get_attach_cookie, which a
-	// kernel before 5.15 (7adfc6c9b315) refuses to load, so callers load
-	// it only when they trace functions.
+	// FuncProgram is trace_func, with the table (FuncIPs) it reads its
+	// probe from on kernels without BPF cookies.
 	FuncProgram
 )
 
@@ -526,17 +529,19 @@ type loadUSDT struct {
 type loadFunc struct {
 	loadTarget
 	FuncProgram *ebpf.Program `ebpf:"trace_func"`
+	FuncIPs     *ebpf.Map     `ebpf:"func_ips"`
 }
 
 type loadBoth struct {
 	loadUSDT
 	FuncProgram *ebpf.Program `ebpf:"trace_func"`
+	FuncIPs     *ebpf.Map     `ebpf:"func_ips"`
 }
 
 // Close releases the program and the maps.
 func (o *Objects) Close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.FilterMap, o.LatStacks, o.LatKeys, o.LatLost, o.StackMap, o.Specs, o.IPToSpecID} {
+	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.FilterMap, o.LatStacks, o.LatKeys, o.LatLost, o.StackMap, o.Specs, o.IPToSpecID, o.FuncIPs} {
 		errs = append(errs, c.Close()) // nil *Program and *Map close as nothing
 	}
 	return errors.Join(errs...)
@@ -603,12 +608,12 @@ func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
 	case FuncProgram:
 		var l loadFunc
 		err = spec.LoadAndAssign(&l, nil)
-		o = Objects{FuncProgram: l.FuncProgram}
+		o = Objects{FuncProgram: l.FuncProgram, FuncIPs: l.FuncIPs}
 		o.setMaps(l.loadTarget)
 	case USDTProgram | FuncProgram:
 		var l loadBoth
 		err = spec.LoadAndAssign(&l, nil)
-		o = Objects{Program: l.Program, FuncProgram: l.FuncProgram, Specs: l.Specs, IPToSpecID: l.IPToSpecID}
+		o = Objects{Program: l.Program, FuncProgram: l.FuncProgram, Specs: l.Specs, IPToSpecID: l.IPToSpecID, FuncIPs: l.FuncIPs}
 		o.setMaps(l.loadTarget)
 	default:
 		return nil, fmt.Errorf("record: no programs selected (%#b)", which)
@@ -630,8 +635,9 @@ func (o *Objects) setMaps(l loadTarget) {
 // Options are the choices Load makes before loading. The zero value
 // selects BPF cookies and perf-event uprobes.
 type Options struct {
-	// NoCookie makes the program find specs through the IP map, for
-	// kernels without BPF cookies (before 5.15).
+	// NoCookie makes the programs find USDT specs through the IP map
+	// and function probes through FuncIPs, for kernels without BPF
+	// cookies (before 5.15).
 	NoCookie bool
 	// UprobeMulti loads the program for uprobe_multi links (kernel 6.6);
 	// it can then not be attached with perf-event uprobes.

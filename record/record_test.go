@@ -284,7 +284,14 @@ func attachFixture(t *testing.T, opts Options) (*Objects, *testkit.Process) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := objs.IPToSpecID.Update(int64(ip), uint32(3), ebpf.UpdateAny); err != nil {
+		// usdt.bpf.h's struct __probekit_usdt_ip_key: the process
+		// and the address.
+		key := struct {
+			PID uint32
+			_   uint32
+			IP  uint64
+		}{PID: uint32(p.PID()), IP: ip}
+		if err := objs.IPToSpecID.Update(key, uint32(3), ebpf.UpdateAny); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,7 +15,8 @@
  * offsets, so each register set is a fixed list of field reads, chosen by
  * a switch on the cookie: no table of offsets, no variable context access.
  * bpf_get_attach_cookie needs Linux 5.15 (7adfc6c9b315) for perf-event
- * uprobes; the Go side loads trace_func only where the kernel has it.
+ * uprobes; before, the same description is found in a table keyed by the
+ * probed address (func_ips, see func_cookie).
  *
  * A record is as long as what it carries (a header, the values, the
  * user stack with --stack, the strings), so that a burst of hits fits in the ring: a 4-argument hit is
@@ -327,12 +328,60 @@ static __noinline __u32 read_ret_reg(struct pt_regs *ctx, __s64 *v)
 	return 1;
 }
 
+/* Without BPF cookies (before Linux 5.15: probekit_usdt_have_cookie
+ * false) a function probe's cookie is found by where the probe hit. At a
+ * uprobe the instruction pointer is the probed instruction's address
+ * (handle_swbp in kernel/events/uprobes.c sets it back to the breakpoint
+ * before the handlers run). The key's tgid is the process for a file
+ * whose runtime address depends on the process (PIE executables, shared
+ * libraries), 0 for one that runs at its link-time addresses. Package
+ * uprobe fills the map (Options.AddressTable); keep struct func_ip_key in
+ * sync with uprobe.AddressKey. A uretprobe's address is the caller's
+ * return address, which names no function: without cookies package
+ * uprobe probes the return instructions instead. */
+struct func_ip_key {
+	__u32 tgid;	/* as bpf_get_current_pid_tgid reports it; 0: any */
+	__u32 pad;
+	__u64 ip;
+};
+
+/* libc.so.6:* is about 2,600 sites: room for that in a few dozen
+ * processes. Not preallocated: only the entries written cost memory. */
+#define FUNC_MAX_IPS 65536
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FUNC_MAX_IPS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct func_ip_key);
+	__type(value, __u64);
+} func_ips SEC(".maps");
+
+/* The probe's FUNC_COOKIE_* description: its BPF cookie, or its entry of
+ * func_ips; 0 (no probe: FuncCookie is never 0) when it has none. */
+static __always_inline __u64 func_cookie(struct pt_regs *ctx)
+{
+	struct func_ip_key k = {};
+	__u64 *c;
+
+	if (probekit_usdt_have_cookie)
+		return bpf_get_attach_cookie(ctx);
+	k.tgid = bpf_get_current_pid_tgid() >> 32;
+	k.ip = PT_REGS_IP(ctx);
+	c = bpf_map_lookup_elem(&func_ips, &k);
+	if (!c) {
+		k.tgid = 0;
+		c = bpf_map_lookup_elem(&func_ips, &k);
+	}
+	return c ? *c : 0;
+}
+
 /* Fills e (TRACE_EVENT_MAX bytes) for a function probe's hit, as its
  * cookie describes, and returns the record's length. */
 static __noinline __u32 fill_func(struct pt_regs *ctx, struct event *e)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 cookie = func_cookie(ctx);
 	__u32 nvals;
 
 	switch ((cookie >> FUNC_COOKIE_REGS_SHIFT) & 0xff) {
@@ -667,7 +716,7 @@ static __always_inline int aggregate(struct pt_regs *ctx, int func)
 	int ok;
 
 	if (func) {
-		cookie = bpf_get_attach_cookie(ctx);
+		cookie = func_cookie(ctx);
 		probe = (__u32)cookie;
 	} else {
 		spec = __bpf_usdt_spec(ctx);
@@ -1213,9 +1262,14 @@ int trace_usdt(struct pt_regs *ctx)
 SEC("uprobe")
 int trace_func(struct pt_regs *ctx)
 {
+	__u64 cookie = func_cookie(ctx);
+
+	/* Without cookies: a site not in func_ips (yet, or any more). */
+	if (!cookie)
+		return 0;
 	if (probekit_trace_mode == TRACE_LATENCY)
-		return latency_hit(ctx, 1, bpf_get_attach_cookie(ctx));
-	if (probekit_trace_nterms && !filter_pass(ctx, 1, bpf_get_attach_cookie(ctx)))
+		return latency_hit(ctx, 1, cookie);
+	if (probekit_trace_nterms && !filter_pass(ctx, 1, cookie))
 		return 0;
 	if (probekit_trace_mode != TRACE_EVENTS)
 		return aggregate(ctx, 1);

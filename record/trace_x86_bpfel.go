@@ -69,6 +69,13 @@ type traceFilterTerm struct {
 	Str     [64]int8
 }
 
+type traceFuncIpKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Ip   uint64
+}
+
 type traceHistKey struct {
 	_      structs.HostLayout
 	Probe  uint32
@@ -101,6 +108,13 @@ type traceLatStack struct {
 	}
 }
 
+type traceProbekitUsdtIpKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Ip   int64
+}
+
 type traceScratch struct {
 	_          structs.HostLayout
 	Users      uint64
@@ -118,6 +132,7 @@ const (
 	traceMapDropped                  = "dropped"
 	traceMapEvents                   = "events"
 	traceMapFilterTerms              = "filter_terms"
+	traceMapFuncIps                  = "func_ips"
 	traceMapHist                     = "hist"
 	traceMapKeyOverflow              = "key_overflow"
 	traceMapKeyed                    = "keyed"
@@ -195,6 +210,7 @@ type traceMapSpecs struct {
 	Dropped           *ebpf.MapSpec `ebpf:"dropped"`
 	Events            *ebpf.MapSpec `ebpf:"events"`
 	FilterTerms       *ebpf.MapSpec `ebpf:"filter_terms"`
+	FuncIps           *ebpf.MapSpec `ebpf:"func_ips"`
 	Hist              *ebpf.MapSpec `ebpf:"hist"`
 	KeyOverflow       *ebpf.MapSpec `ebpf:"key_overflow"`
 	Keyed             *ebpf.MapSpec `ebpf:"keyed"`
@@ -246,6 +262,7 @@ type traceMaps struct {
 	Dropped           *ebpf.Map `ebpf:"dropped"`
 	Events            *ebpf.Map `ebpf:"events"`
 	FilterTerms       *ebpf.Map `ebpf:"filter_terms"`
+	FuncIps           *ebpf.Map `ebpf:"func_ips"`
 	Hist              *ebpf.Map `ebpf:"hist"`
 	KeyOverflow       *ebpf.Map `ebpf:"key_overflow"`
 	Keyed             *ebpf.Map `ebpf:"keyed"`
@@ -264,6 +281,7 @@ func (m *traceMaps) Close() error {
 		m.Dropped,
 		m.Events,
 		m.FilterTerms,
+		m.FuncIps,
 		m.Hist,
 		m.KeyOverflow,
 		m.Keyed,

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/internal/features"
 )
 
 // Options are the parameters of Entry, Return and Uretprobe. The zero
@@ -29,6 +30,20 @@ type Options struct {
 	// FunctionCookie, when set, gives each function its own cookie
 	// (overriding Cookie), for Entries and Returns over many functions.
 	FunctionCookie func(fn Function) uint64
+
+	// AddressTable, when set, is where the BPF program finds each site's
+	// cookie on a kernel without BPF cookies (before Linux 5.15): a hash
+	// map from AddressKey to the cookie (a uint64), such as
+	// record.Objects.FuncIPs. The sites' entries are written before the
+	// probes are placed and deleted when the link closes. A
+	// position-independent file (PIE executable, shared library) runs at
+	// other addresses in each process, so there it needs a PID whose
+	// process maps the file already; a non-PIE executable is keyed for
+	// every process. A uretprobe's address is the caller's, so Returns
+	// puts its probes on the return instructions instead, on native code
+	// too (as with ReturnSites), and Uretprobe is refused. With cookies
+	// the table is not used.
+	AddressTable *ebpf.Map
 
 	// FunctionStart puts an entry probe on a Go function's first
 	// instruction. By default it goes right after the function's stack
@@ -268,7 +283,11 @@ func kernelRefused(err error) bool {
 // returnProbe is a kernel uretprobe on native code, RET-site uprobes on
 // Go (and with Options.ReturnSites).
 func (b *Binary) returnProbe(fn Function, o Options) (probe, error) {
-	if !b.IsGo() && !o.ReturnSites {
+	table, err := useTable(o)
+	if err != nil {
+		return probe{}, err
+	}
+	if !b.IsGo() && !o.ReturnSites && !table {
 		return probe{fn: fn, offsets: []uint64{fn.Offset}, ret: true, what: "uretprobe"}, nil
 	}
 	offs, err := b.returnOffsets(fn)
@@ -289,6 +308,12 @@ func (b *Binary) Uretprobe(sym string, prog *ebpf.Program, opts *Options) (*Link
 	}
 	if o.Offset != 0 {
 		return nil, fmt.Errorf("uprobe: %s: uretprobe on %q: Options.Offset applies to entry probes only", b.display, sym)
+	}
+	if table, err := useTable(o); err != nil {
+		return nil, err
+	} else if table {
+		return nil, fmt.Errorf("uprobe: %s: uretprobe on %q: its program sees the caller's return address, which Options.AddressTable cannot map to the function (%w): use Return",
+			b.display, sym, features.Check(features.Cookie))
 	}
 	fn, err := b.Function(sym)
 	if err != nil {
@@ -388,6 +413,20 @@ func (b *Binary) attach(ps []probe, prog *ebpf.Program, o Options) (*Link, error
 	if pid < 0 {
 		return nil, fmt.Errorf("uprobe: %s: invalid PID %d", b.display, pid)
 	}
+	table, err := useTable(o)
+	if err != nil {
+		return nil, err
+	}
+	if table && first.ret {
+		return nil, fmt.Errorf("uprobe: %s: uretprobe on %s: Options.AddressTable cannot map a return address to its function (%w)", b.display, first.fn, features.Check(features.Cookie))
+	}
+	var keys []AddressKey
+	var cookies []uint64
+	if table {
+		if keys, err = b.tableKeys(ps, pid); err != nil {
+			return nil, err
+		}
+	}
 	file := attach.File{Path: b.path, Name: b.display}
 	for _, p := range ps {
 		if p.ret != first.ret {
@@ -401,12 +440,26 @@ func (b *Binary) attach(ps []probe, prog *ebpf.Program, o Options) (*Link, error
 			if b.machine == elf.EM_AARCH64 && off%4 != 0 {
 				return nil, fmt.Errorf("uprobe: %s: %s probe on %s: file offset %#x is not 4-aligned", b.display, p.what, p.fn, off)
 			}
-			file.Sites = append(file.Sites, attach.Site{Probe: p.what + " of " + p.fn.String(), Offset: off, Cookie: cookie})
+			site := attach.Site{Probe: p.what + " of " + p.fn.String(), Offset: off, Cookie: cookie}
+			if table {
+				// The cookie goes in the table, keyed as the program
+				// will look it up.
+				cookies = append(cookies, cookie)
+				site.Cookie = 0
+			}
+			file.Sites = append(file.Sites, site)
+		}
+	}
+	release := func() error { return nil }
+	if table {
+		if release, err = addToTable(o.AddressTable, keys, cookies); err != nil {
+			return nil, fmt.Errorf("uprobe: %s: %w", b.display, err)
 		}
 	}
 	l, err := attach.Attach(prog, []attach.File{file}, &attach.Options{PID: pid, Return: first.ret})
 	if err != nil {
-		return nil, fmt.Errorf("uprobe: %w", err)
+		return nil, errors.Join(fmt.Errorf("uprobe: %w", err), release())
 	}
+	l.OnClose(release)
 	return l, nil
 }

@@ -349,6 +349,7 @@ func TestOpenProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer b.Close()
 	if b.Path() != exe || !b.IsGo() || b.pid != os.Getpid() {
 		t.Errorf("OpenProcess = %s, go %q", b, b.GoVersion())
 	}

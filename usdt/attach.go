@@ -125,7 +125,11 @@ func (a *Attacher) attach(h *holding, prog *ebpf.Program, proc *procmaps.Process
 		}
 	}
 	if !a.cookie {
-		if err := h.mapIPs(sites); err != nil {
+		pid := 0
+		if proc != nil {
+			pid = proc.PID
+		}
+		if err := h.mapIPs(sites, pid); err != nil {
 			return nil, err
 		}
 	}

@@ -321,11 +321,7 @@ func TestThreeSites(t *testing.T) {
 // A path-wide attach (no PID) sees every process running the file.
 func TestPathWide(t *testing.T) {
 	testkit.RequireKernel(t)
-	// Without BPF cookies a position-independent file's sites are keyed
-	// by runtime address, which needs a PID: path-wide attach is refused
-	// (ErrNotSupported) before Linux 5.15.
-	ok, err := features.Have(features.Cookie)
-	testkit.NeedFeature(t, ok, err, features.Cookie.Since(), "path-wide USDT in a position-independent file needs "+features.Cookie.String())
+	needPathWidePIE(t)
 	tr := newTracer(t, false)
 	tr.attach(testkit.Fixture("usdt_sample"), "sample", "consts", nil)
 	a := testkit.Start(t, testkit.Fixture("usdt_sample"))
@@ -337,6 +333,64 @@ func TestPathWide(t *testing.T) {
 	if !pids[uint32(a.PID())] || !pids[uint32(b.PID())] {
 		t.Fatalf("hits from %v, want pids %d and %d", pids, a.PID(), b.PID())
 	}
+}
+
+// needPathWidePIE skips t before Linux 5.15: without BPF cookies a
+// position-independent file's sites are keyed by runtime address, which
+// needs a PID, so a path-wide attach there is refused (ErrNotSupported;
+// TestPathWideRefusedWithoutCookie).
+func needPathWidePIE(t *testing.T) {
+	t.Helper()
+	ok, err := features.Have(features.Cookie)
+	testkit.NeedFeature(t, ok, err, features.Cookie.Since(), "path-wide USDT in a position-independent file needs "+features.Cookie.String())
+}
+
+// TestPathWideRefusedWithoutCookie: without BPF cookies (before Linux
+// 5.15; forced off on newer kernels) a path-wide attach to a
+// position-independent file is refused before anything is attached,
+// naming the feature and its release; with a PID it attaches and fires.
+func TestPathWideRefusedWithoutCookie(t *testing.T) {
+	testkit.RequireKernel(t)
+	forceOff(t, []features.Feature{features.Cookie})
+	tr := newTracer(t, false)
+	_, err := tr.att.Attach(tr.prog(), testkit.Fixture("usdt_sample"), "sample", "consts", nil)
+	if !errors.Is(err, ebpf.ErrNotSupported) || !strings.Contains(err.Error(), "5.15") {
+		t.Fatalf("path-wide: %v; want ErrNotSupported naming Linux 5.15", err)
+	}
+	if n := tr.att.SpecsInUse(); n != 0 {
+		t.Errorf("%d spec ids held after the refusal", n)
+	}
+	p := testkit.Start(t, testkit.Fixture("usdt_sample"))
+	tr.attach(testkit.Fixture("usdt_sample"), "sample", "consts", &usdt.Options{PID: p.PID()})
+	p.Fire("consts", 1)
+	if got := tr.hits(1); got[0].Pid != uint32(p.PID()) {
+		t.Errorf("hit from pid %d, want %d", got[0].Pid, p.PID())
+	}
+}
+
+// TestIPCollision: without BPF cookies two links of one site in one
+// process share its IP entry with the same spec (the same cookie), and
+// one with another cookie is refused with ErrIPCollision, leaving the
+// first working.
+func TestIPCollision(t *testing.T) {
+	testkit.RequireKernel(t)
+	forceOff(t, []features.Feature{features.Cookie})
+	tr := newTracer(t, false)
+	p := testkit.Start(t, testkit.Fixture("usdt_sample"))
+	fx := testkit.Fixture("usdt_sample")
+	a := tr.attach(fx, "sample", "consts", &usdt.Options{PID: p.PID(), Cookie: 1})
+	b := tr.attach(fx, "sample", "consts", &usdt.Options{PID: p.PID(), Cookie: 1})
+	if _, err := tr.att.Attach(tr.prog(), fx, "sample", "consts", &usdt.Options{PID: p.PID(), Cookie: 2}); !errors.Is(err, usdt.ErrIPCollision) {
+		t.Fatalf("another cookie at the same site: %v, want ErrIPCollision", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p.Fire("consts", 1)
+	if got := tr.hits(1); got[0].Cookie != 1 {
+		t.Errorf("hit with cookie %d after the shared link closed, want 1", got[0].Cookie)
+	}
+	a.Close()
 }
 
 // A PID filter excludes a sibling process of the same binary.
@@ -702,6 +756,16 @@ func TestAttachDetachCycles(t *testing.T) {
 	if testing.Short() {
 		cycles = 200
 	}
+	cookie := func(i int) uint64 { return uint64(i) }
+	if ok, err := features.Have(features.Cookie); err != nil {
+		t.Fatal(err)
+	} else if !ok {
+		// Without BPF cookies a site's spec is keyed by its address:
+		// concurrent links of one site share the entry only with the
+		// same spec bytes, the same cookie among them (another is an
+		// ErrIPCollision, TestIPCollision).
+		cookie = func(int) uint64 { return 7 }
+	}
 	tr := newTracer(t, false)
 	p := testkit.Start(t, testkit.Fixture("usdt_sample"))
 	addr := semaphoreAddress(t, p.PID())
@@ -723,7 +787,7 @@ func TestAttachDetachCycles(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				l, err := tr.att.Attach(tr.prog(), testkit.Fixture("usdt_sample"), "sample", "*", &usdt.Options{PID: p.PID(), Cookie: uint64(i)})
+				l, err := tr.att.Attach(tr.prog(), testkit.Fixture("usdt_sample"), "sample", "*", &usdt.Options{PID: p.PID(), Cookie: cookie(i)})
 				if err != nil {
 					errs <- fmt.Errorf("cycle %d: %w", i, err)
 					return
@@ -772,6 +836,8 @@ func countFDs(t *testing.T) int {
 // fails cleanly and a later one succeeds.
 func TestSpecsFull(t *testing.T) {
 	testkit.RequireKernel(t)
+	// Distinct specs at one site, path-wide.
+	needPathWidePIE(t)
 	tr := newTracer(t, false)
 	max := int(tr.coll.Maps["__bpf_usdt_specs"].MaxEntries())
 	var links []*usdt.Link
@@ -811,7 +877,8 @@ func TestSpecsFull(t *testing.T) {
 func TestCloseIdempotent(t *testing.T) {
 	testkit.RequireKernel(t)
 	tr := newTracer(t, false)
-	l := tr.attach(testkit.Fixture("usdt_sample"), "sample", "zero", nil)
+	p := testkit.Start(t, testkit.Fixture("usdt_sample"))
+	l := tr.attach(testkit.Fixture("usdt_sample"), "sample", "zero", &usdt.Options{PID: p.PID()})
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

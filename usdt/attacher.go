@@ -74,9 +74,33 @@ type Attacher struct {
 	mu sync.Mutex // guards ipRefs and the IP map
 	// ipRefs counts the links sharing each IP map entry. Without cookies
 	// the BPF side knows a spec only by the probe's address, so two
-	// attachments of one site can coexist only with the same spec bytes
-	// (libbpf refuses every second one: "IP collision detected").
-	ipRefs map[uint64]*ipEntry
+	// attachments of one site in one process can coexist only with the
+	// same spec bytes (libbpf refuses every second one: "IP collision
+	// detected").
+	ipRefs map[ipKey]*ipEntry
+	// ipByProcess: the IP map is keyed by process and address
+	// (usdt.bpf.h's struct __probekit_usdt_ip_key), not by the address
+	// alone (libbpf's layout).
+	ipByProcess bool
+}
+
+// ipKey is an IP map entry: the runtime address of a site in process
+// PID, or in every process (PID 0, and always in libbpf's layout).
+type ipKey struct {
+	PID uint32
+	_   uint32
+	IP  uint64
+}
+
+// ipKeySize is the size of struct __probekit_usdt_ip_key.
+const ipKeySize = 16
+
+// mapKey is k as the IP map holds it.
+func (a *Attacher) mapKey(k ipKey) any {
+	if a.ipByProcess {
+		return k
+	}
+	return k.IP
 }
 
 type ipEntry struct {
@@ -114,7 +138,7 @@ func NewAttacherWithMaps(spec *ebpf.CollectionSpec, specs, ipToSpecID *ebpf.Map)
 		cookie: true,
 		ids:    newSpecIDs(specs.MaxEntries()),
 		cache:  NewCache(),
-		ipRefs: map[uint64]*ipEntry{},
+		ipRefs: map[ipKey]*ipEntry{},
 	}
 	if v, ok := spec.Variables[cookieFlagName]; ok {
 		var flag bool
@@ -125,6 +149,15 @@ func NewAttacherWithMaps(spec *ebpf.CollectionSpec, specs, ipToSpecID *ebpf.Map)
 	}
 	if !a.cookie && ipToSpecID == nil {
 		return nil, fmt.Errorf("%s flag is off but there is no %s map", cookieFlagName, ipMapName)
+	}
+	if ipToSpecID != nil {
+		switch ipToSpecID.KeySize() {
+		case ipKeySize:
+			a.ipByProcess = true
+		case 8:
+		default:
+			return nil, fmt.Errorf("%s: key of %d bytes, want 8 (an address) or %d (a process and an address)", ipMapName, ipToSpecID.KeySize(), ipKeySize)
+		}
 	}
 	return a, nil
 }

@@ -175,7 +175,11 @@
 // opened once, as a regular file, without blocking (a FIFO fails at once),
 // parsed from that descriptor and given to the kernel as /proc/self/fd/N;
 // errors name the target as given. Without BPF cookies a
-// position-independent file needs that PID: the IP map is keyed by runtime
-// address. procmaps.Launch starts a command stopped right after exec so
-// that a short-lived program misses no probe.
+// position-independent file needs that PID, and the process must have
+// mapped it: the IP map is keyed by the process and the runtime address
+// (a non-PIE executable by its link-time address, for every process), so
+// that processes mapping a library at different addresses never collide.
+// Package follow attaches each process's probes as it maps their files.
+// procmaps.Launch starts a command stopped right after exec so that a
+// short-lived program misses no probe.
 package usdt

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/semaphore"
 )
@@ -19,7 +20,7 @@ import (
 type holding struct {
 	attacher   *Attacher
 	specIDs    []uint32
-	ips        []uint64
+	ips        []ipKey
 	semaphores []*semaphore.Activation
 	warnings   []error
 }
@@ -52,42 +53,53 @@ func (h *holding) raiseSemaphores(proc *procmaps.Process, sites []planned) error
 }
 
 // mapIPs fills the IP map for kernels without BPF cookies: the BPF side
-// looks the spec up by the probe's runtime address.
-func (h *holding) mapIPs(sites []planned) error {
+// looks the spec up by the process and the probe's runtime address
+// (pid: the process whose mapping gives it, 0 for none).
+func (h *holding) mapIPs(sites []planned, pid int) error {
 	a := h.attacher
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for i := range sites {
 		s := &sites[i]
+		var k ipKey
 		switch {
+		case s.obj.file.Type == elf.ET_EXEC:
+			// A non-PIE executable runs at its link-time addresses, in
+			// every process.
+			s.ip = s.loc.Address
+			k.IP = s.ip
 		case s.obj.mapped != nil:
 			addr, err := s.obj.mapped.Address(s.loc.FileOffset, procmaps.Exec)
 			if err != nil {
 				return fmt.Errorf("USDT %s:%s at file offset %#x: %w", s.probe.Provider, s.probe.Name, s.loc.FileOffset, err)
 			}
 			s.ip = addr
-		case s.obj.file.Type == elf.ET_EXEC:
-			// A non-PIE executable runs at its link-time addresses.
-			s.ip = s.loc.Address
+			k.IP = addr
+			if a.ipByProcess {
+				k.PID = uint32(pid)
+			}
+		case pid != 0:
+			return fmt.Errorf("USDT %s:%s in %s: pid %d has not mapped the file yet, and without BPF cookies a position-independent file's sites are found by their runtime address in the process (%w)",
+				s.probe.Provider, s.probe.Name, s.obj.name, pid, features.Check(features.Cookie))
 		default:
-			return fmt.Errorf("USDT %s:%s in %s: without BPF cookies (Linux 5.15) a position-independent file needs a PID whose mapping gives the runtime address: %w",
-				s.probe.Provider, s.probe.Name, s.obj.name, ebpf.ErrNotSupported)
+			return fmt.Errorf("USDT %s:%s in %s: cannot attach path-wide to a position-independent file without BPF cookies: its sites are found by their runtime address in a process, so the attach needs a PID (%w)",
+				s.probe.Provider, s.probe.Name, s.obj.name, features.Check(features.Cookie))
 		}
-		if e, ok := a.ipRefs[s.ip]; ok {
+		if e, ok := a.ipRefs[k]; ok {
 			if !bytes.Equal(e.spec, s.spec) {
 				return fmt.Errorf("USDT %s:%s at %#x with another cookie or spec: %w", s.probe.Provider, s.probe.Name, s.ip, ErrIPCollision)
 			}
 			e.refs++
 		} else {
-			if err := a.ipMap.Update(s.ip, s.specID, ebpf.UpdateNoExist); err != nil {
+			if err := a.ipMap.Update(a.mapKey(k), s.specID, ebpf.UpdateNoExist); err != nil {
 				if errors.Is(err, ebpf.ErrKeyExist) {
 					return fmt.Errorf("USDT %s:%s at %#x: %w", s.probe.Provider, s.probe.Name, s.ip, ErrIPCollision)
 				}
 				return fmt.Errorf("write %s: %w", ipMapName, err)
 			}
-			a.ipRefs[s.ip] = &ipEntry{specID: s.specID, spec: s.spec, refs: 1}
+			a.ipRefs[k] = &ipEntry{specID: s.specID, spec: s.spec, refs: 1}
 		}
-		h.ips = append(h.ips, s.ip)
+		h.ips = append(h.ips, k)
 	}
 	return nil
 }
@@ -105,17 +117,17 @@ func (h *holding) release() error {
 	h.semaphores = nil
 	a := h.attacher
 	a.mu.Lock()
-	for _, ip := range h.ips {
-		e := a.ipRefs[ip]
+	for _, k := range h.ips {
+		e := a.ipRefs[k]
 		if e == nil {
 			continue
 		}
 		if e.refs--; e.refs > 0 {
 			continue
 		}
-		delete(a.ipRefs, ip)
-		if err := a.ipMap.Delete(ip); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, fmt.Errorf("delete %#x from %s: %w", ip, ipMapName, err))
+		delete(a.ipRefs, k)
+		if err := a.ipMap.Delete(a.mapKey(k)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("delete pid %d %#x from %s: %w", k.PID, k.IP, ipMapName, err))
 		}
 	}
 	a.mu.Unlock()

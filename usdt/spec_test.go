@@ -641,7 +641,8 @@ func runArgsReader(t *testing.T, path string, locs []testLocation, sym func(stri
 		}
 		if !mode.cookie {
 			ip := runtimeAddr(t, p.PID(), path, loc.fileOff)
-			if err := coll.Maps[ipMapName].Update(ip, id, ebpf.UpdateNoExist); err != nil {
+			k := ipKey{PID: uint32(p.PID()), IP: ip}
+			if err := coll.Maps[ipMapName].Update(k, id, ebpf.UpdateNoExist); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -57,6 +57,7 @@ func TestAutoAttachResolvesNames(t *testing.T) {
 // A program name is found on PATH by the library API, as by the command.
 func TestAttachProgramOnPATH(t *testing.T) {
 	testkit.RequireKernel(t)
+	needPathWidePIE(t)
 	dir := t.TempDir()
 	testkit.CopyFile(t, testkit.Fixture("usdt_sample"), filepath.Join(dir, "probekit-sample"))
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))

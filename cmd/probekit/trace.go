@@ -15,11 +15,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
@@ -411,11 +413,6 @@ func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 			which |= record.FuncProgram
 		}
 	}
-	if which&record.FuncProgram != 0 {
-		if err := probe.CheckFuncProbes(); err != nil {
-			return err
-		}
-	}
 	spec, err := record.Spec()
 	if err != nil {
 		return err
@@ -502,7 +499,7 @@ func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 
 	var links []*attach.Link
 	defer func() { closeLinks(links) }()
-	fa := &funcAttacher{t: t, prog: objs.FuncProgram, proc: opts.Process}
+	fa := &funcAttacher{t: t, prog: objs.FuncProgram, table: objs.FuncIPs, proc: opts.Process}
 	defer fa.close()
 	for _, p := range req.probes {
 		var l *attach.Link
@@ -514,6 +511,9 @@ func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 			l, err = fa.attach(p)
 		}
 		if err != nil {
+			if launched != nil {
+				return launchHint(err)
+			}
 			return err
 		}
 		links = append(links, l)
@@ -571,6 +571,20 @@ func trace(req *traceRequest, stdout, stderr io.Writer) (err error) {
 		return fmt.Errorf("%s: %w", req.cmd[0], t.exitErr)
 	}
 	return nil
+}
+
+// launchHint adds to the refusal of a launched command's probe without
+// BPF cookies that -f attaches it: stopped at its execve, the command
+// has not mapped its libraries, whose runtime addresses the probes then
+// need; a followed process gets its probes as it maps each file.
+func launchHint(err error) error {
+	if !errors.Is(err, ebpf.ErrNotSupported) {
+		return err
+	}
+	if cookie, ferr := features.Have(features.Cookie); ferr != nil || cookie {
+		return err
+	}
+	return fmt.Errorf("%w (with -f the probes are attached as the command maps the file)", err)
 }
 
 // run prints the hits (rd set) or the counts until stop, the end of the

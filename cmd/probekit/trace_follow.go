@@ -199,7 +199,7 @@ func (t *tracer) followFuncSites(p probe.Spec, objs *record.Objects) (follow.Pro
 	}
 	return follow.Probe{
 		Target: p.Target, Function: p.Func, Return: p.Kind == record.KindUretprobe, Program: objs.FuncProgram,
-		FunctionCookie: fs.cookie,
+		FunctionCookie: fs.cookie, AddressTable: objs.FuncIPs,
 	}, nil
 }
 

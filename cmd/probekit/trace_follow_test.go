@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
 )
 
@@ -43,6 +44,22 @@ func decodeFollow(t *testing.T, out string) []followLine {
 		lines = append(lines, l)
 	}
 	return lines
+}
+
+// hitsByPID counts the lines of kind by PID; counts are the counts,
+// sorted.
+func hitsByPID(lines []followLine, kind string) (byPID map[int]int, counts []int) {
+	byPID = map[int]int{}
+	for _, l := range lines {
+		if l.Kind == kind {
+			byPID[l.PID]++
+		}
+	}
+	for _, n := range byPID {
+		counts = append(counts, n)
+	}
+	slices.Sort(counts)
+	return byPID, counts
 }
 
 // calls counts the hits of function__entry for function fn by PID.
@@ -340,7 +357,43 @@ func TestListAll(t *testing.T) {
 
 // TestTraceFollowUprobe: -f with a function probe: each python of the
 // launched shell has its calls of libc's getpid seen.
+// TestTraceFollowExecNoCookie: without BPF cookies (before Linux 5.15;
+// forced off on newer kernels) a function site is found by the process
+// and its runtime address. Each func_args is a child of the shell,
+// adopted at its fork while it runs the shell's image, which does not map
+// func_args (a PIE); at its execve its probes are attached again in the
+// new image, and every sum6 call of both is seen.
+func TestTraceFollowExecNoCookie(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	defer features.ForceOff(features.Cookie)()
+	fx := testkit.Fixture("func_args")
+	r := runTraceWithin(t, 60*time.Second, "--json", "-f", "uprobe:"+fx+":sum6", "--", "sh", "-c", fx+" 2; "+fx+" 3")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	byPID, counts := hitsByPID(decodeFollow(t, r.out), "uprobe")
+	if !slices.Equal(counts, []int{2, 3}) {
+		t.Fatalf("sum6 hits by pid %v, want 2 and 3 in two processes (stderr %s)", byPID, r.errOut)
+	}
+}
+
 func TestTraceFollowUprobe(t *testing.T) {
+	traceFollowUprobe(t)
+}
+
+// TestTraceFollowUprobeNoCookie: the same without BPF cookies: libc is a
+// shared library, mapped by each python after its execve; its sites are
+// keyed by each process's runtime address once its dynamic linker has
+// mapped it (the _dl_debug_state stop), before python runs.
+func TestTraceFollowUprobeNoCookie(t *testing.T) {
+	testkit.RequireKernel(t)
+	defer features.ForceOff(features.Cookie)()
+	traceFollowUprobe(t)
+}
+
+func traceFollowUprobe(t *testing.T) {
+	t.Helper()
 	requirePython(t)
 	a := followScript(t, "for _ in range(5):\n    os.getpid()\n")
 	b := followScript(t, "for _ in range(7):\n    os.getpid()\n")
@@ -350,17 +403,7 @@ func TestTraceFollowUprobe(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
 	}
 	lines := decodeFollow(t, r.out)
-	byPID := map[int]int{}
-	for _, l := range lines {
-		if l.Kind == "uprobe" {
-			byPID[l.PID]++
-		}
-	}
-	var counts []int
-	for _, n := range byPID {
-		counts = append(counts, n)
-	}
-	slices.Sort(counts)
+	byPID, counts := hitsByPID(lines, "uprobe")
 	// Python itself may call getpid too: at least 5 and 7 in two
 	// processes.
 	if len(counts) < 2 || counts[len(counts)-1] < 7 || counts[len(counts)-2] < 5 {
@@ -368,5 +411,35 @@ func TestTraceFollowUprobe(t *testing.T) {
 	}
 	if attached := kinds(lines, "attach"); len(attached) < 3 {
 		t.Errorf("attach events for %v, want the shell and both pythons", attached)
+	}
+}
+
+// TestTraceLibraryNoCookie: without BPF cookies (before Linux 5.15;
+// forced off on newer kernels) a USDT probe of a shared library in a
+// launched command: without -f it is refused, naming the feature and its
+// release, with the hint that -f attaches it (the command, stopped at its
+// execve, has not mapped the library, whose runtime address its sites
+// need); with -f it is attached as the command maps the library, and
+// every hit is seen.
+func TestTraceLibraryNoCookie(t *testing.T) {
+	testkit.RequireKernel(t)
+	defer features.ForceOff(features.Cookie)()
+	lib, user := testkit.Fixture("libusdt_lib.so"), testkit.Fixture("usdt_lib_user")
+	r := runTraceWithin(t, 60*time.Second, "--json", lib+":sample:libonly", "--", user, "--loop", "libonly", "3")
+	if r.code == 0 || !strings.Contains(r.errOut, features.Cookie.String()) || !strings.Contains(r.errOut, "with -f") {
+		t.Errorf("without -f: exit %d, stderr %q; want a refusal naming %s and -f", r.code, r.errOut, features.Cookie)
+	}
+	r = runTraceWithin(t, 60*time.Second, "--json", "-f", lib+":sample:libonly", "--", user, "--loop", "libonly", "3")
+	if r.code != 0 {
+		t.Fatalf("with -f: exit %d: %s", r.code, r.errOut)
+	}
+	var args []string
+	for _, l := range decodeFollow(t, r.out) {
+		if l.Kind == "usdt" && len(l.Args) == 1 {
+			args = append(args, string(l.Args[0]))
+		}
+	}
+	if want := []string{"0", "7", "14"}; !slices.Equal(args, want) {
+		t.Errorf("sample:libonly arguments %v, want %v (stdout %s, stderr %s)", args, want, r.out, r.errOut)
 	}
 }

@@ -21,6 +21,9 @@ import (
 type funcAttacher struct {
 	t    *tracer
 	prog *ebpf.Program
+	// table is where prog finds a site's cookie on a kernel without BPF
+	// cookies (uprobe.Options.AddressTable).
+	table *ebpf.Map
 	// proc is the traced process (-p or the launched command), nil for
 	// every process.
 	proc *procmaps.Process
@@ -89,7 +92,7 @@ func (fa *funcAttacher) attach(p probe.Spec) (*attach.Link, error) {
 		skipped.add(fn, err)
 		fa.t.sites[fs.index[fn.Address]].skipped = true
 	}
-	opts := &uprobe.Options{FunctionCookie: fs.cookie, Skip: skip}
+	opts := &uprobe.Options{FunctionCookie: fs.cookie, Skip: skip, AddressTable: fa.table}
 	if len(fs.fns) == 1 {
 		opts.Skip = nil // a single function's error is the error
 	}

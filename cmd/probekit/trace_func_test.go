@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/uprobe"
 )
@@ -104,6 +105,36 @@ func funcAddress(t *testing.T, path, name string) uint64 {
 func TestTraceFuncC(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
+	traceFuncC(t)
+}
+
+// TestTraceFuncCNoCookie: the same without BPF cookies (before Linux
+// 5.15; forced off on newer kernels): the launched fixture is a PIE, its
+// sites are found by the process and runtime address, and the returns
+// are probed at sum6's and count_char's return instructions.
+func TestTraceFuncCNoCookie(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	defer features.ForceOff(features.Cookie)()
+	traceFuncC(t)
+}
+
+// TestTraceFuncNoCookieLibrary: without BPF cookies, a function probe in
+// a shared library the launched command has not mapped yet (it is
+// stopped at its execve, before the dynamic linker runs) is refused, with
+// the feature and its release named (its runtime address is not known)
+// and the hint that -f attaches it.
+func TestTraceFuncNoCookieLibrary(t *testing.T) {
+	testkit.RequireKernel(t)
+	defer features.ForceOff(features.Cookie)()
+	r := runTraceCmd("uprobe:libc.so.6:malloc", "--", testkit.Fixture("func_args"), "1")
+	if r.code == 0 || !strings.Contains(r.errOut, "not mapped by pid") || !strings.Contains(r.errOut, features.Cookie.String()) || !strings.Contains(r.errOut, "with -f") {
+		t.Errorf("exit %d, stderr %q; want a refusal naming %s", r.code, r.errOut, features.Cookie)
+	}
+}
+
+func traceFuncC(t *testing.T) {
+	t.Helper()
 	fx := testkit.Fixture("func_args")
 	hits, keys := traceFuncJSON(t, "uprobe:"+fx+":sum6", "uretprobe:"+fx+":sum6",
 		"uprobe:"+fx+":count_char", "uretprobe:"+fx+":count_char", "--", fx, "3")
@@ -210,6 +241,21 @@ func TestTraceMalloc(t *testing.T) {
 func TestTraceGo(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
+	traceGo(t)
+}
+
+// TestTraceGoNoCookie: the same without BPF cookies: the Go fixtures are
+// not position-independent, so their sites are keyed for every process
+// by their link-time addresses.
+func TestTraceGoNoCookie(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	defer features.ForceOff(features.Cookie)()
+	traceGo(t)
+}
+
+func traceGo(t *testing.T) {
+	t.Helper()
 	for _, name := range []string{"goprog", "goprog_stripped"} {
 		t.Run(name, func(t *testing.T) {
 			fx := testkit.Fixture(name)

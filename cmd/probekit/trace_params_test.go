@@ -87,7 +87,6 @@ func hexArg(t *testing.T, h paramsHit, i int) string {
 func TestTraceParamsC(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	needFuncCookie(t)
 	for _, name := range []string{"params_O2", "params_v4", "params_O0", "params_stripped"} {
 		t.Run(name, func(t *testing.T) {
 			fx := paramsFixture(name)
@@ -132,7 +131,6 @@ func TestTraceParamsC(t *testing.T) {
 func TestTraceParamsText(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	needFuncCookie(t)
 	fx := paramsFixture("params_O2")
 	r := runTraceCmd("uprobe:"+fx+":emit", "uprobe:"+fx+":mix", "uretprobe:"+fx+":label", "uprobe:"+fx+":byval", "--", fx, "1")
 	if r.code != 0 {
@@ -163,7 +161,6 @@ func TestTraceParamsText(t *testing.T) {
 func TestTraceParamsCPlusPlus(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	needFuncCookie(t)
 	fx := paramsFixture("params_cc")
 	fn := "_ZN7Counter3addEiPKc"
 	hits := traceParamsJSON(t, "uprobe:"+fx+":"+fn, "uretprobe:"+fx+":"+fn, "--", fx, "2")
@@ -187,7 +184,6 @@ func TestTraceParamsCPlusPlus(t *testing.T) {
 func TestTraceParamsGo(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	needFuncCookie(t)
 	fx := paramsFixture("goparams")
 	hits := traceParamsJSON(t, "uprobe:"+fx+":main.emit", "uretprobe:"+fx+":main.emit", "uretprobe:"+fx+":main.greet", "--", fx, "3")
 	if len(hits) != 9 {
@@ -214,7 +210,6 @@ func TestTraceParamsGo(t *testing.T) {
 func TestTraceParamsLibc(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	needFuncCookie(t)
 	testkit.LibcDebugFile(t)
 	fx := testkit.Fixture("func_args")
 	hits := traceParamsJSON(t, "uprobe:libc.so.6:_int_malloc", "--", fx, "3")

@@ -61,7 +61,6 @@ var stackPaths = []struct {
 func TestTraceCountStack(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	needFuncCookie(t)
 	fx := testkit.Fixture("stack_paths")
 	r := runTraceCmd("--json", "--count", "--stack", "uprobe:"+fx+":leaf", "--", fx, "1000", "300")
 	if r.code != 0 {
@@ -106,7 +105,6 @@ func TestTraceCountStack(t *testing.T) {
 func TestTraceCountStackFolded(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	needFuncCookie(t)
 	fx := testkit.Fixture("stack_paths")
 	r := runTraceCmd("--count", "--stack", "--folded", "uprobe:"+fx+":leaf", "--", fx, "1000", "300")
 	if r.code != 0 {
@@ -128,7 +126,6 @@ func TestTraceCountStackFolded(t *testing.T) {
 func TestTraceCountStackPprof(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	needFuncCookie(t)
 	fx := testkit.Fixture("stack_paths")
 	file := filepath.Join(t.TempDir(), "leaf.pprof")
 	r := runTraceCmd("--count", "--stack", "--pprof", file, "uprobe:"+fx+":leaf", "--", fx, "1000", "300")
@@ -242,7 +239,6 @@ func stackFunctions(t *testing.T, fn string, args ...string) [][]string {
 func TestTraceStackLaunchedExit(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	needFuncCookie(t)
 	fx := testkit.Fixture("stack_paths")
 	for _, flag := range []string{"--stack", "--stack=cfi"} {
 		hits := stackFunctions(t, "", flag, "uprobe:"+fx+":leaf", "--", fx, "1", "0")
@@ -259,7 +255,6 @@ func TestTraceStackLaunchedExit(t *testing.T) {
 func TestTraceStackCFIMixed(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	needFuncCookie(t)
 	fx := testkit.Fixture("stack_paths")
 	want := []string{"leaf", "mid_call", "main", "__libc_start_call_main", "__libc_start_main_impl", "_start"}
 	hits := stackFunctions(t, "", "--stack=cfi", "uprobe:"+fx+":leaf", "--", fx, "mixed", "3")
@@ -342,7 +337,6 @@ func TestTraceStackPythonCFI(t *testing.T) {
 func TestTraceCountStackFollow(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	needFuncCookie(t)
 	fx := testkit.Fixture("stack_paths")
 	r := runTraceCmd("-f", "--count", "--stack", "--folded", "uprobe:"+fx+":leaf", "--", "/bin/sh", "-c", fx+" 10 3 >/dev/null; "+fx+" 5 1 >/dev/null")
 	if r.code != 0 {
@@ -363,7 +357,6 @@ func TestTraceCountStackFollow(t *testing.T) {
 func TestTraceCountStackPID(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	needFuncCookie(t)
 	fx := testkit.Fixture("stack_chain")
 	p := testkit.Start(t, fx)
 	pr, pw := io.Pipe()
@@ -573,7 +566,6 @@ func BenchmarkTraceStackHit(b *testing.B) {
 func TestTraceStackGoCFI(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	needFuncCookie(t)
 	for _, name := range []string{"goprog", "goprog_stripped"} {
 		t.Run(name, func(t *testing.T) {
 			fx := testkit.Fixture(name)

@@ -57,7 +57,6 @@ func decodeStackHits(t *testing.T, out string) []stackHit {
 func TestTraceStackC(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	needFuncCookie(t)
 	fx := testkit.Fixture("stack_chain")
 	p := testkit.Start(t, fx)
 	r := traceWhile(t, p, "fire chain 1", "--json", "--stack", "-n", "6", "-p", itoa(p.PID()), "uprobe:"+fx+":chain_end", fx+":stack:leaf")
@@ -93,7 +92,6 @@ func TestTraceStackC(t *testing.T) {
 func TestTraceStackGo(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	needFuncCookie(t)
 	for _, name := range []string{"goprog", "goprog_stripped"} {
 		t.Run(name, func(t *testing.T) {
 			fx := testkit.Fixture(name)
@@ -147,7 +145,6 @@ const nodeMemoryUsage = "_ZN4nodeL11MemoryUsageERKN2v820FunctionCallbackInfoINS0
 func TestTraceStackNode(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	needFuncCookie(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
 		testkit.Unavailable(t, "nodejs: %v", err)

@@ -56,6 +56,13 @@ type pycallsOpenCall struct {
 	Funcname uint64
 }
 
+type pycallsProbekitUsdtIpKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Ip   int64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.

@@ -28,6 +28,10 @@
  *   The constant is frozen at load, so the verifier only walks the branch
  *   in use; a kernel without bpf_get_attach_cookie (< 5.15) loads the
  *   program with the constant false.
+ * - The IP map (kernels without cookies) is keyed by process and address
+ *   (struct __probekit_usdt_ip_key), libbpf's by address alone: a PIE or
+ *   a shared library runs at another address in each process, and two
+ *   processes' sites must not collide. The Go side fills either layout.
  * - Helpers are static __always_inline: no weak or hidden symbols. The
  *   argument fetch is two global functions (__probekit_usdt_arg_value,
  *   __probekit_usdt_arg_error), so that older verifiers check it once
@@ -143,12 +147,25 @@ struct {
 	__type(value, struct __bpf_usdt_spec);
 } __bpf_usdt_specs SEC(".maps");
 
-/* Runtime address of a probe site -> spec id; used only when
- * probekit_usdt_have_cookie is false. */
+/* The key of the IP map: the runtime address of a probe site in a
+ * process (tgid as bpf_get_current_pid_tgid reports it), or in every
+ * process (tgid 0) for a file that runs at its link-time addresses. A
+ * position-independent file (PIE executable, shared library) runs at
+ * other addresses in each process; keyed by process, one process's
+ * sites never collide with another's. (libbpf keys the map by the
+ * address alone; the Go side reads the key's size and fills either.) */
+struct __probekit_usdt_ip_key {
+	__u32 tgid;
+	__u32 __pad;
+	long ip;
+};
+
+/* Probe site -> spec id; used only when probekit_usdt_have_cookie is
+ * false. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, BPF_USDT_MAX_IP_CNT);
-	__type(key, long);
+	__type(key, struct __probekit_usdt_ip_key);
 	__type(value, __u32);
 } __bpf_usdt_ip_to_spec_id SEC(".maps");
 
@@ -167,9 +184,18 @@ static __always_inline int __bpf_usdt_spec_id(struct pt_regs *ctx)
 	if (probekit_usdt_have_cookie)
 		return (int)bpf_get_attach_cookie(ctx);
 
-	long ip = PT_REGS_IP(ctx);
-	__u32 *id = bpf_map_lookup_elem(&__bpf_usdt_ip_to_spec_id, &ip);
+	/* At a uprobe the instruction pointer is the probed address
+	 * (handle_swbp sets it back to the breakpoint). */
+	struct __probekit_usdt_ip_key k = {
+		.tgid = bpf_get_current_pid_tgid() >> 32,
+		.ip = PT_REGS_IP(ctx),
+	};
+	__u32 *id = bpf_map_lookup_elem(&__bpf_usdt_ip_to_spec_id, &k);
 
+	if (!id) {
+		k.tgid = 0;
+		id = bpf_map_lookup_elem(&__bpf_usdt_ip_to_spec_id, &k);
+	}
 	return id ? (int)*id : -ESRCH;
 }
 

@@ -40,6 +40,13 @@ type ArgsHit struct {
 	ArgVal  [13]int64
 }
 
+type ArgsProbekitUsdtIpKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Ip   int64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.

@@ -39,6 +39,13 @@ type ArgsPre17Hit struct {
 	ArgVal  [13]int64
 }
 
+type ArgsPre17ProbekitUsdtIpKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Ip   int64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.

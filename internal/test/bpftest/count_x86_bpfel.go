@@ -29,6 +29,13 @@ type CountBpfUsdtSpec struct {
 	_          [6]byte
 }
 
+type CountProbekitUsdtIpKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Ip   int64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.

@@ -29,6 +29,13 @@ type LayoutBpfUsdtSpec struct {
 	_          [6]byte
 }
 
+type LayoutProbekitUsdtIpKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Ip   int64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.

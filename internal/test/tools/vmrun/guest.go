@@ -126,13 +126,22 @@ func initSetup() error {
 		return err
 	}
 	// A checkout under /tmp (a CI runner's work directory) would vanish
-	// under the guest's own /tmp: the host names it on the command line
-	// (vmrun.keep=DIR), and a bind of it is set aside now and moved back
-	// over the tmpfs below, with the 9p inodes the host's paths have.
-	keep := cmdlineValue("vmrun.keep")
-	if keep != "" {
-		os.MkdirAll("/ovl/keep", 0o755)
-		if err := unix.Mount(newRoot+keep, "/ovl/keep", "", unix.MS_BIND, ""); err != nil {
+	// under the guest's own /tmp, and test binaries under /root (the
+	// default result directory, in the user's cache) would be seen
+	// through the overlay, whose device is not the one /proc/PID/maps
+	// names for a mapped file (procmaps refuses such a file as "not the
+	// mapped file"): the host names them on the command line
+	// (vmrun.keep=DIR,DIR), and a bind of each is set aside now and
+	// moved back over the tmpfs or overlay below, with the 9p inodes the
+	// host's paths have.
+	var keeps []string
+	if v := cmdlineValue("vmrun.keep"); v != "" {
+		keeps = strings.Split(v, ",")
+	}
+	for i, keep := range keeps {
+		aside := fmt.Sprintf("/ovl/keep%d", i)
+		os.MkdirAll(aside, 0o755)
+		if err := unix.Mount(newRoot+keep, aside, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind %s: %w", keep, err)
 		}
 	}
@@ -161,11 +170,11 @@ func initSetup() error {
 	if err := mountAll(mounts); err != nil {
 		return err
 	}
-	if keep != "" {
+	for i, keep := range keeps {
 		if err := os.MkdirAll(newRoot+keep, 0o755); err != nil {
 			return err
 		}
-		if err := unix.Mount("/ovl/keep", newRoot+keep, "", unix.MS_MOVE, ""); err != nil {
+		if err := unix.Mount(fmt.Sprintf("/ovl/keep%d", i), newRoot+keep, "", unix.MS_MOVE, ""); err != nil {
 			return fmt.Errorf("move %s back: %w", keep, err)
 		}
 	}

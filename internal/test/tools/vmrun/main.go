@@ -4,11 +4,11 @@
 // (built on the host with go test -c) as root with
 // PROBEKIT_REQUIRE_KERNEL=1, and prints a kernel × package table.
 //
-//	vmrun [-out DIR] [-timeout D] KERNEL[=PATTERN[@REGEXP],...]...
+//	vmrun [-out DIR] [-timeout D] KERNEL[=PATTERN[@REGEXP][!SKIP],...]...
 //
 // KERNEL is 5.10, 6.1 or 6.12; PATTERNs are go list patterns (default
 // ./...); @REGEXP runs only the matching tests of those packages there
-// (go test -run). The kernels are fetched once with apt-get download under a
+// (go test -run), !SKIP leaves out those matching SKIP (go test -skip). The kernels are fetched once with apt-get download under a
 // private apt configuration and kept under the user's cache directory.
 // vmrun must be built with CGO_ENABLED=0: the same binary is the guest's
 // /init. It exits non-zero if any package fails on any kernel.
@@ -108,8 +108,12 @@ func hostMain(out string, timeout, pkgTimeout time.Duration, mem, jobs int, verb
 		if pats != "" {
 			r.patterns = nil
 			for _, p := range strings.Split(pats, ",") {
+				p, skip, _ := strings.Cut(p, "!")
 				p, re, _ := strings.Cut(p, "@")
 				r.patterns = append(r.patterns, p)
+				if skip != "" {
+					re += "!" + skip
+				}
 				r.runs[p] = re
 			}
 		}
@@ -236,8 +240,20 @@ func (r *kernelRun) boot(self string, env []string, pkgTimeout, timeout time.Dur
 	}
 	j := job{Kernel: r.kernel.name, Env: env}
 	for _, p := range r.pkgs {
-		j.Packages = append(j.Packages, jobPackage{Name: p.Name, Import: p.Import, Dir: p.Dir, Binary: p.Binary,
-			Args: []string{"-test.v", "-test.timeout", pkgTimeout.String(), "-test.run", r.runFor(p.Import)}})
+		run, skip, _ := strings.Cut(r.runFor(p.Import), "!")
+		if run == "" {
+			run = runRE
+		}
+		// -test.short: under emulation the stress and load sizes shrink
+		// (usdt's TestAttachDetachCycles runs 200 cycles, not 10,000:
+		// over 10 minutes on 5.10), and tests that only parse files
+		// (uprobe's build-mode and objdump comparisons, 10 minutes) skip;
+		// the host runs them at full size.
+		args := []string{"-test.v", "-test.short", "-test.timeout", pkgTimeout.String(), "-test.run", run}
+		if skip != "" {
+			args = append(args, "-test.skip", skip)
+		}
+		j.Packages = append(j.Packages, jobPackage{Name: p.Name, Import: p.Import, Dir: p.Dir, Binary: p.Binary, Args: args})
 	}
 	b, err := json.MarshalIndent(j, "", "  ")
 	if err != nil {
@@ -258,7 +274,7 @@ func (r *kernelRun) boot(self string, env []string, pkgTimeout, timeout time.Dur
 		"-accel", "tcg,thread=single", "-cpu", "max", "-smp", "1", "-m", fmt.Sprint(mem),
 		"-nodefaults", "-no-reboot", "-display", "none", "-serial", "stdio",
 		"-kernel", r.kernel.vmlinuz, "-initrd", initrd,
-		"-append", "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=4 mitigations=off"+keepArg(),
+		"-append", "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=4 mitigations=off"+keepArg(filepath.Join(filepath.Dir(r.dir), "bin")),
 		"-fsdev", "local,id=root,path=/,security_model=none,readonly=on,multidevs=remap",
 		"-device", "virtio-9p-pci,fsdev=root,mount_tag=root",
 		"-fsdev", "local,id=out,path="+r.dir+",security_model=none,multidevs=remap",
@@ -297,8 +313,9 @@ func (r *kernelRun) boot(self string, env []string, pkgTimeout, timeout time.Dur
 	return nil
 }
 
-// runFor is the -test.run expression for a package: the one given with
-// its pattern, else -run's.
+// runFor is the -test.run expression for a package, then "!" and its
+// -test.skip expression if it has one: the ones given with its pattern,
+// else -run's.
 func (r *kernelRun) runFor(imp string) string {
 	if re := r.pkgRun[imp]; re != "" {
 		return re
@@ -511,18 +528,28 @@ func report(w io.Writer, runs []*kernelRun, total time.Duration) error {
 	return nil
 }
 
-// keepArg names the checkout on the guest's command line when it lies
-// under /tmp or /run, which the guest mounts its own tmpfs on (guest.go).
-func keepArg() string {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return ""
-	}
-	dir := filepath.Dir(strings.TrimSpace(string(out)))
-	for _, hidden := range []string{"/tmp/", "/run/"} {
-		if strings.HasPrefix(dir+"/", hidden) && !strings.ContainsAny(dir, " \t\n") {
-			return " vmrun.keep=" + dir
+// keepArg names on the guest's command line the checkout and binDir, the
+// test binaries' directory, when they lie under /tmp or /run, which the
+// guest mounts its own tmpfs on, or /root or /var, which it overlays
+// (guest.go).
+func keepArg(binDir string) string {
+	var hiddenDirs []string
+	keep := func(dir string, hidden ...string) {
+		for _, h := range hidden {
+			if strings.HasPrefix(dir+"/", h) && !strings.ContainsAny(dir, " \t\n,") {
+				hiddenDirs = append(hiddenDirs, dir)
+				return
+			}
 		}
 	}
-	return ""
+	// The checkout stays writable through an overlay; only a tmpfs
+	// would hide it.
+	if out, err := exec.Command("go", "env", "GOMOD").Output(); err == nil {
+		keep(filepath.Dir(strings.TrimSpace(string(out))), "/tmp/", "/run/")
+	}
+	keep(binDir, "/tmp/", "/run/", "/root/", "/var/")
+	if len(hiddenDirs) == 0 {
+		return ""
+	}
+	return " vmrun.keep=" + strings.Join(hiddenDirs, ",")
 }

@@ -42,6 +42,13 @@ type StacktestProbekitStackKey struct {
 	Caller  uint64
 }
 
+type StacktestProbekitUsdtIpKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Ip   int64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
