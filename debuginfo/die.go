@@ -225,7 +225,7 @@ func skipAbbrev(b []byte, p int) (int, int, bool) {
 			return p, n, ok
 		}
 		if form == formImplicitConst {
-			_, p, ok = readSLEB(b, p, len(b))
+			_, p, ok = sleb(b, p, len(b))
 		}
 	}
 	return p, 0, false
@@ -253,7 +253,7 @@ func parseAbbrev(b []byte, p int, specs []attrSpec) (abbrev, []attrSpec, int, bo
 		}
 		s := attrSpec{form: uint16(form), slot: attrSlot(attr)}
 		if form == formImplicitConst {
-			v, q, ok := readSLEB(b, p, len(b))
+			v, q, ok := sleb(b, p, len(b))
 			if !ok {
 				return a, specs, p, false
 			}
@@ -261,27 +261,6 @@ func parseAbbrev(b []byte, p int, specs []attrSpec) (abbrev, []attrSpec, int, bo
 		}
 		specs = append(specs, s)
 	}
-}
-
-// readSLEB reads a signed LEB128 number from b[p:end].
-func readSLEB(b []byte, p, end int) (int64, int, bool) {
-	var v int64
-	var shift uint
-	for p < end {
-		c := b[p]
-		p++
-		if shift < 64 {
-			v |= int64(c&0x7f) << shift
-		}
-		shift += 7
-		if c&0x80 == 0 {
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return v, p, true
-		}
-	}
-	return v, p, false
 }
 
 // attrVal is one attribute's raw value: its form (0 when absent) and the
@@ -419,7 +398,7 @@ func (r *dieReader) decode(p int, d *dieVals) error {
 			}
 		case 0x0d: // sdata
 			var sv int64
-			if sv, p, ok = readSLEB(b, p, r.end); !ok {
+			if sv, p, ok = sleb(b, p, r.end); !ok {
 				return &LinesError{"info", uint64(p), "truncated LEB128 attribute"}
 			}
 			v = uint64(sv)

@@ -390,7 +390,7 @@ func (l *Lines) runLineProgram(t *unitTable, b []byte, h *lineHeader) error {
 			advance(v)
 		case op == 3: // DW_LNS_advance_line
 			var v int64
-			if v, p, ok = readSLEB(b, p, end); !ok {
+			if v, p, ok = sleb(b, p, end); !ok {
 				return bad(p, "truncated DW_LNS_advance_line")
 			}
 			line += v
