@@ -559,32 +559,6 @@ func BenchmarkTraceStackHit(b *testing.B) {
 	b.ReportMetric((cfi-plain)/(fp-plain), "cfi/fp-over-nostack")
 }
 
-// A Go program under --stack=cfi: its functions have no .eh_frame (the
-// Go linker writes .debug_frame only, and a stripped file has none), and
-// Go keeps frame pointers, so the walk goes by them through Go code,
-// with the same frames as --stack.
-func TestTraceStackGoCFI(t *testing.T) {
-	testkit.RequireKernel(t)
-	requireAMD64(t)
-	for _, name := range []string{"goprog", "goprog_stripped"} {
-		t.Run(name, func(t *testing.T) {
-			fx := testkit.Fixture(name)
-			p := testkit.Start(t, fx)
-			r := traceWhile(t, p, "add 1", "--json", "--stack=cfi", "-n", "3", "-p", itoa(p.PID()), "uprobe:"+fx+":main.add")
-			want := []string{"main.add", "main.run", "main.main", "runtime.main", "runtime.goexit"}
-			for _, h := range decodeStackHits(t, r.out) {
-				fns := h.functions()
-				if n := len(fns); n > 0 {
-					fns[n-1] = strings.TrimSuffix(fns[n-1], ".abi0")
-				}
-				if !slices.Equal(fns, want) {
-					t.Errorf("stack %v, want %v", fns, want)
-				}
-			}
-		})
-	}
-}
-
 // -p PID with a glob target (follow.WatchProcess): the process is read
 // at the start, so its stacks are named after it quit.
 func TestTraceCountStackGlob(t *testing.T) {

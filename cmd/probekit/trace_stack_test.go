@@ -88,15 +88,21 @@ func TestTraceStackC(t *testing.T) {
 
 // --stack on Go, with a symbol table and without: main.add's entry,
 // called by main.run from main.main, shows the whole chain down to the
-// runtime's goroutine start.
+// runtime's goroutine start. --stack=cfi gives the same frames: Go's
+// functions have no .eh_frame (the Go linker writes .debug_frame only,
+// and a stripped file has none), and Go keeps frame pointers, so that
+// walk goes by them through Go code.
 func TestTraceStackGo(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	for _, name := range []string{"goprog", "goprog_stripped"} {
-		t.Run(name, func(t *testing.T) {
-			fx := testkit.Fixture(name)
+	for _, c := range []struct{ name, flag string }{
+		{"goprog", "--stack"}, {"goprog_stripped", "--stack"},
+		{"goprog", "--stack=cfi"}, {"goprog_stripped", "--stack=cfi"},
+	} {
+		t.Run(c.name+c.flag[len("--stack"):], func(t *testing.T) {
+			fx := testkit.Fixture(c.name)
 			p := testkit.Start(t, fx)
-			r := traceWhile(t, p, "add 1", "--json", "--stack", "-n", "3", "-p", itoa(p.PID()), "uprobe:"+fx+":main.add")
+			r := traceWhile(t, p, "add 1", "--json", c.flag, "-n", "3", "-p", itoa(p.PID()), "uprobe:"+fx+":main.add")
 			want := []string{"main.add", "main.run", "main.main", "runtime.main", "runtime.goexit"}
 			for _, h := range decodeStackHits(t, r.out) {
 				fns := h.functions()
