@@ -168,14 +168,20 @@ func adjust(proc *procmaps.Process, addr uint64, delta int) error {
 	if err != nil {
 		return err
 	}
-	var b [2]byte
 	switch {
 	case delta > 0 && v == math.MaxUint16:
 		return fmt.Errorf("semaphore at %#x in %v: %w", addr, proc, ErrOverflow)
 	case delta < 0 && v == 0:
 		return fmt.Errorf("semaphore at %#x in %v: %w (another tracer or the program lowered it)", addr, proc, ErrUnbalanced)
 	}
-	binary.NativeEndian.PutUint16(b[:], uint16(int(v)+delta))
+	return writeCounter(proc, fd, path, addr, uint16(int(v)+delta))
+}
+
+// writeCounter writes v to the counter at addr through fd, proc's open
+// memory.
+func writeCounter(proc *procmaps.Process, fd int, path string, addr uint64, v uint16) error {
+	var b [2]byte
+	binary.NativeEndian.PutUint16(b[:], v)
 	n, err := unix.Pwrite(fd, b[:], int64(addr))
 	if err == nil && n != len(b) {
 		err = unix.EIO
@@ -269,14 +275,8 @@ func RestoreForDetach(proc *procmaps.Process, addr uint64) (restored bool, err e
 	if err != nil || v != 0 {
 		return false, err
 	}
-	var b [2]byte
-	binary.NativeEndian.PutUint16(b[:], 1)
-	n, err := unix.Pwrite(fd, b[:], int64(addr))
-	if err == nil && n != len(b) {
-		err = unix.EIO
-	}
-	if err != nil {
-		return false, ioError(proc, "write", path, addr, err)
+	if err := writeCounter(proc, fd, path, addr, 1); err != nil {
+		return false, err
 	}
 	return true, nil
 }
