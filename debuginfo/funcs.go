@@ -43,7 +43,7 @@ func FunctionsFrom(ef *safeelf.File, obj *os.File, path string, opts *Options) (
 	d, err := Find(obj, path, opts)
 	if err != nil {
 		// No debug file: the object's MiniDebugInfo, if it has one.
-		switch funcs, err := miniFunctions(ef); {
+		switch funcs, _, err := MiniFunctions(ef); {
 		case err == nil:
 			return funcs, path + "[.gnu_debugdata]", nil
 		case !errors.Is(err, ErrNoMiniDebugInfo):
@@ -66,17 +66,19 @@ func FunctionsFrom(ef *safeelf.File, obj *os.File, path string, opts *Options) (
 	return funcs, d.Path, nil
 }
 
-// miniFunctions is ef's table joined with its MiniDebugInfo's .symtab.
-func miniFunctions(ef *safeelf.File) (funcs *safeelf.Funcs, err error) {
+// MiniFunctions returns the function table of the stripped object ef
+// joined with its MiniDebugInfo's .symtab, and the embedded file that
+// .symtab is in (ErrNoMiniDebugInfo without one). Like Functions, an
+// entry point for probekit's own packages.
+func MiniFunctions(ef *safeelf.File) (funcs *safeelf.Funcs, mini *safeelf.File, err error) {
 	defer safeelf.Recover(&err)
-	mini, err := MiniDebugInfo(ef)
-	if err != nil {
-		return nil, err
+	if mini, err = MiniDebugInfo(ef); err != nil {
+		return nil, nil, err
 	}
 	if funcs, err = ef.FunctionsWith(mini); err != nil {
-		return nil, fmt.Errorf(".gnu_debugdata's symbols: %w", err)
+		return nil, nil, fmt.Errorf(".gnu_debugdata's symbols: %w", err)
 	}
-	return funcs, nil
+	return funcs, mini, nil
 }
 
 func functionsWith(ef *safeelf.File, d *File) (funcs *safeelf.Funcs, err error) {

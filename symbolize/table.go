@@ -97,11 +97,9 @@ func loadTable(id procmaps.FileID, f io.ReaderAt, src *debugSource, maxBytes int
 	case dbg == nil && src != nil && ef.SectionByType(elf.SHT_SYMTAB) == nil:
 		// Stripped, no debug file: its MiniDebugInfo's static functions.
 		// One that does not read leaves the object's own table.
-		if m, merr := debuginfo.MiniDebugInfo(ef); merr == nil {
-			if f, ferr := ef.FunctionsWith(m); ferr == nil {
-				mini, funcs = m, f
-				break
-			}
+		if f, m, merr := debuginfo.MiniFunctions(ef); merr == nil {
+			mini, funcs = m, f
+			break
 		}
 		funcs, err = ef.Functions()
 	default:
