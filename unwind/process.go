@@ -192,19 +192,12 @@ func (ps *Processes) WatchLaunched(l *procmaps.Launched) {
 // address outside its known mappings (a library mapped since) is read
 // again, while it runs, and the sample walked again.
 func (ps *Processes) Unwind(pid int, s Sample) Result {
-	ps.mu.Lock()
-	o, ok := ps.procs[pid]
-	ps.mu.Unlock()
-	if !ok {
-		p, err := procmaps.Open(pid)
-		if err != nil {
-			return s.Unwind(noObjects{})
+	o := ps.objects(pid)
+	if o == nil {
+		if p, err := procmaps.Open(pid); err == nil {
+			ps.Watch(p)
 		}
-		ps.Watch(p)
-		ps.mu.Lock()
-		o, ok = ps.procs[pid]
-		ps.mu.Unlock()
-		if !ok {
+		if o = ps.objects(pid); o == nil {
 			return s.Unwind(noObjects{})
 		}
 		return s.Unwind(o)
@@ -212,14 +205,19 @@ func (ps *Processes) Unwind(pid int, s Sample) Result {
 	res := s.Unwind(o)
 	if res.Stop == StopUnmapped && o.proc.Check() == nil {
 		ps.Watch(o.proc)
-		ps.mu.Lock()
-		fresh := ps.procs[pid]
-		ps.mu.Unlock()
-		if fresh != o {
+		// nil when another process's Watch dropped them all meanwhile.
+		if fresh := ps.objects(pid); fresh != nil && fresh != o {
 			res = s.Unwind(fresh)
 		}
 	}
 	return res
+}
+
+// objects returns the objects read for pid, nil for none.
+func (ps *Processes) objects(pid int) *ProcessObjects {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.procs[pid]
 }
 
 func (ps *Processes) add(pid int, o *ProcessObjects) {
