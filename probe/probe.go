@@ -68,3 +68,15 @@ func CheckFuncProbes() error {
 	}
 	return nil
 }
+
+// Label names s as counts and histograms do: PROVIDER:NAME, uprobe:FUNC
+// or uretprobe:FUNC.
+func (s Spec) Label() string {
+	switch s.Kind {
+	case record.KindUSDT:
+		return s.Provider + ":" + s.Name
+	case record.KindUretprobe:
+		return "uretprobe:" + s.Func
+	}
+	return "uprobe:" + s.Func
+}

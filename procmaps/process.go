@@ -62,8 +62,7 @@ func (p *Process) Check() error {
 	case err != nil:
 		return wrapProcErr(p.PID, "stat", err)
 	case start != p.StartTime:
-		return &processError{pid: p.PID, kind: ErrProcessChanged,
-			detail: fmt.Sprintf("started at tick %d, the one opened at tick %d", start, p.StartTime)}
+		return p.changed(start)
 	case zombie:
 		return p.gone("it is a zombie: it exited and its memory is released")
 	}
@@ -103,6 +102,12 @@ func (p *Process) Mappings() (maps []Mapping, bad int, err error) {
 	return maps, bad, nil
 }
 
+// changed is ErrProcessChanged for the process started at tick start.
+func (p *Process) changed(start uint64) error {
+	return &processError{pid: p.PID, kind: ErrProcessChanged,
+		detail: fmt.Sprintf("started at tick %d, the one opened at tick %d", start, p.StartTime)}
+}
+
 func (p *Process) gone(detail string) error {
 	return &processError{pid: p.PID, kind: ErrProcessGone, detail: detail}
 }
@@ -110,19 +115,24 @@ func (p *Process) gone(detail string) error {
 // readStart reads the start time and whether the process is a zombie
 // (or dead) from /proc/PID/stat.
 func readStart(pid int) (start uint64, zombie bool, err error) {
-	pfs, err := procFS()
-	if err != nil {
-		return 0, false, err
-	}
-	proc, err := pfs.Proc(pid)
-	if err != nil {
-		return 0, false, err
-	}
-	st, err := proc.Stat()
+	st, err := readStat(pid)
 	if err != nil {
 		return 0, false, err
 	}
 	return st.Starttime, st.State == "Z" || st.State == "X", nil
+}
+
+// readStat reads /proc/PID/stat.
+func readStat(pid int) (procfs.ProcStat, error) {
+	pfs, err := procFS()
+	if err != nil {
+		return procfs.ProcStat{}, err
+	}
+	proc, err := pfs.Proc(pid)
+	if err != nil {
+		return procfs.ProcStat{}, err
+	}
+	return proc.Stat()
 }
 
 // processError is ErrProcessGone or ErrProcessChanged for one PID.
@@ -154,4 +164,21 @@ func wrapProcErr(pid int, what string, err error) error {
 		return fmt.Errorf("pid %d: read %s: %w (run as root, or with CAP_SYS_PTRACE for another user's process)", pid, what, err)
 	}
 	return fmt.Errorf("pid %d: read %s: %w", pid, what, err)
+}
+
+// pfKthread is PF_KTHREAD, the kernel thread bit of the flags in field 9
+// of /proc/PID/stat (include/linux/sched.h).
+const pfKthread = 0x00200000
+
+// KernelThread reports whether p is a kernel thread, which has no user
+// space: no probe of it ever fires.
+func (p *Process) KernelThread() (bool, error) {
+	st, err := readStat(p.PID)
+	if err != nil {
+		return false, wrapProcErr(p.PID, "stat", err)
+	}
+	if st.Starttime != p.StartTime {
+		return false, p.changed(st.Starttime)
+	}
+	return st.Flags&pfKthread != 0, nil
 }

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/prometheus/procfs"
-
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/usdt"
 )
@@ -192,10 +190,10 @@ func (s *hostScan) String() string {
 // isKernelThread reports whether pid is a kernel thread (PF_KTHREAD in
 // /proc/PID/stat); false when that cannot be read.
 func isKernelThread(pid int) bool {
-	p, err := procfs.NewProc(pid)
+	p, err := procmaps.Open(pid)
 	if err != nil {
 		return false
 	}
-	st, err := p.Stat()
-	return err == nil && st.Flags&pfKthread != 0
+	kthread, err := p.KernelThread()
+	return err == nil && kthread
 }

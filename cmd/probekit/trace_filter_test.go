@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/tracer"
 )
 
 // --filter on malloc's size (arg1), which func_args passes as 4242 +
@@ -115,12 +116,12 @@ func TestParseFilterErrors(t *testing.T) {
 		{"pid == 1 ||", "column 12: want a field"},
 		{strings.Repeat("pid == 1 || ", 8) + "pid == 2", "at most 8 comparisons"},
 	} {
-		_, _, _, err := parseFilter(c.expr)
+		_, _, _, err := tracer.ParseFilter(c.expr)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: %v, want %q", c.expr, err, c.want)
 		}
 	}
-	terms, _, _, err := parseFilter(`comm == "post*" || arg2 >= -0x10 && str1 != "a\"b"`)
+	terms, _, _, err := tracer.ParseFilter(`comm == "post*" || arg2 >= -0x10 && str1 != "a\"b"`)
 	if err != nil || len(terms) != 3 || terms[0].Str != "post" || !terms[0].OrAfter || terms[1].Num != -16 || terms[2].Str != `a"b` {
 		t.Errorf("terms %+v, %v", terms, err)
 	}

@@ -34,7 +34,7 @@ func TestTraceCountZero(t *testing.T) {
 		want int
 	}{{[]string{"f:p:n"}, 0}, {[]string{"-n", "1", "f:p:n"}, 1}} {
 		req, err := parseTrace(c.args)
-		if err != nil || req.count != c.want {
+		if err != nil || req.Limit != c.want {
 			t.Errorf("%q: %v, count %v; want %d", c.args, err, req, c.want)
 		}
 	}

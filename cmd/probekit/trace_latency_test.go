@@ -231,11 +231,11 @@ func TestTraceLatencyUsage(t *testing.T) {
 		}
 	}
 	req, err := parseTrace([]string{"--latency", "--by", "arg1", "--filter", "arg2 > 3", "uprobe:x:f"})
-	if err != nil || req.mode != record.ModeLatency || len(req.probes) != 2 || req.latEnd != 1 || req.probes[1].Kind != record.KindUretprobe || req.probes[1].Func != "f" {
+	if err != nil || req.Mode != record.ModeLatency || len(req.Probes) != 2 || req.LatencyEnd != 1 || req.Probes[1].Kind != record.KindUretprobe || req.Probes[1].Func != "f" {
 		t.Errorf("--latency uprobe:x:f: %+v, %v; want the entry then the return", req, err)
 	}
 	req, err = parseTrace([]string{"--latency", "--filter", "ret > 3", "uretprobe:x:f", "x:p:b"})
-	if err != nil || len(req.probes) != 2 || req.latEnd != 1 {
+	if err != nil || len(req.Probes) != 2 || req.LatencyEnd != 1 {
 		t.Errorf("a uretprobe START with a ret filter: %+v, %v", req, err)
 	}
 }

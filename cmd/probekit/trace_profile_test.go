@@ -196,8 +196,8 @@ func TestTraceStackFlags(t *testing.T) {
 			continue
 		}
 		var keys []string
-		for _, k := range req.keys {
-			keys = append(keys, k.name)
+		for _, k := range req.Keys {
+			keys = append(keys, k.Name)
 		}
 		if !slices.Equal(keys, c.keys) {
 			t.Errorf("%q: keys %q, want %q", c.args, keys, c.keys)
@@ -208,7 +208,7 @@ func TestTraceStackFlags(t *testing.T) {
 		stack, cfi bool
 	}{{"--stack", true, false}, {"--stack=fp", true, false}, {"--stack=cfi", true, true}, {"--stack=false", false, false}} {
 		req, err := parseTrace([]string{c.arg, "f:p:n"})
-		if err != nil || req.stack != c.stack || req.cfi != c.cfi {
+		if err != nil || req.Stack != c.stack || req.CFI != c.cfi {
 			t.Errorf("%s: %v, %+v", c.arg, err, req)
 		}
 	}

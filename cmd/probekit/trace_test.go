@@ -497,9 +497,11 @@ func TestTraceKernelThread(t *testing.T) {
 	}
 }
 
-// kernelThread finds a kernel thread: kthreadd is PID 2 outside PID
+// kernelThread finds a kernel thread (PF_KTHREAD, 0x00200000 in the
+// flags, include/linux/sched.h): kthreadd is PID 2 outside PID
 // namespaces.
 func kernelThread(t *testing.T) int {
+	const pfKthread = 0x00200000
 	t.Helper()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -750,7 +752,7 @@ func TestTraceRingSizeFlag(t *testing.T) {
 		req, err := parseTrace([]string{"--ring-size", c.arg, "f:p:n"})
 		switch {
 		case c.want == 0 && c.arg == "":
-			if err != nil || req.ringSize != record.DefaultRingSize {
+			if err != nil || req.RingSize != record.DefaultRingSize {
 				t.Errorf("no --ring-size: %v, %+v", err, req)
 			}
 		case c.want == 0:
@@ -758,8 +760,8 @@ func TestTraceRingSizeFlag(t *testing.T) {
 			if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--ring-size") {
 				t.Errorf("--ring-size %q: %v, want a usage error", c.arg, err)
 			}
-		case err != nil || req.ringSize != c.want:
-			t.Errorf("--ring-size %q: %v, %d bytes; want %d", c.arg, err, req.ringSize, c.want)
+		case err != nil || req.RingSize != c.want:
+			t.Errorf("--ring-size %q: %v, %d bytes; want %d", c.arg, err, req.RingSize, c.want)
 		}
 	}
 }

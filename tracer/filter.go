@@ -1,4 +1,4 @@
-package main
+package tracer
 
 import (
 	"fmt"
@@ -83,7 +83,7 @@ var filterOps = map[string]record.FilterOp{
 //
 // usesRet and usesArgs say whether a term compares ret, or an argN or
 // strN.
-func parseFilter(s string) (terms []record.FilterTerm, usesRet, usesArgs bool, err error) {
+func ParseFilter(s string) (terms []record.FilterTerm, usesRet, usesArgs bool, err error) {
 	toks, err := lexFilter(s)
 	if err != nil {
 		return nil, false, false, err

@@ -1,4 +1,4 @@
-package main
+package tracer
 
 import (
 	"bytes"
@@ -13,65 +13,9 @@ import (
 	"github.com/probekit/probekit/symbolize"
 )
 
-// stackFlag is --stack: a bool flag that also takes =fp (the default,
-// the kernel's frame-pointer walk) and =cfi.
-type stackFlag struct{ req *traceRequest }
-
-func (f *stackFlag) IsBoolFlag() bool { return true }
-
-func (f *stackFlag) String() string {
-	if f.req == nil || !f.req.stack {
-		return "false"
-	}
-	if f.req.cfi {
-		return "cfi"
-	}
-	return "true"
-}
-
-func (f *stackFlag) Set(s string) error {
-	switch s {
-	case "true", "fp":
-		f.req.stack, f.req.cfi = true, false
-	case "false":
-		f.req.stack, f.req.cfi = false, false
-	case "cfi":
-		f.req.stack, f.req.cfi = true, true
-	default:
-		return fmt.Errorf("want --stack, --stack=fp or --stack=cfi")
-	}
-	return nil
-}
-
-// stackCounting turns --count --stack into a stack key part (as --by
-// stack), after the parts of --by, and checks --pprof and --folded.
-func stackCounting(req *traceRequest) error {
-	if req.stack && req.mode == record.ModeHist {
-		return usagef("--stack prints the stack of each hit, or with --count counts by stack: --hist has no stacks")
-	}
-	if req.mode == record.ModeLatency && (req.stack || hasStackKey(req)) {
-		return usagef("--stack prints the stack of each hit, or with --count counts by stack: --latency has no stacks")
-	}
-	if req.stack && req.mode == record.ModeCount {
-		if req.cfi {
-			return usagef("--stack=cfi unwinds the stack of each hit: --count --stack counts by the kernel's frame-pointer walk")
-		}
-		if !hasStackKey(req) {
-			req.keys = append(req.keys, keyPart{KeyPart: record.KeyPart{Kind: record.KeyStack}, name: "stack"})
-		}
-		if len(req.keys) > record.MaxKeys {
-			return usagef("--by with --stack: at most %d keys, the stack one of them", record.MaxKeys)
-		}
-	}
-	if (req.pprof != "" || req.folded) && (req.mode != record.ModeCount || !hasStackKey(req)) {
-		return usagef("--pprof and --folded write the stacks of --count --stack")
-	}
-	return nil
-}
-
-// hasStackKey reports whether the counts are keyed by stack.
-func hasStackKey(req *traceRequest) bool {
-	for _, k := range req.keys {
+// HasStackKey reports whether the counts are keyed by stack.
+func (cfg *Config) HasStackKey() bool {
+	for _, k := range cfg.Keys {
 		if k.Kind == record.KeyStack {
 			return true
 		}
@@ -87,8 +31,8 @@ const copyPages = 2
 // setStackRecords makes the records of hits carry the user stack
 // (--stack): the kernel's frame-pointer walk, or with --stack=cfi a copy
 // of the stack top, unwound in user space (package unwind).
-func setStackRecords(spec *ebpf.CollectionSpec, req *traceRequest) error {
-	if req.cfi {
+func setStackRecords(spec *ebpf.CollectionSpec, cfg *Config) error {
+	if cfg.CFI {
 		return record.SetStackCopy(spec, copyPages)
 	}
 	return spec.Variables[record.StackName].Set(uint32(1))
@@ -122,17 +66,17 @@ func (t *tracer) stackKey(objs *record.Objects, k record.Key) (string, string) {
 // writes --pprof.
 func (t *tracer) printStackCounts(objs *record.Objects) error {
 	b := t.out.buf[:0]
-	if t.req.folded || t.req.pprof != "" {
+	if t.cfg.Folded || t.cfg.Pprof != "" {
 		p, err := t.stackProfile(objs)
 		if err != nil {
 			return err
 		}
-		if t.req.pprof != "" {
-			if err := writeProfile(t.req.pprof, p); err != nil {
+		if t.cfg.Pprof != "" {
+			if err := writeProfile(t.cfg.Pprof, p); err != nil {
 				return err
 			}
 		}
-		if t.req.folded {
+		if t.cfg.Folded {
 			var buf bytes.Buffer
 			if err := profile.WriteFolded(&buf, p); err != nil {
 				return err
@@ -144,7 +88,7 @@ func (t *tracer) printStackCounts(objs *record.Objects) error {
 	if err != nil {
 		return err
 	}
-	if t.req.json {
+	if t.cfg.JSON {
 		return t.flushAggregate(t.appendKeyedJSON(b, totals))
 	}
 	for i, kt := range totals {
@@ -153,12 +97,12 @@ func (t *tracer) printStackCounts(objs *record.Objects) error {
 		}
 		b = fmt.Appendf(b, "%d", kt.count)
 		stack := ""
-		for j, p := range t.req.keys {
+		for j, p := range t.cfg.Keys {
 			if p.Kind == record.KeyStack {
 				stack = kt.text[j]
 				continue
 			}
-			b = fmt.Appendf(b, "  %s=%s", p.name, kt.json[j])
+			b = fmt.Appendf(b, "  %s=%s", p.Name, kt.json[j])
 		}
 		b = append(append(b, '\n'), stack...)
 	}

@@ -1,4 +1,4 @@
-package main
+package tracer
 
 import (
 	"debug/elf"
@@ -82,7 +82,7 @@ func gateOf(path, probe string) *runtimeGate {
 // by a child, which the trace does not follow, and that is what the
 // hint says.
 func (t *tracer) hintSilent(w io.Writer, links []*attach.Link, proc *procmaps.Process, launched string) {
-	if t.req.mode != record.ModeEvents || t.req.count > 0 && t.hits >= t.req.count {
+	if t.cfg.Mode != record.ModeEvents || t.cfg.Limit > 0 && t.hits >= t.cfg.Limit {
 		return
 	}
 	var sites []attach.Site
@@ -91,15 +91,15 @@ func (t *tracer) hintSilent(w io.Writer, links []*attach.Link, proc *procmaps.Pr
 	}
 	if launched != "" && t.hits == 0 {
 		var hints []string
-		sites, hints = notFollowed(sites, launched, t.req.cmd[0])
+		sites, hints = notFollowed(sites, launched, t.cfg.Command[0])
 		for _, h := range hints {
 			fmt.Fprintln(w, h)
 		}
 	}
 	hits := map[string]int{}
 	for _, s := range t.sites {
-		if s.kind == record.KindUSDT {
-			hits[s.label] += s.hits
+		if s.Kind == record.KindUSDT {
+			hits[s.Label] += s.hits
 		}
 	}
 	for _, h := range silentHints(sites, hits, loweredSemaphores(proc, sites, hits)) {

@@ -1,4 +1,4 @@
-package main
+package tracer
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ func outputCase(tb testing.TB, asJSON bool, w io.Writer) (*tracer, [][]byte) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	t := newTracer(&traceRequest{json: asJSON}, w, io.Discard)
+	t := newTracer(&Config{JSON: asJSON}, w, io.Discard)
 	// Hit times are shown as if CLOCK_MONOTONIC were 0 at
 	// 2023-11-14T22:13:20Z.
 	t.wallBase = 1_700_000_000_000_000_000
@@ -76,7 +76,7 @@ func TestTraceOutputLines(t *testing.T) {
 	if err := tr.out.flush(); err != nil {
 		t.Fatal(err)
 	}
-	loop, sizes := tr.sites[0].loc.Address, tr.sites[1].loc.Address
+	loop, sizes := tr.sites[0].Location.Address, tr.sites[1].Location.Address
 	want := fmt.Sprintf("4242/4243 sample:loop @%#x [999999 1000000 -999999 999999]\n", loop) +
 		fmt.Sprintf("4242/4242 sample:sizes @%#x [-5 250 null 60000 -123456 4000000000 -1234567890123 18446744073709551000]\n", sizes) +
 		fmt.Sprintf(`1/1 sample:sizes @%#x ["<string>" "quote\" tab\t \ufffd" -1234 60000 -123456 4000000000 -1234567890123 18446744073709551000]`+"\n", sizes) +
@@ -104,9 +104,19 @@ func TestTraceOutputLines(t *testing.T) {
 			t.Errorf("JSON line %d:\n%s\nwant\n%s", i, lines[i], want)
 		}
 	}
-	hits := decodeHits(t, strings.Join(lines[:3], "\n"))
-	if len(hits) != 3 {
-		t.Fatalf("%d JSON lines:\n%s", len(hits), out.String())
+	type hit struct {
+		Provider, Name string
+		PID, TID       int
+		Address        uint64
+		Args           []json.RawMessage
+	}
+	var hits []hit
+	for _, l := range lines[:3] {
+		var h hit
+		if err := json.Unmarshal([]byte(l), &h); err != nil {
+			t.Fatalf("JSON line %q: %v", l, err)
+		}
+		hits = append(hits, h)
 	}
 	h := hits[2]
 	if h.Provider != "sample" || h.Name != "sizes" || h.PID != 1 || h.TID != 1 || h.Address != sizes ||
@@ -127,7 +137,7 @@ func TestTraceOutputLines(t *testing.T) {
 func TestTraceOutputTime(t *testing.T) {
 	var out bytes.Buffer
 	tr, recs := outputCase(t, false, &out)
-	tr.req.time = true
+	tr.cfg.Time = true
 	var ev record.Event
 	for _, r := range recs[:1] {
 		if err := tr.handle(r, &ev); err != nil {
@@ -136,7 +146,7 @@ func TestTraceOutputTime(t *testing.T) {
 	}
 	tr.out.flush()
 	at := time.Unix(1_700_000_005, 123).Format("15:04:05.000000000")
-	want := fmt.Sprintf("%s sample 4242/4243 sample:loop @%#x [999999 1000000 -999999 999999]\n", at, tr.sites[0].loc.Address)
+	want := fmt.Sprintf("%s sample 4242/4243 sample:loop @%#x [999999 1000000 -999999 999999]\n", at, tr.sites[0].Location.Address)
 	if out.String() != want {
 		t.Errorf("text:\n%s\nwant:\n%s", out.String(), want)
 	}
@@ -146,7 +156,7 @@ func TestTraceOutputTime(t *testing.T) {
 func TestTraceOutputNoAlloc(t *testing.T) {
 	for _, asJSON := range []bool{false, true} {
 		tr, recs := outputCase(t, asJSON, io.Discard)
-		tr.req.time = true // text lines with the time
+		tr.cfg.Time = true // text lines with the time
 		var ev record.Event
 		i := 0
 		n := testing.AllocsPerRun(10000, func() {

@@ -1,19 +1,19 @@
-package main
+package tracer
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/probekit/probekit/follow"
+	"github.com/probekit/probekit/internal/jsontext"
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
@@ -30,10 +30,10 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 	// host's processes at their first hit (in --count, when the counts
 	// are printed), so one that exits before has its frames by address
 	// only.
-	selectors := followSelectors(t.req)
+	selectors := followSelectors(t.cfg)
 	switch {
-	case selectors && len(t.req.cmd) > 0 && !t.req.follow:
-		return usagef("a target \"*\" or a glob with -- CMD needs -f")
+	case selectors && len(t.cfg.Command) > 0 && !t.cfg.Follow:
+		return errors.New("a target \"*\" or a glob with -- CMD needs -f")
 	}
 	var probes []follow.Probe
 	var dyn *dynamicSites
@@ -43,10 +43,10 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 		t.sitesMu = &sync.RWMutex{}
 		dyn = &dynamicSites{t: t, idx: map[string]uint64{}}
 	}
-	for _, p := range t.req.probes {
+	for _, p := range t.cfg.Probes {
 		if p.Kind != record.KindUSDT {
 			if dyn != nil {
-				return usagef("targets \"*\" and globs take USDT probes; uprobe and uretprobe need a named target")
+				return errors.New("targets \"*\" and globs take USDT probes; uprobe and uretprobe need a named target")
 			}
 			fp, err := t.followFuncSites(p, objs)
 			if err != nil {
@@ -70,12 +70,12 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 		fp.LocationCookie = t.latencyCookie(p, fp.LocationCookie)
 		probes = append(probes, fp)
 	}
-	if t.req.mode == record.ModeCount && len(t.sites) > record.MaxCounted {
+	if t.cfg.Mode == record.ModeCount && len(t.sites) > record.MaxCounted {
 		return fmt.Errorf("--count counts at most %d probe sites, these probes have %d", record.MaxCounted, len(t.sites))
 	}
 	// Notifications come from the tree's goroutine, hits from the loop:
 	// both write through one lock.
-	w := &lockedWriter{w: t.out.w, holdDetach: t.req.mode == record.ModeEvents}
+	w := &lockedWriter{w: t.out.w, holdDetach: t.cfg.Mode == record.ModeEvents}
 	t.out.w = w
 	opts := &follow.Options{Attacher: att, Notify: func(e follow.Event) { t.printFollow(w, e) }}
 	if t.stacks != nil {
@@ -85,7 +85,7 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 	}
 
 	var rd *ringbuf.Reader
-	if t.req.mode == record.ModeEvents {
+	if t.cfg.Mode == record.ModeEvents {
 		if rd, err = ringbuf.NewReader(objs.Events); err != nil {
 			return err
 		}
@@ -97,12 +97,12 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 	}
 	exitErr := func() error { return nil }
 	switch {
-	case len(t.req.cmd) > 0:
+	case len(t.cfg.Command) > 0:
 		var tree *follow.Tree
-		if tree, err = follow.Launch(launchCommand(t.req), probes, opts); err == nil {
+		if tree, err = follow.Launch(launchCommand(t.cfg), probes, opts); err == nil {
 			f, exitErr = tree, tree.ExitErr
 		}
-	case t.req.follow:
+	case t.cfg.Follow:
 		f, err = follow.Attach(proc.PID, probes, opts)
 	case proc != nil:
 		f, err = follow.WatchProcess(proc.PID, probes, opts)
@@ -119,19 +119,16 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 		w.Flush() // the releases of Close
 	}()
 
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(stop)
 	exited := make(chan error, 1)
 	go func() {
 		<-f.Exited()
 		exited <- exitErr()
 	}()
-	if err := t.run(objs, rd, stop, exited); err != nil {
+	if err := t.run(objs, rd, t.ctx.Done(), exited); err != nil {
 		return err
 	}
-	if t.exitErr != nil && len(t.req.cmd) > 0 {
-		return fmt.Errorf("%s: %w", t.req.cmd[0], t.exitErr)
+	if t.exitErr != nil && len(t.cfg.Command) > 0 {
+		return fmt.Errorf("%s: %w", t.cfg.Command[0], t.exitErr)
 	}
 	return nil
 }
@@ -139,16 +136,16 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 // launchCommand is the command of -- CMD, its program found as for
 // TARGET: an ELF binary on PATH over a wrapper script (pyenv's shim would
 // exec another python than the one whose probes were named).
-func launchCommand(req *traceRequest) *exec.Cmd {
-	name := req.cmd[0]
+func launchCommand(cfg *Config) *exec.Cmd {
+	name := cfg.Command[0]
 	if !strings.ContainsRune(name, '/') {
 		if p := procmaps.LookPath(name); p != "" {
 			name = p
 		}
 	}
-	cmd := exec.Command(name, req.cmd[1:]...)
+	cmd := exec.Command(name, cfg.Command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	if req.json {
+	if cfg.JSON {
 		// Keep stdout a stream of JSON objects.
 		cmd.Stdout = os.Stderr
 	}
@@ -156,8 +153,8 @@ func launchCommand(req *traceRequest) *exec.Cmd {
 }
 
 // followSelectors reports whether a probe's target is "*" or a glob.
-func followSelectors(req *traceRequest) bool {
-	for _, p := range req.probes {
+func followSelectors(cfg *Config) bool {
+	for _, p := range cfg.Probes {
 		if follow.Selector(p.Target) {
 			return true
 		}
@@ -274,13 +271,13 @@ func (t *tracer) printFollow(w *lockedWriter, e follow.Event) {
 		}
 	}
 	var b []byte
-	if t.req.json {
+	if t.cfg.JSON {
 		b = append(b, `{"kind":`...)
-		b = appendJSON(b, e.Kind.String(), false)
+		b = jsontext.Append(b, e.Kind.String(), false)
 		b = fmt.Appendf(b, `,"pid":%d,"file":`, e.PID)
-		b = appendJSON(b, e.File, false)
+		b = jsontext.Append(b, e.File, false)
 		b = append(b, `,"probe":`...)
-		b = appendJSON(b, probe, false)
+		b = jsontext.Append(b, probe, false)
 		b = fmt.Appendf(b, `,"sites":%d}`+"\n", e.Sites)
 	} else {
 		fmt.Fprintf(t.errOut, "%s %d %s %s (%d sites)\n", e.Kind, e.PID, e.File, probe, e.Sites)

@@ -1,24 +1,24 @@
-package main
+package tracer
 
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/probekit/probekit/internal/jsontext"
 	"github.com/probekit/probekit/record"
 )
 
 // aggregateLoop waits for the end of a --count or --hist trace (a signal,
 // the command's or process's exit), printing what the kernel counted at
-// the end and every req.interval.
-func (t *tracer) aggregateLoop(objs *record.Objects, stop <-chan os.Signal, exited <-chan error) error {
+// the end and every cfg.Interval.
+func (t *tracer) aggregateLoop(objs *record.Objects, stop <-chan struct{}, exited <-chan error) error {
 	var tick <-chan time.Time
-	if t.req.interval > 0 {
-		tk := time.NewTicker(t.req.interval)
+	if t.cfg.Interval > 0 {
+		tk := time.NewTicker(t.cfg.Interval)
 		defer tk.Stop()
 		tick = tk.C
 	}
@@ -57,19 +57,19 @@ func (t *tracer) totals(objs *record.Objects) ([]probeTotals, error) {
 	var out []probeTotals
 	index := map[string]int{}
 	for _, s := range t.sites {
-		if _, ok := index[s.label]; !ok && !s.skipped {
-			index[s.label] = len(out)
-			out = append(out, probeTotals{label: s.label})
+		if _, ok := index[s.Label]; !ok && !s.skipped {
+			index[s.Label] = len(out)
+			out = append(out, probeTotals{label: s.Label})
 		}
 	}
-	if t.req.mode == record.ModeCount {
+	if t.cfg.Mode == record.ModeCount {
 		counts, err := objs.Counts(len(t.sites))
 		if err != nil {
 			return nil, err
 		}
 		for i, c := range counts {
 			if !t.sites[i].skipped {
-				out[index[t.sites[i].label]].count += c
+				out[index[t.sites[i].Label]].count += c
 			}
 		}
 		return out, nil
@@ -82,7 +82,7 @@ func (t *tracer) totals(objs *record.Objects) ([]probeTotals, error) {
 		if t.sites[i].skipped {
 			continue
 		}
-		p := &out[index[t.sites[i].label]]
+		p := &out[index[t.sites[i].Label]]
 		for b, c := range h {
 			p.hist[b] += c
 		}
@@ -93,19 +93,19 @@ func (t *tracer) totals(objs *record.Objects) ([]probeTotals, error) {
 // printAggregate prints the totals so far (cumulative: -i prints them
 // again, grown).
 func (t *tracer) printAggregate(objs *record.Objects) error {
-	if t.req.mode == record.ModeLatency && len(t.req.keys) == 0 {
+	if t.cfg.Mode == record.ModeLatency && len(t.cfg.Keys) == 0 {
 		return t.printLatency(objs)
 	}
 	b := t.out.buf[:0]
-	if hasStackKey(t.req) {
+	if t.cfg.HasStackKey() {
 		return t.printStackCounts(objs)
 	}
-	if len(t.req.keys) > 0 {
+	if len(t.cfg.Keys) > 0 {
 		totals, err := t.keyedTotals(objs)
 		if err != nil {
 			return err
 		}
-		if t.req.json {
+		if t.cfg.JSON {
 			b = t.appendKeyedJSON(b, totals)
 		} else {
 			b = t.appendKeyedText(b, totals)
@@ -117,19 +117,19 @@ func (t *tracer) printAggregate(objs *record.Objects) error {
 		return err
 	}
 	switch {
-	case t.req.json && t.req.mode == record.ModeCount:
+	case t.cfg.JSON && t.cfg.Mode == record.ModeCount:
 		for _, p := range totals {
 			b = append(b, `{"probe":`...)
-			b = appendJSON(b, p.label, false)
+			b = jsontext.Append(b, p.label, false)
 			b = append(b, `,"count":`...)
 			b = strconv.AppendUint(b, p.count, 10)
 			b = append(b, "}\n"...)
 		}
-	case t.req.json:
+	case t.cfg.JSON:
 		for _, p := range totals {
 			b = appendHistJSON(b, p.label, &p.hist)
 		}
-	case t.req.mode == record.ModeCount:
+	case t.cfg.Mode == record.ModeCount:
 		b = appendCountTable(b, totals)
 	default:
 		for i, p := range totals {
@@ -144,7 +144,7 @@ func (t *tracer) printAggregate(objs *record.Objects) error {
 
 // flushAggregate writes b, one printing of the totals.
 func (t *tracer) flushAggregate(b []byte) error {
-	if t.req.interval > 0 && !t.req.json {
+	if t.cfg.Interval > 0 && !t.cfg.JSON {
 		b = append(b, '\n')
 	}
 	t.out.buf = b
@@ -169,7 +169,7 @@ func appendCountTable(b []byte, totals []probeTotals) []byte {
 // with the buckets that have hits, lowest first.
 func appendHistJSON(b []byte, label string, h *record.Histogram) []byte {
 	b = append(b, `{"probe":`...)
-	b = appendJSON(b, label, false)
+	b = jsontext.Append(b, label, false)
 	return appendBucketsJSON(b, h)
 }
 
@@ -262,17 +262,18 @@ func powerOf2(v uint64) string {
 	return strconv.FormatUint(v, 10) + suffixes[s-1:s]
 }
 
-// keyPart is one part of --by: what the kernel keys by, and its name in
-// the output (arg1, str2, ret, pid, tid, comm, probe, func).
-type keyPart struct {
+// Key is one part of a key: what the kernel keys by, and its name in the
+// output (arg1, str2, ret, pid, tid, comm, probe, func, stack).
+type Key struct {
 	record.KeyPart
-	name string
+	Name string
 }
 
-// parseKeys reads --by's KEY[,KEY...]: arg N, str N (N from 1), ret, pid,
-// tid, comm, probe, func. "arg N" may be written argN too.
-func parseKeys(s string) ([]keyPart, error) {
-	var parts []keyPart
+// ParseKeys reads KEY[,KEY...] (probekit trace's --by): arg N, str N (N
+// from 1), ret, pid, tid, comm, probe, func, stack. "arg N" may be written
+// argN too.
+func ParseKeys(s string) ([]Key, error) {
+	var parts []Key
 	strs := 0
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
@@ -280,7 +281,7 @@ func parseKeys(s string) ([]keyPart, error) {
 		if i := strings.IndexAny(f, " 0123456789"); i >= 0 {
 			word, num = f[:i], strings.TrimSpace(f[i:])
 		}
-		var p keyPart
+		var p Key
 		switch word {
 		case "arg", "str":
 			n, err := strconv.Atoi(num)
@@ -292,17 +293,17 @@ func parseKeys(s string) ([]keyPart, error) {
 				p.Kind = record.KeyStr
 				strs++
 			}
-			p.name = word + num
+			p.Name = word + num
 		case "stack":
 			if num != "" {
 				return nil, fmt.Errorf("key %q: stack takes no number", f)
 			}
-			p.name, p.Kind = word, record.KeyStack
+			p.Name, p.Kind = word, record.KeyStack
 		case "ret", "pid", "tid", "comm", "probe", "func":
 			if num != "" {
 				return nil, fmt.Errorf("key %q: %s takes no number", f, word)
 			}
-			p.name = word
+			p.Name = word
 			p.Kind = map[string]record.KeyKind{"ret": record.KeyArg, "pid": record.KeyPID, "tid": record.KeyTID,
 				"comm": record.KeyComm, "probe": record.KeyProbe, "func": record.KeyProbe}[word]
 		default:
@@ -318,33 +319,6 @@ func parseKeys(s string) ([]keyPart, error) {
 	}
 	return parts, nil
 }
-
-// joinByArgs makes "--by str 2" one argument, "--by=str 2": a key's
-// number may follow it as a word of its own.
-func joinByArgs(args []string) []string {
-	out := make([]string, 0, len(args))
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--by" || a == "-by" {
-			if i+1 < len(args) {
-				a, i = a+"="+args[i+1], i+1
-			}
-		}
-		if strings.HasPrefix(a, "--by=") || strings.HasPrefix(a, "-by=") {
-			for i+1 < len(args) {
-				last := a[strings.LastIndexAny(a, "=,")+1:]
-				if (last != "arg" && last != "str") || !startsWithDigit(args[i+1]) {
-					break
-				}
-				a, i = a+" "+args[i+1], i+1
-			}
-		}
-		out = append(out, a)
-	}
-	return out
-}
-
-func startsWithDigit(s string) bool { return s != "" && s[0] >= '0' && s[0] <= '9' }
 
 // keyedTotal is one key's count or histogram, its parts formatted.
 type keyedTotal struct {
@@ -371,25 +345,25 @@ func (t *tracer) keyedTotals(objs *record.Objects) ([]keyedTotal, error) {
 	var out []keyedTotal
 	for _, e := range entries {
 		var kt keyedTotal
-		for i, p := range t.req.keys {
+		for i, p := range t.cfg.Keys {
 			var text, js string
 			switch p.Kind {
 			case record.KeyArg, record.KeyPID, record.KeyTID:
 				text = strconv.FormatInt(e.Key.Nums[i], 10)
 				js = text
 			case record.KeyStr:
-				text, js = e.Key.Str, string(appendJSON(nil, e.Key.Str, false))
+				text, js = e.Key.Str, string(jsontext.Append(nil, e.Key.Str, false))
 			case record.KeyComm:
-				text, js = e.Key.Comm, string(appendJSON(nil, e.Key.Comm, false))
+				text, js = e.Key.Comm, string(jsontext.Append(nil, e.Key.Comm, false))
 			case record.KeyProbe:
 				if int(e.Key.Probe) >= len(t.sites) {
 					return nil, fmt.Errorf("keyed entry of unknown probe %d", e.Key.Probe)
 				}
-				text = t.sites[e.Key.Probe].label
-				if p.name == "func" {
-					text = t.sites[e.Key.Probe].fn
+				text = t.sites[e.Key.Probe].Label
+				if p.Name == "func" {
+					text = t.sites[e.Key.Probe].Function
 				}
-				js = string(appendJSON(nil, text, false))
+				js = string(jsontext.Append(nil, text, false))
 			case record.KeyStack:
 				text, js = t.stackKey(objs, e.Key)
 			}
@@ -411,8 +385,8 @@ func (t *tracer) keyedTotals(objs *record.Objects) ([]keyedTotal, error) {
 		}
 		return strings.Join(out[a].text, "\x00") < strings.Join(out[b].text, "\x00")
 	})
-	if t.req.top > 0 && len(out) > t.req.top {
-		out = out[:t.req.top]
+	if t.cfg.Top > 0 && len(out) > t.cfg.Top {
+		out = out[:t.cfg.Top]
 	}
 	return out, nil
 }
@@ -422,15 +396,15 @@ func (t *tracer) keyedTotals(objs *record.Objects) ([]keyedTotal, error) {
 func (t *tracer) appendKeyedJSON(b []byte, totals []keyedTotal) []byte {
 	for _, kt := range totals {
 		b = append(b, `{"key":{`...)
-		for i, p := range t.req.keys {
+		for i, p := range t.cfg.Keys {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSON(b, p.name, false)
+			b = jsontext.Append(b, p.Name, false)
 			b = append(append(b, ':'), kt.json[i]...)
 		}
 		b = append(b, '}')
-		if t.req.mode == record.ModeCount {
+		if t.cfg.Mode == record.ModeCount {
 			b = append(b, `,"count":`...)
 			b = strconv.AppendUint(b, kt.count, 10)
 			b = append(b, "}\n"...)
@@ -444,22 +418,22 @@ func (t *tracer) appendKeyedJSON(b []byte, totals []keyedTotal) []byte {
 // appendKeyedText appends a table, COUNT then the key's columns, or a
 // histogram per key named by NAME=VALUE pairs.
 func (t *tracer) appendKeyedText(b []byte, totals []keyedTotal) []byte {
-	if t.req.mode != record.ModeCount {
+	if t.cfg.Mode != record.ModeCount {
 		for i, kt := range totals {
 			if i > 0 {
 				b = append(b, '\n')
 			}
 			var label []string
-			for j, p := range t.req.keys {
-				label = append(label, p.name+"="+kt.json[j])
+			for j, p := range t.cfg.Keys {
+				label = append(label, p.Name+"="+kt.json[j])
 			}
 			b = appendHistText(b, strings.Join(label, " "), &kt.hist)
 		}
 		return b
 	}
 	widths := []int{len("COUNT")}
-	for _, p := range t.req.keys {
-		widths = append(widths, len(p.name))
+	for _, p := range t.cfg.Keys {
+		widths = append(widths, len(p.Name))
 	}
 	for _, kt := range totals {
 		widths[0] = max(widths[0], len(strconv.FormatUint(kt.count, 10)))
@@ -479,8 +453,8 @@ func (t *tracer) appendKeyedText(b []byte, totals []keyedTotal) []byte {
 		b = append(b, '\n')
 	}
 	var names []string
-	for _, p := range t.req.keys {
-		names = append(names, strings.ToUpper(p.name))
+	for _, p := range t.cfg.Keys {
+		names = append(names, strings.ToUpper(p.Name))
 	}
 	row("COUNT", names)
 	for _, kt := range totals {

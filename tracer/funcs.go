@@ -1,4 +1,4 @@
-package main
+package tracer
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/internal/jsontext"
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
@@ -138,13 +139,13 @@ func (t *tracer) funcSites(b *uprobe.Binary, p probe.Spec) (*funcSites, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n := len(t.sites) + len(fns); t.req.mode == record.ModeCount && n > record.MaxCounted {
+	if n := len(t.sites) + len(fns); t.cfg.Mode == record.ModeCount && n > record.MaxCounted {
 		return nil, fmt.Errorf("--count counts at most %d probe sites, these probes have %d or more", record.MaxCounted, n)
 	}
 	fs := &funcSites{fns: fns, byAddr: make(map[uint64]uint64, len(fns)), index: make(map[uint64]int, len(fns))}
 	warned := false
 	for i, fn := range fns {
-		regs, strMask := record.RegsC, t.req.strMask
+		regs, strMask := record.RegsC, t.cfg.StrMask
 		switch conv := b.Convention(fn); {
 		case p.Kind == record.KindUretprobe:
 			regs, strMask = record.RegsRet, 0
@@ -225,18 +226,18 @@ func funcName(fn uprobe.Function) string {
 // funcSite adds the site of a function probe; its index is the probe's
 // cookie index.
 func (t *tracer) funcSite(kind record.Kind, name string, addr uint64) {
-	s := traceSite{kind: kind, fn: name}
+	s := Site{Kind: kind, Function: name, Address: addr}
 	label, end := "uprobe", t.form.argsEnd
 	if kind == record.KindUretprobe {
 		label, end = "uretprobe", t.form.retEnd
 	}
 	s.end = []byte(end)
-	s.label = label + ":" + name
-	if t.req.json {
+	s.Label = label + ":" + name
+	if t.cfg.JSON {
 		s.head = append(s.head, `{"kind":"`...)
 		s.head = append(s.head, label...)
 		s.head = append(s.head, `","function":`...)
-		s.head = appendJSON(s.head, name, false)
+		s.head = jsontext.Append(s.head, name, false)
 		s.head = append(s.head, `,"pid":`...)
 		s.mid = append(s.mid, `,"address":`...)
 		s.mid = strconv.AppendUint(s.mid, addr, 10)

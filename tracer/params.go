@@ -1,4 +1,4 @@
-package main
+package tracer
 
 import (
 	"debug/elf"
@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/probekit/probekit/debuginfo"
+	"github.com/probekit/probekit/internal/jsontext"
 	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/uprobe"
 )
@@ -86,7 +87,7 @@ func regIndex(m elf.Machine, regs record.Regs) map[int]int {
 // site prints raw values (no DWARF, counting modes, too many functions).
 // used is the string mask already taken (--str).
 func (t *tracer) paramsFor(b *uprobe.Binary, fn uprobe.Function, kind record.Kind, regs record.Regs, nfuncs int, used uint32) *siteParams {
-	if t.req.mode != record.ModeEvents || nfuncs > maxParamFuncs {
+	if t.cfg.Mode != record.ModeEvents || nfuncs > maxParamFuncs {
 		return nil
 	}
 	sig, err := b.Params(fn)
@@ -145,30 +146,30 @@ func (t *tracer) paramsFor(b *uprobe.Binary, fn uprobe.Function, kind record.Kin
 // setParams makes site s print by sp: the text line's values become
 // "FUNC(NAME=VALUE, ...)" or a typed return value; the JSON line keeps
 // its raw values and adds the named ones.
-func (t *tracer) setParams(s *traceSite, sp *siteParams, addr uint64) {
+func (t *tracer) setParams(s *Site, sp *siteParams, addr uint64) {
 	s.params = sp
 	label := "uprobe"
-	if s.kind == record.KindUretprobe {
+	if s.Kind == record.KindUretprobe {
 		label = "uretprobe"
 	}
 	switch {
-	case t.req.json:
+	case t.cfg.JSON:
 		s.end = []byte("}\n")
-	case s.kind == record.KindUretprobe:
+	case s.Kind == record.KindUretprobe:
 		s.end = []byte("\n")
 	default:
-		s.mid = fmt.Appendf(nil, " %s:%s @%#x %s(", label, s.fn, addr, sp.fn)
+		s.mid = fmt.Appendf(nil, " %s:%s @%#x %s(", label, s.Function, addr, sp.fn)
 		s.end = []byte(")\n")
 	}
 }
 
 // appendParams appends the values of a hit of a site that prints by
 // DWARF (after site.mid, before site.end).
-func (t *tracer) appendParams(b []byte, ev *record.Event, site *traceSite) []byte {
+func (t *tracer) appendParams(b []byte, ev *record.Event, site *Site) []byte {
 	sp := site.params
-	if t.req.json {
+	if t.cfg.JSON {
 		n := ev.NArgs
-		if site.kind == record.KindUretprobe {
+		if site.Kind == record.KindUretprobe {
 			n = min(n, 1) // "ret" is the first register, whichever set was sent
 		}
 		for i := range n {
@@ -177,13 +178,13 @@ func (t *tracer) appendParams(b []byte, ev *record.Event, site *traceSite) []byt
 			}
 			b = t.appendRaw(b, ev, i)
 		}
-		if site.kind == record.KindUretprobe {
+		if site.Kind == record.KindUretprobe {
 			b = append(b, `,"return":`...)
 			if sp.ret == nil {
 				return append(b, `{"type":"void","value":null}`...)
 			}
 			b = append(b, `{"type":`...)
-			b = appendJSON(b, sp.ret.typ.Name, false)
+			b = jsontext.Append(b, sp.ret.typ.Name, false)
 			b = append(b, `,"value":`...)
 			return append(appendValue(b, ev, sp.ret, true), '}')
 		}
@@ -194,15 +195,15 @@ func (t *tracer) appendParams(b []byte, ev *record.Event, site *traceSite) []byt
 				b = append(b, ',')
 			}
 			b = append(b, `{"name":`...)
-			b = appendJSON(b, p.name, false)
+			b = jsontext.Append(b, p.name, false)
 			b = append(b, `,"type":`...)
-			b = appendJSON(b, p.typ.Name, false)
+			b = jsontext.Append(b, p.typ.Name, false)
 			b = append(b, `,"value":`...)
 			b = append(appendValue(b, ev, p, true), '}')
 		}
 		return append(b, ']')
 	}
-	if site.kind == record.KindUretprobe {
+	if site.Kind == record.KindUretprobe {
 		if sp.ret == nil {
 			return append(b, "(void)"...)
 		}
@@ -223,12 +224,12 @@ func (t *tracer) appendParams(b []byte, ev *record.Event, site *traceSite) []byt
 // appendRaw appends value i as the raw "args" print it: a string only
 // for --str.
 func (t *tracer) appendRaw(b []byte, ev *record.Event, i int) []byte {
-	if ev.Errors&(1<<i) != 0 && t.req.strMask&(1<<i) != 0 {
+	if ev.Errors&(1<<i) != 0 && t.cfg.StrMask&(1<<i) != 0 {
 		return append(b, "null"...)
 	}
-	if t.req.strMask&(1<<i) != 0 {
+	if t.cfg.StrMask&(1<<i) != 0 {
 		if str, ok := ev.Str(i); ok {
-			return appendJSON(b, str, false)
+			return jsontext.Append(b, str, false)
 		}
 	}
 	return strconv.AppendInt(b, ev.Args[i], 10)
@@ -262,7 +263,7 @@ func appendValue(b []byte, ev *record.Event, p *paramRead, json bool) []byte {
 		return appendInt(b, v, t.Kind, t.Size)
 	case debuginfo.KindString:
 		if str, ok := ev.Str(p.idx[0]); ok && ev.Errors&(1<<p.idx[0]) == 0 {
-			return appendJSON(b, str, false)
+			return jsontext.Append(b, str, false)
 		}
 		// NULL, unreadable, or no room left for another string.
 		return appendPtr(b, v, t, json)
@@ -276,10 +277,10 @@ func appendValue(b []byte, ev *record.Event, p *paramRead, json bool) []byte {
 		}
 		if str, ok := ev.Str(p.idx[0]); ok && ev.Errors&(1<<p.idx[0]) == 0 {
 			if uint64(len(str)) >= n {
-				return appendJSON(b, str[:n], false)
+				return jsontext.Append(b, str[:n], false)
 			}
 			// Longer than the record's string, or holding a NUL.
-			b = appendJSON(b, str, false)
+			b = jsontext.Append(b, str, false)
 			if json {
 				return b
 			}
@@ -369,7 +370,7 @@ func structValue(ev *record.Event, p *paramRead, json bool) (string, bool) {
 			sb.WriteString(", ")
 		}
 		if json {
-			sb.Write(appendJSON(nil, f.Name, false))
+			sb.Write(jsontext.Append(nil, f.Name, false))
 			sb.WriteByte(':')
 		} else {
 			sb.WriteString(f.Name)

@@ -1,9 +1,11 @@
-package main
+package tracer
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
+	"github.com/probekit/probekit/internal/jsontext"
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/usdt"
@@ -41,53 +43,36 @@ func (l *latencyState) isEnd(site int) bool {
 	return l.ends[uint64(site)]
 }
 
-// latencyProbes checks --latency's probes and makes req.probes the starts
-// then the ends: a function probe gains its return.
-func (req *traceRequest) latencyProbes() error {
-	switch n := len(req.probes); {
-	case n == 1 && req.probes[0].Kind == record.KindUprobe:
-		end := req.probes[0]
+// PairLatency makes the probes of ModeLatency the starts then the ends,
+// and sets LatencyEnd: one function probe gains its return as its end;
+// two probes are START and END.
+func (cfg *Config) PairLatency() error {
+	switch n := len(cfg.Probes); {
+	case n == 1 && cfg.Probes[0].Kind == record.KindUprobe:
+		end := cfg.Probes[0]
 		end.Kind = record.KindUretprobe
-		req.probes = append(req.probes, end)
-	case n == 1 && req.probes[0].Kind == record.KindUSDT:
-		return usagef("--latency of one probe times a function from entry to return, and a USDT probe has no return: give two, --latency START END")
+		cfg.Probes = append(cfg.Probes, end)
+	case n == 1 && cfg.Probes[0].Kind == record.KindUSDT:
+		return errors.New("--latency of one probe times a function from entry to return, and a USDT probe has no return: give two, --latency START END")
 	case n == 1:
-		return usagef("--latency of one probe times a function from its entry: give uprobe:TARGET:FUNC")
+		return errors.New("--latency of one probe times a function from its entry: give uprobe:TARGET:FUNC")
 	case n == 2:
-		if req.probes[0] == req.probes[1] {
-			return usagef("--latency START END: START and END are the same probe")
+		if cfg.Probes[0] == cfg.Probes[1] {
+			return errors.New("--latency START END: START and END are the same probe")
 		}
 	default:
-		return usagef("--latency takes one function probe (uprobe:TARGET:FUNC) or two probes (START END), not %d", n)
+		return fmt.Errorf("--latency takes one function probe (uprobe:TARGET:FUNC) or two probes (START END), not %d", n)
 	}
-	req.latEnd = 1
+	cfg.LatencyEnd = 1
 	return nil
-}
-
-// startProbes are the probes whose values the filter and the keys read:
-// every probe, or --latency's START.
-func (req *traceRequest) startProbes() []probe.Spec {
-	if req.mode == record.ModeLatency {
-		return req.probes[:req.latEnd]
-	}
-	return req.probes
-}
-
-// atStart completes a message on the values of the filter or the keys:
-// --latency reads them at the start.
-func (req *traceRequest) atStart() string {
-	if req.mode != record.ModeLatency {
-		return ""
-	}
-	return "; --latency reads them at the start, " + probeName(req.probes[0])
 }
 
 // latencyEnd reports whether p is --latency's END.
 func (t *tracer) latencyEnd(p probe.Spec) bool {
-	if t.req.mode != record.ModeLatency {
+	if t.cfg.Mode != record.ModeLatency {
 		return false
 	}
-	for _, e := range t.req.probes[t.req.latEnd:] {
+	for _, e := range t.cfg.Probes[t.cfg.LatencyEnd:] {
 		if e == p {
 			return true
 		}
@@ -121,7 +106,7 @@ func (t *tracer) latencyOptions(p probe.Spec, opts *usdt.Options) *usdt.Options 
 // funcLatencyCookie is the cookie of function site site of probe p; a
 // function of Go code (goABI) pairs per goroutine.
 func (t *tracer) funcLatencyCookie(p probe.Spec, site int, cookie uint64, goABI bool) uint64 {
-	if t.req.mode != record.ModeLatency {
+	if t.cfg.Mode != record.ModeLatency {
 		return cookie
 	}
 	if goABI {
@@ -137,24 +122,12 @@ func (t *tracer) funcLatencyCookie(p probe.Spec, site int, cookie uint64, goABI 
 // latencyEndName names the END in histogram headers: "return" for a
 // function's own.
 func (t *tracer) latencyEndName() string {
-	start, end := t.req.probes[0], t.req.probes[t.req.latEnd]
+	start, end := t.cfg.Probes[0], t.cfg.Probes[t.cfg.LatencyEnd]
 	switch {
-	case len(t.req.probes) == 2 && start.Kind == record.KindUprobe && end.Kind == record.KindUretprobe && start.Func == end.Func && start.Target == end.Target:
+	case len(t.cfg.Probes) == 2 && start.Kind == record.KindUprobe && end.Kind == record.KindUretprobe && start.Func == end.Func && start.Target == end.Target:
 		return "return"
 	}
-	return probeName(end)
-}
-
-// probeName names p as counts and histograms do: PROVIDER:NAME,
-// uprobe:FUNC or uretprobe:FUNC.
-func probeName(p probe.Spec) string {
-	switch p.Kind {
-	case record.KindUSDT:
-		return p.Provider + ":" + p.Name
-	case record.KindUretprobe:
-		return "uretprobe:" + p.Func
-	}
-	return "uprobe:" + p.Func
+	return end.Label()
 }
 
 // printLatency prints the histograms of the starts without --by (with
@@ -177,7 +150,7 @@ func (t *tracer) printLatency(objs *record.Objects) error {
 	}
 	for i, s := range t.sites {
 		if !s.skipped && !t.lat.isEnd(i) {
-			starts[s.label] = true
+			starts[s.Label] = true
 		}
 	}
 	if t.sitesMu != nil {
@@ -189,11 +162,11 @@ func (t *tracer) printLatency(objs *record.Objects) error {
 		if !starts[p.label] {
 			continue
 		}
-		if t.req.json {
+		if t.cfg.JSON {
 			b = append(b, `{"probe":`...)
-			b = appendJSON(b, p.label, false)
+			b = jsontext.Append(b, p.label, false)
 			b = append(b, `,"end":`...)
-			b = appendJSON(b, end, false)
+			b = jsontext.Append(b, end, false)
 			b = appendBucketsJSON(b, &p.hist)
 			continue
 		}

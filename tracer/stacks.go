@@ -1,8 +1,9 @@
-package main
+package tracer
 
 import (
 	"strconv"
 
+	"github.com/probekit/probekit/internal/jsontext"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/symbolize"
@@ -65,30 +66,15 @@ func appendStackJSON(b []byte, frames []symbolize.Frame) []byte {
 		b = append(b, `{"address":`...)
 		b = strconv.AppendUint(b, f.Address, 10)
 		b = append(b, `,"function":`...)
-		b = appendJSON(b, f.Function, false)
+		b = jsontext.Append(b, f.Function, false)
 		b = append(b, `,"offset":`...)
 		b = strconv.AppendUint(b, f.Offset, 10)
 		b = append(b, `,"object":`...)
-		b = appendJSON(b, f.Object, false)
-		b = appendSourceJSON(b, f)
+		b = jsontext.Append(b, f.Object, false)
+		b = jsontext.AppendSource(b, f.File, f.Line, f.Inlined)
 		b = append(b, '}')
 	}
 	return append(b, ']')
-}
-
-// appendSourceJSON appends ,"file","line" when the line is known and
-// ,"inlined":true for an inlined frame.
-func appendSourceJSON(b []byte, f symbolize.Frame) []byte {
-	if f.Line > 0 {
-		b = append(b, `,"file":`...)
-		b = appendJSON(b, f.File, false)
-		b = append(b, `,"line":`...)
-		b = strconv.AppendInt(b, int64(f.Line), 10)
-	}
-	if f.Inlined {
-		b = append(b, `,"inlined":true`...)
-	}
-	return b
 }
 
 // appendStackText appends a line per frame, indented by four spaces:

@@ -1,0 +1,57 @@
+package tracer_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+
+	"github.com/probekit/probekit/probe"
+	"github.com/probekit/probekit/record"
+	"github.com/probekit/probekit/tracer"
+)
+
+// Python's function calls, handed to Go as they happen.
+func ExampleRun() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	spec, err := probe.Parse("python3.11:python:function__entry")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	err = tracer.Run(ctx, &tracer.Config{
+		Probes:  []probe.Spec{spec},
+		Command: []string{"python3.11", "-c", "import json"},
+		StrMask: 0b011, // arguments 1 and 2 (file, function) as strings
+		OnHit: func(h *tracer.Hit) error {
+			name, _ := h.Str(1) // the function's name
+			fmt.Printf("%s %d %s\n", h.Site.Label, h.PID, name)
+			return nil
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+}
+
+// The calls counted in the kernel by function name, printed as a table
+// when the command exits.
+func ExampleRun_count() {
+	spec, _ := probe.Parse("python3.11:python:function__entry")
+	keys, err := tracer.ParseKeys("str 2")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	err = tracer.Run(context.Background(), &tracer.Config{
+		Probes:  []probe.Spec{spec},
+		Command: []string{"python3.11", "-c", "import json"},
+		Mode:    record.ModeCount,
+		Keys:    keys,
+		Top:     10,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+}

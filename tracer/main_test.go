@@ -1,0 +1,10 @@
+package tracer
+
+import (
+	"os"
+	"testing"
+
+	"github.com/probekit/probekit/internal/test/testkit"
+)
+
+func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }

@@ -1,0 +1,113 @@
+package tracer_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"testing"
+
+	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/probe"
+	"github.com/probekit/probekit/record"
+	"github.com/probekit/probekit/tracer"
+	"github.com/probekit/probekit/usdt"
+)
+
+// A Go program's trace: Run launches the fixture, which fires
+// sample:sizes three times, and OnHit gets each hit decoded, with the
+// site it came from, in place of the printed lines.
+func TestRunOnHit(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := testkit.Fixture("usdt_sample")
+	spec, err := probe.Parse(fixture + ":sample:sizes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type hit struct {
+		site *tracer.Site
+		pid  uint32
+		args []int64
+	}
+	var hits []hit
+	var out, warn bytes.Buffer
+	cfg := &tracer.Config{
+		Probes:   []probe.Spec{spec},
+		Command:  []string{fixture, "--loop", "sizes", "3"},
+		Output:   &out,
+		Warnings: &warn,
+		OnHit: func(h *tracer.Hit) error {
+			hits = append(hits, hit{h.Site, h.PID, append([]int64(nil), h.Args[:h.NArgs]...)})
+			return nil
+		},
+	}
+	if err := tracer.Run(context.Background(), cfg); err != nil {
+		t.Fatalf("Run: %v (warnings: %s)", err, warn.String())
+	}
+	if out.Len() != 0 {
+		t.Errorf("OnHit set, yet lines were printed: %q", out.String())
+	}
+	f, err := usdt.Open(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.Find("sample", "sizes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := testkit.Start(t, fixture).Fire("sizes", 3)
+	if len(hits) != len(want) {
+		t.Fatalf("%d hits, want %d", len(hits), len(want))
+	}
+	for i, h := range hits {
+		s := h.site
+		if s.Kind != record.KindUSDT || s.Provider != "sample" || s.Name != "sizes" || s.Label != "sample:sizes" ||
+			s.Location == nil || s.Address != p.Locations[0].Address || h.pid == 0 {
+			t.Errorf("hit %d: site %+v pid %d", i, s, h.pid)
+		}
+		if len(h.args) != len(want[i].Args) {
+			t.Errorf("hit %d: %d values, want %d", i, len(h.args), len(want[i].Args))
+			continue
+		}
+		for n, v := range h.args {
+			if v != want[i].Args[n] {
+				t.Errorf("hit %d value %d: %d, want %d", i, n, v, want[i].Args[n])
+			}
+		}
+	}
+}
+
+// An error from OnHit ends the trace with that error.
+func TestRunOnHitError(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := testkit.Fixture("usdt_sample")
+	spec, err := probe.Parse(fixture + ":sample:loop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := os.ErrClosed
+	cfg := &tracer.Config{
+		Probes:   []probe.Spec{spec},
+		Command:  []string{fixture, "--loop", "loop", "3"},
+		Warnings: new(bytes.Buffer),
+		OnHit:    func(*tracer.Hit) error { return stop },
+	}
+	if err := tracer.Run(context.Background(), cfg); err != stop {
+		t.Fatalf("Run: %v, want OnHit's error", err)
+	}
+}
+
+// A Config that cannot be traced is refused before anything loads.
+func TestRunRefusesConfig(t *testing.T) {
+	testkit.RequireKernel(t) // the root check comes first
+	spec := probe.Spec{Kind: record.KindUprobe, Target: "/bin/true", Func: "main"}
+	for _, c := range []tracer.Config{
+		{},
+		{Probes: []probe.Spec{spec}, Follow: true},
+		{Probes: []probe.Spec{spec}, Mode: record.ModeLatency},
+		{Probes: []probe.Spec{spec}, Mode: record.ModeCount, OnHit: func(*tracer.Hit) error { return nil }},
+	} {
+		if err := tracer.Run(context.Background(), &c); err == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+}

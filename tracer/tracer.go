@@ -1,0 +1,754 @@
+package tracer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/internal/features"
+	"github.com/probekit/probekit/internal/jsontext"
+	"github.com/probekit/probekit/probe"
+	"github.com/probekit/probekit/procmaps"
+	"github.com/probekit/probekit/record"
+	"github.com/probekit/probekit/usdt"
+)
+
+// Config is what Run traces and how it reports. The zero value of each
+// field is its default; Probes is the one field required.
+type Config struct {
+	// Probes are the probes to attach (probe.Parse reads the command
+	// line's form). With ModeLatency, Probes[:LatencyEnd] are the starts
+	// and the rest the ends.
+	Probes []probe.Spec
+	// Process, when set, is the one process traced: the probes are
+	// attached in it only (as it sees their files), and the trace ends
+	// when it exits. OpenProcess opens one and refuses a kernel thread.
+	Process *procmaps.Process
+	// Command, when set, is launched stopped at its execve, attached,
+	// then let run; it alone is traced, and the trace ends when it exits.
+	// Its standard streams are the caller's (its standard output goes to
+	// standard error with JSON, which keeps Output a stream of objects).
+	// Process and Command exclude each other. A trace that ends before
+	// the command (ctx done, Limit reached, an error) leaves it running.
+	Command []string
+	// Follow traces the descendants of Process or Command too (forked,
+	// exec'd), each attached before it runs (package follow). A probe
+	// target "*" or a glob follows the objects of Process, of the tree,
+	// or without either of every process on the host.
+	Follow bool
+
+	// Mode is record.ModeEvents (a line per hit), ModeCount, ModeHist of
+	// value HistValue (0-based; 0 for a return value) or ModeLatency.
+	Mode      record.Mode
+	HistValue int
+	// LatencyEnd is the index in Probes of ModeLatency's first end probe.
+	LatencyEnd int
+	// Keys key the counts and histograms (ParseKeys reads them); Top,
+	// when not 0, prints the Top keys counted most.
+	Keys []Key
+	Top  int
+	// Filter is evaluated in the kernel: a hit it rejects is neither sent
+	// nor counted (ParseFilter reads the expression form).
+	Filter []record.FilterTerm
+	// StrMask has bit n set to read argument n (0-based) as the string it
+	// points to.
+	StrMask uint32
+	// RingSize is the ring buffer's size in bytes (0:
+	// record.DefaultRingSize; record.CheckRingSize says what is allowed).
+	RingSize int
+	// Limit, when not 0, ends the trace after that many hits printed.
+	Limit int
+	// Interval, when not 0, prints the counts or histograms that often
+	// too.
+	Interval time.Duration
+	// Stack prints each hit's user stack, symbolized; with ModeCount it
+	// counts by stack (a stack key part). CFI unwinds per-hit stacks from
+	// a copy of the stack top (package unwind) instead of the kernel's
+	// frame-pointer walk.
+	Stack, CFI bool
+	// Pprof, when set, is the file ModeCount's counted stacks are written
+	// to as a pprof profile; Folded prints them folded instead of as a
+	// table.
+	Pprof  string
+	Folded bool
+	// JSON prints a JSON object per line; Time adds each hit's time and
+	// command name to text lines (JSON has them always).
+	JSON, Time bool
+
+	// Output receives the lines (os.Stdout when nil), Warnings the
+	// warnings and the end-of-trace notes (os.Stderr when nil).
+	Output, Warnings io.Writer
+	// OnHit, when set, receives every hit of ModeEvents instead of its
+	// line being printed; an error it returns ends the trace with that
+	// error.
+	OnHit func(*Hit) error
+}
+
+// Hit is one hit given to Config.OnHit: the decoded record and the site
+// its cookie names. Both are valid until OnHit returns.
+type Hit struct {
+	*record.Event
+	Site *Site
+}
+
+// check refuses a Config that Run cannot trace.
+func (cfg *Config) check() error {
+	switch {
+	case len(cfg.Probes) == 0:
+		return errors.New("no probe to trace")
+	case cfg.Process != nil && len(cfg.Command) > 0:
+		return errors.New("a process and a command to launch exclude each other")
+	case cfg.Follow && cfg.Process == nil && len(cfg.Command) == 0:
+		return errors.New("following descendants needs a process or a command")
+	case cfg.Mode == record.ModeLatency && (cfg.LatencyEnd <= 0 || cfg.LatencyEnd >= len(cfg.Probes)):
+		return fmt.Errorf("latency: LatencyEnd %d does not split the %d probes into starts and ends (Config.PairLatency sets it)", cfg.LatencyEnd, len(cfg.Probes))
+	case cfg.OnHit != nil && cfg.Mode != record.ModeEvents:
+		return errors.New("OnHit takes the hits of record.ModeEvents: the other modes send none")
+	}
+	return nil
+}
+
+// Site is what an event's cookie stands for: a USDT location or a
+// function, and the parts of its lines that every hit shares, formatted
+// once.
+type Site struct {
+	// Kind is the kind of the records this site sends.
+	Kind record.Kind
+	// Label names the probe in counts and histograms: PROVIDER:NAME,
+	// uprobe:FUNC or uretprobe:FUNC. Sites of one label add up.
+	Label string
+	// Provider and Name are a USDT probe's.
+	Provider, Name string
+	// Function is the function's name (FUNC), or a USDT probe's name:
+	// the "func" key.
+	Function string
+	// Address is the site's address in its file (a USDT location's, or
+	// the function's entry).
+	Address uint64
+	// Location is the USDT location, whose argument specs say which
+	// values are signed; nil for a function, whose values are registers,
+	// printed signed.
+	Location *usdt.Location
+	// A line is head, PID, the form's tidSep, TID, mid, the values
+	// separated by the form's argSep, end. Text:
+	//	PID/TID provider:name @0xADDR [ARGS]
+	//	PID/TID uprobe:FUNC @0xADDR [ARGS]
+	//	PID/TID uretprobe:FUNC @0xADDR = RET
+	// JSON:
+	//	{"kind":"usdt","provider":P,"name":N,"pid":PID,"tid":TID,"address":A,"args":[ARGS]}
+	//	{"kind":"uprobe","function":F,"pid":PID,"tid":TID,"address":A,"args":[ARGS]}
+	//	{"kind":"uretprobe","function":F,"pid":PID,"tid":TID,"address":A,"ret":RET}
+	head, mid, end []byte
+	// hits counts the events of this site (hints.go reads them).
+	hits int
+	// skipped: the function of this site was left out of its glob's
+	// attachment (uprobe.Options.Skip); counts and hints ignore it.
+	skipped bool
+	// params, set for a function its DWARF describes, prints the values
+	// by name and type (params.go).
+	params *siteParams
+}
+
+// lineForm is what the lines of one output format share.
+type lineForm struct {
+	tidSep string
+	argSep byte
+	// argsEnd ends a line of arguments, retEnd a line with a return
+	// value.
+	argsEnd, retEnd string
+}
+
+var (
+	textForm = lineForm{tidSep: "/", argSep: ' ', argsEnd: "]\n", retEnd: "\n"}
+	jsonForm = lineForm{tidSep: `,"tid":`, argSep: ',', argsEnd: "]}\n", retEnd: "}\n"}
+)
+
+// tracer is one run of probekit trace.
+type tracer struct {
+	cfg *Config
+	// ctx ends the trace when done.
+	ctx   context.Context
+	out   output
+	form  *lineForm
+	sites []Site
+	hits  int
+	// stacks names the frames of --stack; nil without it.
+	stacks *stackNamer
+	// exitErr is the launched command's failure (cmd.Wait), once the
+	// loop has seen it exit.
+	exitErr error
+	// sitesMu, set by trace -f and selector targets, guards sites, which
+	// grow while the loop runs (follow.go).
+	sitesMu *sync.RWMutex
+	// errOut is where warnings go.
+	errOut io.Writer
+	// wallBase converts hit times to the wall clock (wallTime).
+	wallBase int64
+	// lat is --latency's (latency.go).
+	lat *latencyState
+}
+
+// wallTime converts a CLOCK_MONOTONIC time (bpf_ktime_get_ns) to the
+// wall clock, as the clocks stood when the tracer started.
+func (t *tracer) wallTime(mono uint64) time.Time {
+	return time.Unix(0, t.wallBase+int64(mono))
+}
+
+// wallBase is the wall clock's time minus CLOCK_MONOTONIC's, in
+// nanoseconds.
+func wallBase() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return time.Now().UnixNano() - ts.Nano()
+}
+
+// syncWriter serializes writes: warnings come from the loop and from
+// follow's notifications at once.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+// warnf prints a warning line.
+func (t *tracer) warnf(format string, args ...any) {
+	fmt.Fprintf(t.errOut, "probekit trace: warning: "+format+"\n", args...)
+}
+
+// Run attaches cfg's probes, then prints their hits (or with OnHit gives
+// them to it) until ctx is done, the traced process or command exits, or
+// Limit is reached; an aggregating mode prints what the kernel counted at
+// the end (and every Interval). Everything attached is detached before
+// Run returns; what the kernel dropped is reported on Warnings. It needs
+// root.
+func Run(ctx context.Context, cfg *Config) (err error) {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("tracing needs root (loading BPF programs and attaching uprobes): %w", os.ErrPermission)
+	}
+	if err := cfg.check(); err != nil {
+		return err
+	}
+	stdout, stderr := cfg.Output, cfg.Warnings
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	proc := cfg.Process
+	var which record.Programs
+	for _, p := range cfg.Probes {
+		if p.Kind == record.KindUSDT {
+			which |= record.USDTProgram
+		} else {
+			which |= record.FuncProgram
+		}
+	}
+	spec, err := record.Spec()
+	if err != nil {
+		return err
+	}
+	// The same call as uprobe.Prepare: both programs get this kernel's
+	// attach type.
+	if err := usdt.Prepare(spec); err != nil {
+		return err
+	}
+	if err := sizeTraceMaps(spec); err != nil {
+		return err
+	}
+	if err := spec.Variables[record.StrMaskName].Set(cfg.StrMask); err != nil {
+		return err
+	}
+	ringSize := cfg.RingSize
+	if ringSize == 0 {
+		ringSize = record.DefaultRingSize
+	}
+	if cfg.Mode != record.ModeEvents {
+		// Nothing is sent per hit.
+		ringSize = os.Getpagesize()
+		if err := record.SetMode(spec, cfg.Mode, cfg.HistValue); err != nil {
+			return err
+		}
+		if len(cfg.Keys) > 0 {
+			parts := make([]record.KeyPart, len(cfg.Keys))
+			for i, k := range cfg.Keys {
+				parts[i] = k.KeyPart
+			}
+			if err := record.SetKeys(spec, parts); err != nil {
+				return err
+			}
+		}
+	}
+	if err := record.SetRingSize(spec, ringSize, os.Getpagesize()); err != nil {
+		return err
+	}
+	if len(cfg.Filter) > 0 {
+		if err := record.SetFilter(spec, cfg.Filter); err != nil {
+			return err
+		}
+	}
+	if cfg.Stack && cfg.Mode == record.ModeEvents {
+		if err := setStackRecords(spec, cfg); err != nil {
+			return err
+		}
+	}
+	objs, err := record.LoadSpec(spec, which)
+	if err != nil {
+		return err
+	}
+	defer objs.Close()
+	var att *usdt.Attacher
+	if which&record.USDTProgram != 0 {
+		if att, err = usdt.NewAttacherWithMaps(spec, objs.Specs, objs.IPToSpecID); err != nil {
+			return err
+		}
+	}
+	t := newTracer(cfg, stdout, stderr)
+	t.ctx = ctx
+	if cfg.Follow || followSelectors(cfg) {
+		return t.follow(objs, att, proc)
+	}
+	if proc != nil && t.stacks != nil {
+		t.stacks.watch(proc)
+	}
+
+	var launched *procmaps.Launched
+	opts := &usdt.Options{LocationCookie: t.cookie}
+	if len(cfg.Command) > 0 {
+		launched, err = procmaps.Launch(launchCommand(cfg))
+		if err != nil {
+			return err
+		}
+		opts.Process = launched.Process
+		if t.stacks != nil {
+			t.stacks.watchLaunched(launched)
+		}
+		// Kills the command, stopped since its execve, on every error
+		// return before Finish(nil) below lets it run.
+		defer func() { err = launched.Finish(err) }()
+	}
+
+	if proc != nil {
+		opts.Process = proc
+	}
+
+	var links []*attach.Link
+	defer func() { closeLinks(links) }()
+	fa := &funcAttacher{t: t, prog: objs.FuncProgram, table: objs.FuncIPs, proc: opts.Process}
+	defer fa.close()
+	for _, p := range cfg.Probes {
+		var l *attach.Link
+		if p.Kind == record.KindUSDT {
+			// The target as given: a path, a program on PATH or a
+			// library name, as the process sees it with -p.
+			l, err = att.Attach(objs.Program, p.Target, p.Provider, p.Name, t.latencyOptions(p, opts))
+		} else {
+			l, err = fa.attach(p)
+		}
+		if err != nil {
+			if launched != nil {
+				return launchHint(err)
+			}
+			return err
+		}
+		links = append(links, l)
+		for _, w := range l.Warnings() {
+			t.warnf("%s", w)
+		}
+	}
+	// Attached: the files may go (the kernel holds what it needs).
+	fa.close()
+	if cfg.Mode == record.ModeCount && len(cfg.Keys) == 0 && len(t.sites) > record.MaxCounted {
+		return fmt.Errorf("--count counts at most %d probe sites, these probes have %d", record.MaxCounted, len(t.sites))
+	}
+
+	var rd *ringbuf.Reader
+	if cfg.Mode == record.ModeEvents {
+		if rd, err = ringbuf.NewReader(objs.Events); err != nil {
+			return err
+		}
+		defer rd.Close()
+	}
+
+	exited := make(chan error, 1)
+	if proc != nil {
+		// Like a launched command, a traced process ends the trace when
+		// it exits.
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			if proc.WaitExit(wctx) == nil {
+				exited <- nil
+			}
+		}()
+	}
+	if launched != nil {
+		if err := launched.Finish(nil); err != nil {
+			return err
+		}
+		go func() { exited <- launched.Wait() }()
+	}
+	if err := t.run(objs, rd, t.ctx.Done(), exited); err != nil {
+		return err
+	}
+	prog := ""
+	if launched != nil {
+		prog = launched.Cmd.Path
+	}
+	t.hintSilent(t.errOut, links, opts.Process, prog)
+	if t.exitErr != nil {
+		// Every event is printed; the command failed (a crash under the
+		// probes would show here).
+		return fmt.Errorf("%s: %w", cfg.Command[0], t.exitErr)
+	}
+	return nil
+}
+
+// launchHint adds to the refusal of a launched command's probe without
+// BPF cookies that -f attaches it: stopped at its execve, the command
+// has not mapped its libraries, whose runtime addresses the probes then
+// need; a followed process gets its probes as it maps each file.
+func launchHint(err error) error {
+	if !errors.Is(err, ebpf.ErrNotSupported) {
+		return err
+	}
+	if cookie, ferr := features.Have(features.Cookie); ferr != nil || cookie {
+		return err
+	}
+	return fmt.Errorf("%w (with -f the probes are attached as the command maps the file)", err)
+}
+
+// run prints the hits (rd set) or the counts until stop, the end of the
+// traced process (exited) or -n, then says what the kernel dropped.
+func (t *tracer) run(objs *record.Objects, rd *ringbuf.Reader, stop <-chan struct{}, exited <-chan error) error {
+	var err error
+	if rd != nil {
+		err = t.loop(rd, stop, exited)
+	} else {
+		err = t.aggregateLoop(objs, stop, exited)
+	}
+	if err != nil {
+		return err
+	}
+	if n, err := objs.DroppedCount(); err == nil && n > 0 {
+		if rd != nil {
+			fmt.Fprintf(t.errOut, "probekit trace: %d events lost (ring buffer full; a larger --ring-size keeps more)\n", n)
+		} else {
+			fmt.Fprintf(t.errOut, "probekit trace: %d hits not counted (no value to count, or the histogram map full)\n", n)
+		}
+	}
+	if t.cfg.Mode == record.ModeLatency {
+		t.reportLatencyLost(objs)
+	}
+	if len(t.cfg.Keys) > 0 {
+		if n, err := objs.KeyOverflowCount(); err == nil && n > 0 {
+			fmt.Fprintf(t.errOut, "probekit trace: %d hits not counted: the key map is full (%d keys)\n", n, record.MaxKeyed)
+		}
+	}
+	return nil
+}
+
+// maxClosing bounds the links closed at once by closeLinks (each blocks a
+// thread in close(2)).
+const maxClosing = 512
+
+// closeLinks closes links concurrently. Closing a uprobe link waits for
+// the kernel's RCU grace periods (tens of milliseconds each); one at a
+// time, the 2,566 links of uprobe:libc.so.6:* took two minutes to close,
+// all at once about a second: concurrent closes share grace periods.
+func closeLinks(links []*attach.Link) {
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, maxClosing)
+	for _, l := range links {
+		slots <- struct{}{}
+		wg.Go(func() {
+			l.Close()
+			<-slots
+		})
+	}
+	wg.Wait()
+}
+
+func newTracer(cfg *Config, stdout, stderr io.Writer) *tracer {
+	t := &tracer{cfg: cfg, out: output{w: stdout, buf: make([]byte, 0, outputChunk+record.MaxEventSize*8)}, form: &textForm, errOut: &syncWriter{w: stderr}, wallBase: wallBase(),
+		lat: &latencyState{ends: map[uint64]bool{}}}
+	if cfg.JSON {
+		t.form = &jsonForm
+	}
+	if cfg.Stack || cfg.HasStackKey() {
+		t.stacks = newStackNamer(cfg.CFI)
+	}
+	return t
+}
+
+// OpenProcess opens process pid for Config.Process, refusing a kernel
+// thread: it has no user space, so no probe of it ever fires.
+func OpenProcess(pid int) (*procmaps.Process, error) {
+	proc, err := procmaps.Open(pid)
+	if err != nil {
+		return nil, err
+	}
+	kthread, err := proc.KernelThread()
+	if err != nil {
+		return nil, err
+	}
+	if kthread {
+		return nil, fmt.Errorf("pid %d is a kernel thread: no user space to trace", pid)
+	}
+	return proc, nil
+}
+
+// cookie numbers each attached location; events carry the number.
+func (t *tracer) cookie(p *usdt.Probe, i int) uint64 {
+	loc := &p.Locations[i]
+	s := Site{Location: loc, Kind: record.KindUSDT, Label: p.Provider + ":" + p.Name, Provider: p.Provider, Name: p.Name, Function: p.Name, Address: loc.Address, end: []byte(t.form.argsEnd)}
+	if t.cfg.JSON {
+		s.head = append(s.head, `{"kind":"usdt","provider":`...)
+		s.head = jsontext.Append(s.head, p.Provider, false)
+		s.head = append(s.head, `,"name":`...)
+		s.head = jsontext.Append(s.head, p.Name, false)
+		s.head = append(s.head, `,"pid":`...)
+		s.mid = fmt.Appendf(nil, `,"address":%d,"args":[`, loc.Address)
+	} else {
+		s.mid = fmt.Appendf(nil, " %s:%s @%#x [", p.Provider, p.Name, loc.Address)
+	}
+	t.sites = append(t.sites, s)
+	return uint64(len(t.sites) - 1)
+}
+
+// liveInterval bounds how long a hit waits before it is printed (the
+// program does not wake the reader for every record: the reader polls),
+// and how long a signal or the command's exit waits for the loop.
+const liveInterval = 100 * time.Millisecond
+
+// checkEvery is how many hits the loop formats between two looks at the
+// clock and the stop signals while the ring stays busy.
+const checkEvery = 1024
+
+func (t *tracer) loop(rd *ringbuf.Reader, stop <-chan struct{}, exited <-chan error) error {
+	rec := ringbuf.Record{RawSample: make([]byte, 0, record.MaxRecordSize)}
+	var ev record.Event
+	draining := false
+	rd.SetDeadline(time.Now().Add(liveInterval))
+	for {
+		err := rd.ReadInto(&rec)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// Nothing more came before the deadline: the ring is empty.
+			if err := t.out.flush(); err != nil {
+				return err
+			}
+			if draining {
+				return nil
+			}
+		case err != nil:
+			return err
+		default:
+			if err := t.handle(rec.RawSample, &ev); err != nil {
+				return err
+			}
+			if t.cfg.Limit > 0 && t.hits >= t.cfg.Limit {
+				return t.out.flush()
+			}
+			if draining || rec.Remaining != 0 && t.hits%checkEvery != 0 {
+				continue
+			}
+			// Remaining 0: the ring is empty for now, and the next
+			// read waits for a wakeup or the deadline.
+			if rec.Remaining == 0 || time.Since(t.out.last) >= liveInterval {
+				if err := t.out.flush(); err != nil {
+					return err
+				}
+			}
+		}
+		// Between bursts, and every checkEvery hits of a long one.
+		select {
+		case <-stop:
+			return t.out.flush()
+		case err := <-exited:
+			// Everything the command fired is in the ring by now: read
+			// until it is empty, then stop.
+			t.exitErr = err
+			draining = true
+			rd.SetDeadline(time.Now())
+			continue
+		default:
+		}
+		rd.SetDeadline(time.Now().Add(liveInterval))
+	}
+}
+
+// handle decodes a record into ev and prints it, a chunk of output at a
+// time.
+func (t *tracer) handle(rec []byte, ev *record.Event) error {
+	err := ev.Decode(rec)
+	if err != nil {
+		return err
+	}
+	if t.cfg.OnHit != nil {
+		if err := t.give(ev); err != nil {
+			return err
+		}
+		t.hits++
+		return nil
+	}
+	if t.out.buf, err = t.appendHit(t.out.buf, ev); err != nil {
+		return err
+	}
+	t.hits++
+	if len(t.out.buf) >= outputChunk {
+		return t.out.write()
+	}
+	return nil
+}
+
+// siteOf is the site of ev's cookie, its hit counted; t.sitesMu, where
+// set, is held.
+func (t *tracer) siteOf(ev *record.Event) (*Site, error) {
+	if ev.Cookie >= uint64(len(t.sites)) || ev.ArgCnt < 0 {
+		return nil, fmt.Errorf("event for unknown location (cookie %d, arg count %d)", ev.Cookie, ev.ArgCnt)
+	}
+	site := &t.sites[ev.Cookie]
+	if ev.Kind != site.Kind {
+		return nil, fmt.Errorf("event of kind %d for a site of kind %d (cookie %d)", ev.Kind, site.Kind, ev.Cookie)
+	}
+	site.hits++
+	return site, nil
+}
+
+// give hands ev and its site to Config.OnHit.
+func (t *tracer) give(ev *record.Event) error {
+	if t.sitesMu != nil {
+		t.sitesMu.RLock()
+		defer t.sitesMu.RUnlock()
+	}
+	site, err := t.siteOf(ev)
+	if err != nil {
+		return err
+	}
+	return t.cfg.OnHit(&Hit{Event: ev, Site: site})
+}
+
+// appendHit appends ev's line to b.
+func (t *tracer) appendHit(b []byte, ev *record.Event) ([]byte, error) {
+	if t.sitesMu != nil {
+		t.sitesMu.RLock()
+		defer t.sitesMu.RUnlock()
+	}
+	site, err := t.siteOf(ev)
+	if err != nil {
+		return b, err
+	}
+	form := t.form
+	if t.cfg.Time && !t.cfg.JSON {
+		// TIME COMM PID/TID ...
+		b = t.wallTime(ev.TimeNS).AppendFormat(b, "15:04:05.000000000")
+		b = append(b, ' ')
+		b = append(b, ev.CommName()...)
+		b = append(b, ' ')
+	}
+	b = append(b, site.head...)
+	b = strconv.AppendUint(b, uint64(ev.PID), 10)
+	b = append(b, form.tidSep...)
+	b = strconv.AppendUint(b, uint64(ev.TID), 10)
+	if t.cfg.JSON {
+		b = append(b, `,"comm":`...)
+		b = jsontext.Append(b, ev.CommName(), false)
+		b = append(b, `,"time_ns":`...)
+		b = strconv.AppendUint(b, ev.TimeNS, 10)
+		b = append(b, `,"time":"`...)
+		b = append(t.wallTime(ev.TimeNS).UTC().AppendFormat(b, time.RFC3339Nano), '"')
+	}
+	b = append(b, site.mid...)
+	if site.params != nil {
+		b = t.appendParams(b, ev, site)
+	} else {
+		for i := range ev.NArgs {
+			if i > 0 {
+				b = append(b, form.argSep)
+			}
+			b = appendArg(b, ev, i, site.Location)
+		}
+	}
+	if t.stacks == nil {
+		return append(b, site.end...), nil
+	}
+	frames := t.stacks.symbolize(ev)
+	if t.cfg.JSON {
+		// The stack goes in the object: before its closing "}\n".
+		b = append(b, site.end[:len(site.end)-2]...)
+		return append(appendStackJSON(b, frames), "}\n"...), nil
+	}
+	return appendStackText(append(b, site.end...), frames), nil
+}
+
+// appendArg appends value i: signed or unsigned as its spec says (signed
+// without a spec: a register), a quoted string, or null when the BPF
+// program could not read it.
+func appendArg(b []byte, ev *record.Event, i int, loc *usdt.Location) []byte {
+	if ev.Errors&(1<<i) != 0 {
+		return append(b, "null"...)
+	}
+	if str, ok := ev.Str(i); ok {
+		// A JSON string is a fine quoted form for people too.
+		return jsontext.Append(b, str, false)
+	}
+	v := ev.Args[i]
+	if loc == nil || i >= len(loc.Args) || loc.Args[i].Signed {
+		return strconv.AppendInt(b, v, 10)
+	}
+	// Unsigned: the program zero-extended it; an 8-byte value needs the
+	// full unsigned range.
+	return strconv.AppendUint(b, uint64(v), 10)
+}
+
+// outputChunk is the size of the writes of a burst: a pipe takes 64 KiB
+// at a time, and fewer, larger writes leave the traced program the CPU.
+const outputChunk = 256 << 10
+
+// output batches lines: written by the chunk in a burst, flushed when the
+// ring is empty and at least every liveInterval.
+type output struct {
+	w    io.Writer
+	buf  []byte
+	last time.Time // last flush
+}
+
+// write hands the lines to w.
+func (o *output) write() error {
+	if len(o.buf) == 0 {
+		return nil
+	}
+	_, err := o.w.Write(o.buf)
+	o.buf = o.buf[:0]
+	return err
+}
+
+// flush writes the lines and flushes w when it buffers (main's stdout).
+func (o *output) flush() error {
+	o.last = time.Now()
+	if err := o.write(); err != nil {
+		return err
+	}
+	if f, ok := o.w.(interface{ Flush() error }); ok {
+		return f.Flush()
+	}
+	return nil
+}
