@@ -10,7 +10,7 @@ import (
 // the Prometheus client (client_golang, client_model, common) nor a YAML
 // parser; only exporter and its command do.
 func TestLibraryDeps(t *testing.T) {
-	pkgs := []string{"usdt", "uprobe", "follow", "symbolize", "attach", "record", "probe"}
+	pkgs := []string{"usdt", "uprobe", "follow", "symbolize", "attach", "record", "probe", "tracer", "unwind", "profile", "debuginfo"}
 	args := []string{"list", "-deps"}
 	for _, p := range pkgs {
 		args = append(args, "github.com/probekit/probekit/"+p)
