@@ -14,15 +14,16 @@ import (
 )
 
 // A PostgreSQL backend at query__start, with --stack=cfi: postgres keeps
-// frame pointers, libc (at the bottom, __libc_start_call_main) does not;
-// the walk goes from exec_simple_query through PostgresMain, ServerLoop
+// frame pointers, libc (at the bottom, __libc_start_call_main) does not.
+// The walk goes from exec_simple_query through PostgresMain, ServerLoop
 // (BackendStartup and BackendRun, static and called once, are inlined in
 // it), PostmasterMain and main (where gdb's bt of a backend ends, with
-// the same frames below PostgresMain) into libc and out to _start. The backend was forked by the postmaster, so its stack below
-// BackendStartup is the postmaster's at the fork. Debian strips
-// postgres's .symtab (its static functions are named only by the
-// postgresql-15-dbgsym package, not installed), so exec_simple_query and
-// ServerLoop are frames of postgres without a name.
+// the same frames below PostgresMain) into libc and out to _start. The
+// backend was forked by the postmaster, so its stack below PostgresMain
+// is the postmaster's at the fork. Debian strips postgres's .symtab (its
+// static functions are named only by the postgresql-15-dbgsym package,
+// not installed), so exec_simple_query and ServerLoop are frames of
+// postgres without a name.
 func TestTraceStackPostgres(t *testing.T) {
 	testkit.RequireKernel(t)
 	c := startPostgres(t)
