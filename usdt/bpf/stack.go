@@ -28,24 +28,47 @@ const MaxStackDepth = 127
 //	__u64 frames[PROBEKIT_STACK_MAX_DEPTH];
 //	long n = probekit_user_stack(ctx, frames, sizeof(frames), at_entry);
 //
-// and sends both; DecodeStack turns them into a Stack.
+// and sends both; DecodeStack turns the bytes of a record into a Stack,
+// StackOf the array of a bpf2go-generated struct ([127]uint64).
+//
+// To name a Stack, give it as it is to symbolize.Process.Stack (or
+// symbolize.Stacks.Name), which names each return address at its call
+// instruction; LookupAddresses is for a symbolizer of plain addresses.
 type Stack []uint64
 
 // DecodeStack reads n frames (probekit_user_stack's result) from raw,
 // the frames array as the program wrote it (host byte order). A negative
 // n is the error bpf_get_stack returned.
 func DecodeStack(raw []byte, n int64) (Stack, error) {
-	switch {
-	case n < 0:
-		return nil, fmt.Errorf("bpf_get_stack failed: errno %d", -n)
-	case n > MaxStackDepth || int(n)*8 > len(raw):
-		return nil, fmt.Errorf("stack of %d frames in %d bytes, at most %d frames", n, len(raw), MaxStackDepth)
+	if err := checkFrames(n, len(raw)/8); err != nil {
+		return nil, err
 	}
 	s := make(Stack, n)
 	for i := range s {
 		s[i] = binary.NativeEndian.Uint64(raw[8*i:])
 	}
 	return s, nil
+}
+
+// StackOf is the Stack of n frames (probekit_user_stack's result) of
+// frames, the array as a bpf2go struct holds it (pass frames[:]). A
+// negative n is the error bpf_get_stack returned. The Stack is a copy.
+func StackOf(frames []uint64, n int64) (Stack, error) {
+	if err := checkFrames(n, len(frames)); err != nil {
+		return nil, err
+	}
+	return slices.Clone(Stack(frames[:n])), nil
+}
+
+// checkFrames refuses n frames of a buffer of room frames.
+func checkFrames(n int64, room int) error {
+	switch {
+	case n < 0:
+		return fmt.Errorf("bpf_get_stack failed: errno %d", -n)
+	case n > MaxStackDepth || n > int64(room):
+		return fmt.Errorf("stack of %d frames in room for %d, at most %d frames", n, room, MaxStackDepth)
+	}
+	return nil
 }
 
 // LookupAddresses returns the addresses to symbolize s with: the

@@ -317,3 +317,28 @@ func TestDecodeStack(t *testing.T) {
 		}
 	}
 }
+
+// StackOf takes a bpf2go struct's frames array as it is.
+func TestStackOf(t *testing.T) {
+	var ev struct {
+		N      int64
+		Frames [bpf.MaxStackDepth]uint64
+	}
+	ev.N, ev.Frames[0], ev.Frames[1], ev.Frames[2] = 2, 0x1000, 0x2001, 0x3001
+	s, err := bpf.StackOf(ev.Frames[:], ev.N)
+	if err != nil || !slices.Equal(s, bpf.Stack{0x1000, 0x2001}) {
+		t.Fatalf("%#x, %v", s, err)
+	}
+	ev.Frames[0] = 0
+	if s[0] != 0x1000 {
+		t.Error("the Stack shares the struct's array")
+	}
+	for _, n := range []int64{-14, bpf.MaxStackDepth + 1} {
+		if _, err := bpf.StackOf(ev.Frames[:], n); err == nil {
+			t.Errorf("%d frames: no error", n)
+		}
+	}
+	if _, err := bpf.StackOf(ev.Frames[:3], 4); err == nil {
+		t.Error("4 frames of 3: no error")
+	}
+}
