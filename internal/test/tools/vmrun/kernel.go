@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // kernels names the Debian suite whose linux-image-amd64 gives each
@@ -107,6 +109,16 @@ func fetchKernel(name string, logf func(string, ...any)) (*kernelDir, error) {
 	if k, err := loadKernel(name, kdir); err == nil {
 		return k, nil
 	}
+	// One fetch at a time in the cache, across processes (another vmrun
+	// fetching into the same apt directory) and goroutines (-j).
+	unlock, err := lockDir(root)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if k, err := loadKernel(name, kdir); err == nil {
+		return k, nil // fetched while this one waited
+	}
 	logf("fetching the %s kernel (Debian %s) into %s", name, suite, kdir)
 	aptRoot := filepath.Join(root, "apt")
 	opts, err := aptOptions(aptRoot)
@@ -184,6 +196,23 @@ func fetchKernel(name string, logf func(string, ...any)) (*kernelDir, error) {
 		return nil, err
 	}
 	return loadKernel(name, kdir)
+}
+
+// lockDir creates dir and takes an exclusive flock on its lock file,
+// waiting for another holder; the returned function releases it.
+func lockDir(dir string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	return func() { f.Close() }, nil
 }
 
 func loadKernel(name, kdir string) (*kernelDir, error) {

@@ -126,9 +126,13 @@ func hostMain(out string, timeout, pkgTimeout time.Duration, mem, jobs int, verb
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	// One run at a time in a result directory: another vmrun's guests
+	// would read this one's binaries and write its results.
+	unlock, err := lockDir(out)
+	if err != nil {
 		return err
 	}
+	defer unlock()
 	start := time.Now()
 	binDir := filepath.Join(out, "bin")
 	os.RemoveAll(binDir)
