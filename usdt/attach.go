@@ -75,11 +75,11 @@ func guardKernelSemaphores(l *Link, proc *procmaps.Process, objs []object) {
 			continue
 		}
 		for _, p := range o.probes {
-			for _, loc := range p.Locations {
-				if loc.Semaphore == 0 {
+			for i := range p.Locations {
+				if p.Locations[i].Semaphore == 0 {
 					continue
 				}
-				if a, err := o.mapped.Address(loc.SemaphoreOffset, procmaps.Write); err == nil && !slices.Contains(addrs, a) {
+				if a, err := o.semaphoreAddress(&p.Locations[i]); err == nil && !slices.Contains(addrs, a) {
 					addrs = append(addrs, a)
 				}
 			}

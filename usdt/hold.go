@@ -37,9 +37,7 @@ func (h *holding) raiseSemaphores(proc *procmaps.Process, sites []planned) error
 			return fmt.Errorf("USDT %s:%s: pid %d has not mapped %s, so its semaphore cannot be raised from user space",
 				s.probe.Provider, s.probe.Name, proc.PID, s.obj.name)
 		}
-		// The counter's runtime address: the mapping of the file that holds
-		// its file offset.
-		addr, err := s.obj.mapped.Address(s.loc.SemaphoreOffset, procmaps.Write)
+		addr, err := s.obj.semaphoreAddress(s.loc)
 		if err != nil {
 			return fmt.Errorf("USDT %s:%s semaphore at file offset %#x: %w", s.probe.Provider, s.probe.Name, s.loc.SemaphoreOffset, err)
 		}

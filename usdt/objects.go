@@ -31,6 +31,13 @@ type object struct {
 
 func (o *object) kernelPath() string { return fmt.Sprintf("/proc/self/fd/%d", o.fd.Fd()) }
 
+// semaphoreAddress is the runtime address of loc's semaphore in the
+// process that maps o: the mapping of the file that holds its file
+// offset (o.mapped must be set).
+func (o *object) semaphoreAddress(loc *Location) (uint64, error) {
+	return o.mapped.Address(loc.SemaphoreOffset, procmaps.Write)
+}
+
 func closeObjects(objs []object) {
 	for _, o := range objs {
 		o.fd.Close()
