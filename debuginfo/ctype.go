@@ -88,6 +88,27 @@ type Type struct {
 	// DW_CC_pass_by_reference, DWARF 5 §5.7.1): its value is not in the
 	// argument registers, its address is.
 	ByReference bool
+	// Enumerators are the named values of an enumeration (or of a
+	// typedef of one), in declaration order, at most maxEnumerators; nil
+	// otherwise.
+	Enumerators []Enumerator
+}
+
+// Enumerator is one named value of an enumeration.
+type Enumerator struct {
+	Name  string
+	Value int64
+}
+
+// EnumName is the name of the enumerator whose value is v, the first
+// declared when several share it.
+func (t *Type) EnumName(v int64) (string, bool) {
+	for _, e := range t.Enumerators {
+		if e.Value == v {
+			return e.Name, true
+		}
+	}
+	return "", false
 }
 
 // Field is one member of a struct, union or class.
@@ -109,6 +130,8 @@ const (
 	maxFieldDepth = 3
 	// maxFields bounds the members read of one struct.
 	maxFields = 256
+	// maxEnumerators bounds the values read of one enumeration.
+	maxEnumerators = 1024
 )
 
 // DW_LANG_* of the languages whose types are spelled apart (DWARF 5
@@ -219,10 +242,13 @@ func (tr *typeReader) classify(t *Type, e *dwarf.Entry, depth int) {
 		if u := tr.under(e, depth); u.Kind == KindUnsigned {
 			t.Kind = KindUnsigned
 		}
+		if e.Children {
+			t.Enumerators = tr.enumerators(e.Offset)
+		}
 	case dwarf.TagTypedef, dwarf.TagConstType, dwarf.TagVolatileType, dwarf.TagRestrictType,
 		dwarf.Tag(0x47) /* DW_TAG_atomic_type */ :
 		u := tr.under(e, depth)
-		t.Kind, t.Size, t.Fields, t.Elem, t.ByReference = u.Kind, u.Size, u.Fields, u.Elem, u.ByReference
+		t.Kind, t.Size, t.Fields, t.Elem, t.ByReference, t.Enumerators = u.Kind, u.Size, u.Fields, u.Elem, u.ByReference, u.Enumerators
 	case dwarf.TagPointerType, dwarf.TagReferenceType, dwarf.TagRvalueReferenceType:
 		t.Kind, t.Size = KindPointer, size
 		if t.Size == 0 {
@@ -337,6 +363,36 @@ func (tr *typeReader) fields(off dwarf.Offset, depth int) []Field {
 			f.Type = tr.typeAt(m.typeOff, depth+1)
 		}
 		out = append(out, f)
+	}
+	return out
+}
+
+// enumerators reads the values of the enumeration at off (its
+// children).
+func (tr *typeReader) enumerators(off dwarf.Offset) []Enumerator {
+	tr.r.Seek(off)
+	if e, err := tr.r.Next(); err != nil || e == nil || !e.Children {
+		return nil
+	}
+	var out []Enumerator
+	for len(out) < maxEnumerators && tr.budget > 0 {
+		tr.budget--
+		e, err := tr.r.Next()
+		if err != nil || e == nil || e.Tag == 0 {
+			break
+		}
+		if e.Tag == dwarf.TagEnumerator {
+			name, _ := e.Val(dwarf.AttrName).(string)
+			switch v := e.Val(dwarf.AttrConstValue).(type) {
+			case int64:
+				out = append(out, Enumerator{Name: name, Value: v})
+			case uint64:
+				out = append(out, Enumerator{Name: name, Value: int64(v)})
+			}
+		}
+		if e.Children {
+			tr.r.SkipChildren()
+		}
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -188,6 +189,39 @@ func TestSignatureCPlusPlus(t *testing.T) {
 	}
 	if sig.LinkageName != "_ZN7Counter3addEiPKc" || len(sig.Params) != 3 || !sig.Params[0].Artificial || sig.Params[1].Artificial {
 		t.Fatalf("%+v", sig)
+	}
+}
+
+// An enumeration's values come with its type (params.c: enum color {
+// RED, GREEN }).
+func TestSignatureEnum(t *testing.T) {
+	s, funcs := openSigs(t, paramsFixture("params_O2"))
+	sig, err := s.At(funcAddr(t, funcs, "shapes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var col *Type
+	for i := range sig.Params {
+		if sig.Params[i].Name == "col" {
+			col = &sig.Params[i].Type
+		}
+	}
+	if col == nil {
+		t.Fatalf("no parameter col in %+v", sig)
+	}
+	if want := []Enumerator{{"RED", 0}, {"GREEN", 1}}; !slices.Equal(col.Enumerators, want) {
+		t.Errorf("enum color: %+v, want %+v", col.Enumerators, want)
+	}
+	if n, ok := col.EnumName(1); !ok || n != "GREEN" {
+		t.Errorf("EnumName(1) = %q, %v", n, ok)
+	}
+	if _, ok := col.EnumName(2); ok {
+		t.Error("EnumName(2): a name for a value no enumerator has")
+	}
+	for _, p := range sig.Params {
+		if p.Name != "col" && p.Type.Enumerators != nil {
+			t.Errorf("%s of type %s has enumerators", p.Name, p.Type.Name)
+		}
 	}
 }
 

@@ -199,7 +199,12 @@ func (t *tracer) appendParams(b []byte, ev *record.Event, site *Site) []byte {
 			b = append(b, `,"type":`...)
 			b = jsontext.Append(b, p.typ.Name, false)
 			b = append(b, `,"value":`...)
-			b = append(appendValue(b, ev, p, true), '}')
+			b = appendValue(b, ev, p, true)
+			if name, ok := p.enumerator(ev); ok {
+				b = append(b, `,"enumerator":`...)
+				b = jsontext.Append(b, name, false)
+			}
+			b = append(b, '}')
 		}
 		return append(b, ']')
 	}
@@ -219,6 +224,15 @@ func (t *tracer) appendParams(b []byte, ev *record.Event, site *Site) []byte {
 		b = appendValue(b, ev, p, false)
 	}
 	return b
+}
+
+// enumerator is the name of p's value in the hit when p is an
+// enumeration and the value one of its enumerators.
+func (p *paramRead) enumerator(ev *record.Event) (string, bool) {
+	if !p.avail || len(p.idx) != 1 || p.idx[0] < 0 || p.idx[0] >= ev.NArgs || p.typ.Size < 1 || p.typ.Size > 8 {
+		return "", false
+	}
+	return enumName(uint64(ev.Args[p.idx[0]]), &p.typ)
 }
 
 // appendRaw appends value i as the raw "args" print it: a string only
@@ -260,6 +274,9 @@ func appendValue(b []byte, ev *record.Event, p *paramRead, json bool) []byte {
 		if len(p.idx) != 1 || t.Size < 1 || t.Size > 8 {
 			return notShown("not shown")
 		}
+		if name, ok := enumName(v, &t); ok && !json {
+			return append(b, name...)
+		}
 		return appendInt(b, v, t.Kind, t.Size)
 	case debuginfo.KindString:
 		if str, ok := ev.Str(p.idx[0]); ok && ev.Errors&(1<<p.idx[0]) == 0 {
@@ -298,6 +315,20 @@ func appendValue(b []byte, ev *record.Event, p *paramRead, json bool) []byte {
 		}
 	}
 	return notShown("not shown")
+}
+
+// enumName is the enumerator of t, an enumeration, whose value is v (of
+// t.Size bytes, signed or unsigned).
+func enumName(v uint64, t *debuginfo.Type) (string, bool) {
+	if len(t.Enumerators) == 0 {
+		return "", false
+	}
+	shift := 64 - 8*uint(t.Size)
+	n := int64(v<<shift>>shift)
+	if t.Kind == debuginfo.KindSigned {
+		n = int64(v<<shift) >> shift
+	}
+	return t.EnumName(n)
 }
 
 // appendInt appends v, of size bytes, signed or unsigned.

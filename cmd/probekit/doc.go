@@ -63,14 +63,16 @@
 // found by build ID or .gnu_debuglink under /usr/lib/debug or beside
 // it), a hit names its parameters instead, with their values read by
 // type from the registers DWARF locates them in at the entry (for C -O0,
-// where the convention puts them): integers by size and sign, char
+// where the convention puts them): integers by size and sign, an
+// enumeration by its enumerator's name (its number when none has it), char
 // pointers and Go strings as strings (no --str needed; at most 4 per
 // hit), other pointers in hex, a struct pointer with its type, a small
 // struct passed in registers by its members; a parameter on the stack or
 // in a floating-point register is named with its type and "not shown".
 // A uretprobe prints the result by its type (a char pointer or a Go
 // string as a string). With --json the raw "args" stay and "params":
-// [{"name", "type", "value"}] follows them (value null when not shown);
+// [{"name", "type", "value"}] follows them (value null when not shown;
+// an enumeration's value stays a number, with "enumerator": its name);
 // a uretprobe adds "return": {"type", "value"} beside "ret". Probes
 // matching more than 256 functions print raw registers. The registers
 // the BPF program reads are those of pt_regs: a floating-point

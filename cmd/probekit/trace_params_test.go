@@ -19,9 +19,10 @@ type paramsHit struct {
 	Args     []json.RawMessage `json:"args"`
 	Ret      json.RawMessage   `json:"ret"`
 	Params   []struct {
-		Name  string          `json:"name"`
-		Type  string          `json:"type"`
-		Value json.RawMessage `json:"value"`
+		Name       string          `json:"name"`
+		Type       string          `json:"type"`
+		Value      json.RawMessage `json:"value"`
+		Enumerator string          `json:"enumerator"`
 	} `json:"params"`
 	Return *struct {
 		Type  string          `json:"type"`
@@ -30,14 +31,19 @@ type paramsHit struct {
 }
 
 // params writes a hit's named values as "TYPE NAME=VALUE, ..." (the
-// value as its JSON text), or a return as "-> TYPE=VALUE".
+// value as its JSON text, an enumerator's name after it in parentheses),
+// or a return as "-> TYPE=VALUE".
 func (h paramsHit) params() string {
 	if h.Return != nil {
 		return fmt.Sprintf("-> %s=%s", h.Return.Type, h.Return.Value)
 	}
 	var parts []string
 	for _, p := range h.Params {
-		parts = append(parts, fmt.Sprintf("%s %s=%s", p.Type, p.Name, p.Value))
+		part := fmt.Sprintf("%s %s=%s", p.Type, p.Name, p.Value)
+		if p.Enumerator != "" {
+			part += "(" + p.Enumerator + ")"
+		}
+		parts = append(parts, part)
 	}
 	return strings.Join(parts, ", ")
 }
@@ -108,7 +114,7 @@ func TestTraceParamsC(t *testing.T) {
 					`struct point pt={"x":3,"y":-4}, struct big b=null, double d=null, char * buf="buffer"`,
 					fmt.Sprintf(`unsigned long r=%d`, r),
 					fmt.Sprintf(`-> const char *=%q`, []string{"even", "odd"}[r]),
-					fmt.Sprintf(`int (*)(int) fn=%s, char *const * argv=%s, int (*)[4] grid=%s, unsigned char c=200, enum color col=1, `+
+					fmt.Sprintf(`int (*)(int) fn=%s, char *const * argv=%s, int (*)[4] grid=%s, unsigned char c=200, enum color col=1(GREEN), `+
 						`union word * w=%s, ulong_t n=null, const volatile short * vs=null, _Bool ok=null, float f=null`,
 						hexArg(t, h[6], 0), hexArg(t, h[6], 1), hexArg(t, h[6], 2), hexArg(t, h[6], 5)),
 				}
@@ -132,13 +138,13 @@ func TestTraceParamsText(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
 	fx := paramsFixture("params_O2")
-	r := runTraceCmd("uprobe:"+fx+":emit", "uprobe:"+fx+":mix", "uretprobe:"+fx+":label", "uprobe:"+fx+":byval", "--", fx, "1")
+	r := runTraceCmd("uprobe:"+fx+":emit", "uprobe:"+fx+":mix", "uretprobe:"+fx+":label", "uprobe:"+fx+":byval", "uprobe:"+fx+":shapes", "--", fx, "1")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(r.out), "\n")
-	if len(lines) != 4 {
-		t.Fatalf("%d lines, want 4:\n%s", len(lines), r.out)
+	if len(lines) != 5 {
+		t.Fatalf("%d lines, want 5:\n%s", len(lines), r.out)
 	}
 	at := func(fn string) uint64 { return funcAddress(t, fx, fn) }
 	for i, want := range []string{
@@ -146,6 +152,7 @@ func TestTraceParamsText(t *testing.T) {
 		fmt.Sprintf(` uprobe:mix @%#x mix(i=0, l=-5000000000, u=4000000000, p=0x`, at("mix")),
 		fmt.Sprintf(` uprobe:byval @%#x byval(pt={x=3, y=-4}, b=<struct big, not shown>, d=<double, not shown>, buf="buffer")`, at("byval")),
 		fmt.Sprintf(` uretprobe:label @%#x = "even"`, at("label")),
+		", c=200, col=GREEN, w=(union word *)0x",
 	} {
 		if !strings.Contains(lines[i], want) {
 			t.Errorf("line %d %q, want it to hold %q", i, lines[i], want)
