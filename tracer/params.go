@@ -324,7 +324,7 @@ func enumName(v uint64, t *debuginfo.Type) (string, bool) {
 		return "", false
 	}
 	shift := 64 - 8*uint(t.Size)
-	n := int64(v<<shift>>shift)
+	n := int64(v << shift >> shift)
 	if t.Kind == debuginfo.KindSigned {
 		n = int64(v<<shift) >> shift
 	}
