@@ -96,11 +96,13 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 		Close() error
 	}
 	exitErr := func() error { return nil }
+	var root *os.Process // the launched command
 	switch {
 	case len(t.cfg.Command) > 0:
 		var tree *follow.Tree
-		if tree, err = follow.Launch(launchCommand(t.cfg), probes, opts); err == nil {
-			f, exitErr = tree, tree.ExitErr
+		cmd := launchCommand(t.cfg)
+		if tree, err = follow.Launch(cmd, probes, opts); err == nil {
+			f, exitErr, root = tree, tree.ExitErr, cmd.Process
 		}
 	case t.cfg.Follow:
 		f, err = follow.Attach(proc.PID, probes, opts)
@@ -119,6 +121,11 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 		w.Flush() // the releases of Close
 	}()
 
+	if root != nil {
+		// Before Close: the tree sees the command's exit, which Close
+		// would no longer wait for.
+		defer endCommand(root, f.Exited())
+	}
 	exited := make(chan error, 1)
 	go func() {
 		<-f.Exited()

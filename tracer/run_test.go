@@ -3,8 +3,12 @@ package tracer_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
+	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/probe"
@@ -108,6 +112,47 @@ func TestRunRefusesConfig(t *testing.T) {
 	} {
 		if err := tracer.Run(context.Background(), &c); err == nil {
 			t.Errorf("%+v: no error", c)
+		}
+	}
+}
+
+// A trace that ends before its command (here at Limit) ends the command
+// too, with -f as without.
+func TestRunEndsCommand(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := testkit.Fixture("usdt_sample")
+	spec, err := probe.Parse(fixture + ":sample:loop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, follow := range []bool{false, true} {
+		var pid uint32
+		cfg := &tracer.Config{
+			Probes:   []probe.Spec{spec},
+			Command:  []string{fixture, "--loop", "loop", "1000000000"},
+			Follow:   follow,
+			Limit:    1,
+			Output:   io.Discard,
+			Warnings: io.Discard,
+			OnHit: func(h *tracer.Hit) error {
+				pid = h.PID
+				return nil
+			},
+		}
+		if err := tracer.Run(context.Background(), cfg); err != nil {
+			t.Fatalf("follow %v: Run: %v", follow, err)
+		}
+		if pid == 0 {
+			t.Fatalf("follow %v: no hit", follow)
+		}
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat("/proc/" + strconv.Itoa(int(pid))); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				syscall.Kill(int(pid), syscall.SIGKILL)
+				t.Fatalf("follow %v: the command (pid %d) runs on after its trace", follow, pid)
+			}
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -39,7 +40,9 @@ type Config struct {
 	// Its standard streams are the caller's (its standard output goes to
 	// standard error with JSON, which keeps Output a stream of objects).
 	// Process and Command exclude each other. A trace that ends before
-	// the command (ctx done, Limit reached, an error) leaves it running.
+	// the command (ctx done, Limit reached, an error) ends it: SIGTERM,
+	// then SIGKILL after commandGrace (with Follow, its descendants run
+	// on).
 	Command []string
 	// Follow traces the descendants of Process or Command too (forked,
 	// exec'd), each attached before it runs (package follow). A probe
@@ -403,7 +406,12 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 		if err := launched.Finish(nil); err != nil {
 			return err
 		}
-		go func() { exited <- launched.Wait() }()
+		waited := make(chan struct{})
+		go func() {
+			exited <- launched.Wait()
+			close(waited)
+		}()
+		defer endCommand(launched.Cmd.Process, waited)
 	}
 	if err := t.run(objs, rd, t.ctx.Done(), exited); err != nil {
 		return err
@@ -419,6 +427,29 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 		return fmt.Errorf("%s: %w", cfg.Command[0], t.exitErr)
 	}
 	return nil
+}
+
+// commandGrace is how long a launched command has to exit after SIGTERM
+// when its trace ends first.
+const commandGrace = time.Second
+
+// endCommand ends a launched command that outlives its trace: SIGTERM,
+// SIGKILL after commandGrace, and returns once it is reaped (waited
+// closed) or at once if it was.
+func endCommand(p *os.Process, waited <-chan struct{}) {
+	select {
+	case <-waited:
+		return
+	default:
+	}
+	p.Signal(syscall.SIGTERM)
+	select {
+	case <-waited:
+		return
+	case <-time.After(commandGrace):
+	}
+	p.Kill()
+	<-waited
 }
 
 // launchHint adds to the refusal of a launched command's probe without

@@ -268,7 +268,9 @@
 // binary on PATH over a wrapper script, and a CMD that fails (a non-zero
 // exit, a signal) makes the trace fail after its hits. -p PID traces one
 // running process until it exits; -n COUNT exits after COUNT hits (-n 0
-// is refused: without -n there is no limit). -o
+// is refused: without -n there is no limit). A trace that ends before
+// its CMD (-n, a signal, an error) ends CMD: SIGTERM, then SIGKILL a
+// second later; with -f, CMD's descendants run on. -o
 // FILE writes the output to FILE instead of standard output. With -f,
 // each attach and release ("attach PID FILE PROBE (N sites)") goes to
 // standard error, apart from the hits; with --json it is an object
