@@ -19,7 +19,7 @@ func TestWatchProcessChroot(t *testing.T) {
 	t.Setenv("LD_LIBRARY_PATH", "/app")
 	p := testkit.Start(t, "chroot", root, "/app/usdt_lib_user")
 	var ev events
-	w, err := WatchProcess(p.PID(), []Probe{h.probe("*", "sample", "shared", 1)}, &Options{Attacher: h.att, Notify: ev.add})
+	w, err := WatchProcess(openProc(t, p.PID()), []Probe{h.probe("*", "sample", "shared", 1)}, &Options{Attacher: h.att, Notify: ev.add})
 	if err != nil {
 		t.Fatal(err)
 	}

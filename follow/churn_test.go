@@ -111,7 +111,7 @@ func TestFollowSemaphore(t *testing.T) {
 	if v := sema(); v != 0 {
 		t.Fatalf("semaphore %d before attach", v)
 	}
-	tr, err := Attach(p.PID(), []Probe{h.probe(fx, "sample", "sema", 1)}, &Options{Attacher: h.att})
+	tr, err := Attach(openProc(t, p.PID()), []Probe{h.probe(fx, "sample", "sema", 1)}, &Options{Attacher: h.att})
 	if err != nil {
 		t.Fatal(err)
 	}

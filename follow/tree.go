@@ -215,16 +215,29 @@ func Launch(cmd *exec.Cmd, probes []Probe, opts *Options) (*Tree, error) {
 	return t, nil
 }
 
-// Attach follows the running process pid and its descendants from now on
-// (PTRACE_SEIZE; they are not stopped). Exited says when pid exits.
-func Attach(pid int, probes []Probe, opts *Options) (*Tree, error) {
+// Attach follows the running process proc and its descendants from now
+// on (PTRACE_SEIZE; they are not stopped). Exited says when proc exits.
+// A proc whose PID another process has now is refused
+// (procmaps.ErrProcessChanged), once seized: the seized PID cannot be
+// reused while it is.
+func Attach(proc *procmaps.Process, probes []Probe, opts *Options) (*Tree, error) {
 	t, err := newTree(probes, opts)
 	if err != nil {
 		return nil, err
 	}
+	pid := proc.PID
 	t.root = pid
 	started := make(chan error, 1)
-	go t.run(func() error { return t.seizeTree(pid) }, started)
+	go t.run(func() error {
+		if err := proc.Check(); err != nil {
+			return err
+		}
+		if err := t.seizeTree(pid); err != nil {
+			return err
+		}
+		// Seized, the PID cannot change hands: this check holds.
+		return proc.Check()
+	}, started)
 	if err := <-started; err != nil {
 		t.closeWatch()
 		t.closer.wait()

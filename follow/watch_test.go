@@ -43,7 +43,7 @@ func TestFollowDlopen(t *testing.T) {
 		cmd.Wait()
 	}()
 	var ev events
-	w, err := WatchProcess(cmd.Process.Pid, []Probe{h.probe("*", "sample", "libonly", 3)}, &Options{Attacher: h.att, Notify: ev.add})
+	w, err := WatchProcess(openProc(t, cmd.Process.Pid), []Probe{h.probe("*", "sample", "libonly", 3)}, &Options{Attacher: h.att, Notify: ev.add})
 	if err != nil {
 		t.Fatal(err)
 	}

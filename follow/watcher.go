@@ -152,18 +152,25 @@ type Watch struct {
 
 // WatchHost follows every process on the host: see Watch.
 func WatchHost(probes []Probe, opts *Options) (*Watch, error) {
-	return newWatch(0, probes, opts)
+	return newWatch(nil, probes, opts)
 }
 
-// WatchProcess follows the objects of process pid, now and later.
-func WatchProcess(pid int, probes []Probe, opts *Options) (*Watch, error) {
-	if pid <= 0 {
-		return nil, fmt.Errorf("follow: pid %d", pid)
+// WatchProcess follows the objects of process proc, now and later. A
+// proc whose PID another process has now is refused
+// (procmaps.ErrProcessChanged).
+func WatchProcess(proc *procmaps.Process, probes []Probe, opts *Options) (*Watch, error) {
+	if proc == nil || proc.PID <= 0 {
+		return nil, errors.New("follow: WatchProcess needs a process")
 	}
-	return newWatch(pid, probes, opts)
+	return newWatch(proc, probes, opts)
 }
 
-func newWatch(pid int, probes []Probe, opts *Options) (*Watch, error) {
+// newWatch watches proc's objects, or with proc nil every process's.
+func newWatch(proc *procmaps.Process, probes []Probe, opts *Options) (*Watch, error) {
+	pid := 0
+	if proc != nil {
+		pid = proc.PID
+	}
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -199,8 +206,9 @@ func newWatch(pid int, probes []Probe, opts *Options) (*Watch, error) {
 			wt.close()
 			return nil, err
 		}
-		proc, err := procmaps.Open(pid)
-		if err != nil {
+		// Followed from now on: the identity holds for what the
+		// watcher saw since.
+		if err := proc.Check(); err != nil {
 			wt.close()
 			return nil, err
 		}

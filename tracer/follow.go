@@ -105,9 +105,9 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 			f, exitErr, root = tree, tree.ExitErr, cmd.Process
 		}
 	case t.cfg.Follow:
-		f, err = follow.Attach(proc.PID, probes, opts)
+		f, err = follow.Attach(proc, probes, opts)
 	case proc != nil:
-		f, err = follow.WatchProcess(proc.PID, probes, opts)
+		f, err = follow.WatchProcess(proc, probes, opts)
 	default:
 		f, err = follow.WatchHost(probes, opts)
 	}
