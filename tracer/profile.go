@@ -63,13 +63,17 @@ func (t *tracer) stackKey(objs *record.Objects, k record.Key) (string, string) {
 // printStackCounts prints the counts of a stack key: per distinct stack
 // (and the other key parts), most frequent first, its count and the
 // other parts, then its frames; or the folded lines (--folded); and
-// writes --pprof.
+// writes --pprof; or hands the profile to OnProfile.
 func (t *tracer) printStackCounts(objs *record.Objects) error {
 	b := t.out.buf[:0]
-	if t.cfg.Folded || t.cfg.Pprof != "" {
+	if t.cfg.Folded || t.cfg.Pprof != "" || t.cfg.OnProfile != nil {
 		p, err := t.stackProfile(objs)
 		if err != nil {
 			return err
+		}
+		if t.cfg.OnProfile != nil {
+			// The Go caller's instead of any output.
+			return t.cfg.OnProfile(p)
 		}
 		if t.cfg.Pprof != "" {
 			if err := writeProfile(t.cfg.Pprof, p); err != nil {

@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"maps"
 	"os"
+	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/probe"
+	"github.com/probekit/probekit/profile"
 	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/tracer"
 	"github.com/probekit/probekit/usdt"
@@ -109,6 +113,7 @@ func TestRunRefusesConfig(t *testing.T) {
 		{Probes: []probe.Spec{spec}, Follow: true},
 		{Probes: []probe.Spec{spec}, Mode: record.ModeLatency},
 		{Probes: []probe.Spec{spec}, Mode: record.ModeCount, OnHit: func(*tracer.Hit) error { return nil }},
+		{Probes: []probe.Spec{spec}, Mode: record.ModeCount, OnProfile: func(*profile.Profile) error { return nil }},
 	} {
 		if err := tracer.Run(context.Background(), &c); err == nil {
 			t.Errorf("%+v: no error", c)
@@ -154,5 +159,56 @@ func TestRunEndsCommand(t *testing.T) {
 				t.Fatalf("follow %v: the command (pid %d) runs on after its trace", follow, pid)
 			}
 		}
+	}
+}
+
+// Counted stacks handed to Go as a pprof profile: stack_paths 1000 300
+// calls leaf from hot 1000 times and from cold 300 times.
+func TestRunOnProfile(t *testing.T) {
+	testkit.RequireKernel(t)
+	if runtime.GOARCH != "amd64" {
+		testkit.Unavailable(t, "stack_paths is built for x86-64")
+	}
+	fixture := testkit.Fixture("stack_paths")
+	keys, err := tracer.ParseKeys("stack")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	var got *profile.Profile
+	cfg := &tracer.Config{
+		Probes:   []probe.Spec{{Kind: record.KindUprobe, Target: fixture, Func: "leaf"}},
+		Command:  []string{fixture, "1000", "300"},
+		Mode:     record.ModeCount,
+		Keys:     keys,
+		Output:   &out,
+		Warnings: io.Discard,
+		OnProfile: func(p *profile.Profile) error {
+			got = p
+			return nil
+		},
+	}
+	if err := tracer.Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || out.Len() != 0 {
+		t.Fatalf("profile %v, output %q", got, out.String())
+	}
+	counts := map[string]int64{}
+	for _, s := range got.Sample {
+		var names []string
+		for _, l := range s.Location {
+			for _, ln := range l.Line {
+				names = append(names, ln.Function.Name)
+			}
+		}
+		counts[strings.Join(names, ";")] += s.Value[0]
+	}
+	want := map[string]int64{
+		"leaf;emit;hot;main;__libc_start_call_main":  1000,
+		"leaf;emit;cold;main;__libc_start_call_main": 300,
+	}
+	if !maps.Equal(counts, want) {
+		t.Errorf("counted stacks %v, want %v", counts, want)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/probekit/probekit/internal/jsontext"
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/procmaps"
+	"github.com/probekit/probekit/profile"
 	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/usdt"
 )
@@ -84,6 +85,12 @@ type Config struct {
 	// table.
 	Pprof  string
 	Folded bool
+	// OnProfile, when set, receives ModeCount's counted stacks as a pprof
+	// profile (samples carry the counts; locations function, file, line
+	// and inlined frames; mappings build IDs) at the end and every
+	// Interval, instead of their being printed; an error it returns ends
+	// the trace with that error.
+	OnProfile func(*profile.Profile) error
 	// JSON prints a JSON object per line; Time adds each hit's time and
 	// command name to text lines (JSON has them always).
 	JSON, Time bool
@@ -117,6 +124,8 @@ func (cfg *Config) check() error {
 		return fmt.Errorf("latency: LatencyEnd %d does not split the %d probes into starts and ends (Config.PairLatency sets it)", cfg.LatencyEnd, len(cfg.Probes))
 	case cfg.OnHit != nil && cfg.Mode != record.ModeEvents:
 		return errors.New("OnHit takes the hits of record.ModeEvents: the other modes send none")
+	case cfg.OnProfile != nil && (cfg.Mode != record.ModeCount || !cfg.HasStackKey()):
+		return errors.New("OnProfile takes the stacks counted by record.ModeCount with a stack key")
 	}
 	return nil
 }
