@@ -13,7 +13,6 @@ import (
 // (they are opened as mapped objects, identity checked), and the hits of
 // both its program and its library arrive.
 func TestWatchProcessChroot(t *testing.T) {
-	needPathWide(t)
 	h := newHitRecorder(t)
 	root := testkit.ContainerRoot(t)
 	t.Setenv("LD_LIBRARY_PATH", "/app")

@@ -1,6 +1,7 @@
 package follow
 
 import (
+	"encoding/binary"
 	"errors"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/usdt"
 )
@@ -39,7 +41,6 @@ func waitExec(t *testing.T, cmd *exec.Cmd) {
 // Missing (wrapping usdt.ErrNotFound, as usdt.Attacher.Attach does), not
 // met with silence; the correct probe beside it attaches.
 func TestWatchHostMissingProbe(t *testing.T) {
-	needPathWide(t)
 	h := newHitRecorder(t)
 	waitExec(t, startTicker(t, "30000"))
 	var ev events
@@ -94,5 +95,46 @@ func TestWatchHostProcessEvents(t *testing.T) {
 	}
 	if n, _ := ev.count(Detached); n != 0 {
 		t.Errorf("file detached while pid %d maps it", b.Process.Pid)
+	}
+}
+
+// TestWatchHostNoCookie: without BPF cookies (before Linux 5.15; forced
+// off on newer kernels) a position-independent file's sites are found by
+// their runtime address in a process, so a host watch attaches the file
+// in each process that maps it (an Attached per process, a Detached at
+// its exit) instead of refusing it; both processes' hits arrive.
+func TestWatchHostNoCookie(t *testing.T) {
+	defer features.ForceOff(features.Cookie)()
+	h := newHitRecorder(t)
+	var ev events
+	w, err := WatchHost([]Probe{h.probe("follow_ticker", "follow", "tick", 1)}, &Options{Attacher: h.att, Notify: ev.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	a := startTicker(t, "30000")
+	b := startTicker(t, "30000")
+	for _, c := range []*exec.Cmd{a, b} {
+		waitFor(t, 10*time.Second, "pid "+strconv.Itoa(c.Process.Pid)+" attached", func() bool { _, pids := ev.count(Attached); return pids[c.Process.Pid] })
+	}
+	if n, _ := ev.count(Failed); n != 0 {
+		t.Fatalf("failures: %v", ev.all)
+	}
+	seen := map[uint32]bool{}
+	for deadline := time.Now().Add(10 * time.Second); !seen[uint32(a.Process.Pid)] || !seen[uint32(b.Process.Pid)]; {
+		h.rd.SetDeadline(deadline)
+		rec, err := h.rd.Read()
+		if err != nil {
+			t.Fatalf("hits of pids %v only, want %d and %d: %v", seen, a.Process.Pid, b.Process.Pid, err)
+		}
+		if len(rec.RawSample) >= 20 {
+			seen[binary.NativeEndian.Uint32(rec.RawSample[16:])] = true
+		}
+	}
+	a.Process.Kill()
+	a.Wait()
+	waitFor(t, 10*time.Second, "the first process detached", func() bool { _, pids := ev.count(Detached); return pids[a.Process.Pid] })
+	if _, pids := ev.count(Detached); pids[b.Process.Pid] {
+		t.Errorf("pid %d detached while running", b.Process.Pid)
 	}
 }

@@ -152,14 +152,15 @@ func TestFollowLaunchShellTwoPythons(t *testing.T) {
 	followShellTwoPythons(t, want)
 }
 
-// needPathWide skips t before Linux 5.15: a Watch attaches each file
-// path-wide, and without BPF cookies a position-independent file's sites
-// are found by their runtime address in a process, so the attach is
-// refused there (usdt.TestPathWideRefusedWithoutCookie).
+// needPathWide skips t before Linux 5.15, for the tests of a host
+// watch's path-wide attachment (one per file, Joined and Left per
+// process): without BPF cookies a position-independent file's sites are
+// found by their runtime address in a process, so a host watch attaches
+// per process there instead (TestWatchHostNoCookie).
 func needPathWide(t *testing.T) {
 	t.Helper()
 	ok, err := features.Have(features.Cookie)
-	testkit.NeedFeature(t, ok, err, features.Cookie.Since(), "a Watch's path-wide attach to a position-independent file needs "+features.Cookie.String())
+	testkit.NeedFeature(t, ok, err, features.Cookie.Since(), "a host watch's path-wide attachment to a position-independent file needs "+features.Cookie.String())
 }
 
 // TestFollowLaunchShellTwoPythonsNoCookie: the same without BPF cookies

@@ -25,7 +25,6 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // TestFollowDlopen: a library loaded (dlopen) after WatchProcess started
 // is attached: its probe fires in the process.
 func TestFollowDlopen(t *testing.T) {
-	needPathWide(t)
 	h := newHitRecorder(t)
 	lib := testkit.Fixture("libusdt_lib.so")
 	dir := t.TempDir()
@@ -81,7 +80,6 @@ func TestFollowDlopen(t *testing.T) {
 // TestFollowNewInode: a copy of a binary (another inode) first run after
 // WatchHost started is attached path-wide.
 func TestFollowNewInode(t *testing.T) {
-	needPathWide(t)
 	h := newHitRecorder(t)
 	bin := filepath.Join(t.TempDir(), "usdt_sample_copy")
 	testkit.CopyFile(t, testkit.Fixture("usdt_sample"), bin)
@@ -158,7 +156,6 @@ func TestFollowTreeDlopenMissesNothing(t *testing.T) {
 // namespace has), gets the probe: path-wide on the file it maps, opened
 // through its root.
 func TestFollowContainerStartedLater(t *testing.T) {
-	needPathWide(t)
 	h := newHitRecorder(t)
 	var mu sync.Mutex
 	attachedIn := map[int]string{}
@@ -197,7 +194,6 @@ func TestFollowContainerStartedLater(t *testing.T) {
 // TestFollowHostCgroup: with Options.Cgroup, only the processes of that
 // cgroup are attached, each on its own (not path-wide).
 func TestFollowHostCgroup(t *testing.T) {
-	needPathWide(t)
 	h := newHitRecorder(t)
 	// A cgroup v1 pids hierarchy, or the v2 root.
 	var base string

@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/glob"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/uprobe"
@@ -189,6 +190,15 @@ func newWatch(proc *procmaps.Process, probes []Probe, opts *Options) (*Watch, er
 	if notify == nil {
 		notify = func(Event) {}
 	}
+	// A host watch attaches each file once, path-wide; without BPF
+	// cookies a position-independent file's sites are found by their
+	// runtime address in a process (usdt.bpf.h's and record's address
+	// tables), so it attaches per process and file instead, as a
+	// cgroup's watch does.
+	cookie, err := features.Have(features.Cookie)
+	if err != nil {
+		return nil, fmt.Errorf("follow: probe BPF cookie support: %w", err)
+	}
 	wt, err := newWatcher(pid == 0, false)
 	if err != nil {
 		return nil, err
@@ -199,7 +209,7 @@ func newWatch(proc *procmaps.Process, probes []Probe, opts *Options) (*Watch, er
 	if pid != 0 {
 		w.hold = o.Hold
 	}
-	w.o = newObjects(ps, o.Attacher, pid == 0 && o.Cgroup == "", notify, c)
+	w.o = newObjects(ps, o.Attacher, pid == 0 && o.Cgroup == "" && cookie, notify, c)
 	w.o.loader = wt.loader
 	if pid != 0 {
 		if err := wt.follow(pid); err != nil {

@@ -3,16 +3,20 @@ package tracer_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/profile"
@@ -210,5 +214,77 @@ func TestRunOnProfile(t *testing.T) {
 	}
 	if !maps.Equal(counts, want) {
 		t.Errorf("counted stacks %v, want %v", counts, want)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Without BPF cookies (before Linux 5.15; forced off here) a trace of
+// every process cannot attach a position-independent file path-wide: it
+// watches the host and attaches in each process that maps the file, so
+// a running fixture's hits arrive with their values.
+func TestRunHostNoCookie(t *testing.T) {
+	testkit.RequireKernel(t)
+	defer features.ForceOff(features.Cookie)()
+	fixture := testkit.Fixture("usdt_sample")
+	spec, err := probe.Parse(fixture + ":sample:sizes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testkit.Start(t, fixture)
+	var warn lockedBuffer
+	var args [][]int64
+	var pids []uint32
+	cfg := &tracer.Config{
+		Probes:   []probe.Spec{spec},
+		Limit:    3,
+		Output:   io.Discard,
+		Warnings: &warn,
+		OnHit: func(h *tracer.Hit) error {
+			pids = append(pids, h.PID)
+			args = append(args, append([]int64(nil), h.Args[:h.NArgs]...))
+			return nil
+		},
+	}
+	done := make(chan error, 1)
+	go func() { done <- tracer.Run(context.Background(), cfg) }()
+	attached := fmt.Sprintf("attach %d ", p.PID())
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(warn.String(), attached); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d not attached within 10 s: %s", p.PID(), warn.String())
+		}
+	}
+	want := p.Fire("sizes", 3)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v (%s)", err, warn.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not end at its limit")
+	}
+	if len(args) != len(want) {
+		t.Fatalf("%d hits, want %d", len(args), len(want))
+	}
+	for i := range want {
+		if pids[i] != uint32(p.PID()) || !slices.Equal(args[i], want[i].Args) {
+			t.Errorf("hit %d: pid %d values %v, want pid %d values %v", i, pids[i], args[i], p.PID(), want[i].Args)
+		}
 	}
 }

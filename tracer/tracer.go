@@ -334,7 +334,14 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 	}
 	t := newTracer(cfg, stdout, stderr)
 	t.ctx = ctx
-	if cfg.Follow || followSelectors(cfg) {
+	// Without BPF cookies (before Linux 5.15) a position-independent
+	// file's sites are found by their runtime address in a process: a
+	// trace of every process attaches per process, as a host watch.
+	cookie, err := features.Have(features.Cookie)
+	if err != nil {
+		return err
+	}
+	if cfg.Follow || followSelectors(cfg) || !cookie && proc == nil && len(cfg.Command) == 0 {
 		return t.follow(objs, att, proc)
 	}
 	if proc != nil && t.stacks != nil {
