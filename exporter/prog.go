@@ -15,6 +15,7 @@ import (
 
 	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/follow"
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/record"
 	"github.com/probekit/probekit/uprobe"
 	"github.com/probekit/probekit/usdt"
@@ -397,9 +398,17 @@ func (g *group) attach(spec *ebpf.CollectionSpec) {
 	var watched []follow.Probe
 	var wsites []*site
 	var named []*site
+	// Without BPF cookies (before Linux 5.15) a USDT probe of a
+	// position-independent file cannot be attached path-wide (its sites
+	// are found by their runtime address in a process): a host watch
+	// attaches it in each process that maps the file instead.
+	cookie, err := features.Have(features.Cookie)
+	if err != nil {
+		cookie = true // the path-wide attach says what is missing
+	}
 	for _, s := range g.sites {
 		pr := s.probe
-		if !follow.Selector(pr.Target) {
+		if !follow.Selector(pr.Target) && (cookie || pr.Kind != record.KindUSDT) {
 			named = append(named, s)
 			continue
 		}

@@ -2,6 +2,7 @@ package follow
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -91,6 +92,25 @@ func (p Probe) resolve() (Probe, error) {
 	}
 	p.Target = path
 	return p, nil
+}
+
+// realTarget is p's named target as processes map it: the file
+// procmaps.Resolve finds for the caller, absolute, its symbolic links
+// resolved (a host watch selects files by the paths in /proc/PID/maps).
+// A target the caller cannot find stays as given: a bare name then
+// selects files by their base name, a path by itself.
+func (p Probe) realTarget() Probe {
+	path, err := procmaps.Resolve(p.Target)
+	if err == nil {
+		path, err = filepath.Abs(path)
+	}
+	if err == nil {
+		path, err = filepath.EvalSymlinks(path)
+	}
+	if err == nil {
+		p.Target = path
+	}
+	return p
 }
 
 // attachTo attaches p in process proc only.

@@ -181,6 +181,11 @@ func newWatch(proc *procmaps.Process, probes []Probe, opts *Options) (*Watch, er
 		if err := p.check(o.Attacher != nil); err != nil {
 			return nil, err
 		}
+		if pid == 0 && !Selector(p.Target) {
+			// A named file: the one the caller sees, wherever a
+			// process maps it from.
+			p = p.realTarget()
+		}
 		ps = append(ps, &p)
 	}
 	if len(ps) == 0 {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,17 +43,7 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 		t.sitesMu = &sync.RWMutex{}
 		dyn = &dynamicSites{t: t, idx: map[string]uint64{}}
 	}
-	// A host watch selects files by their paths as processes map them:
-	// a named target becomes its file's real path.
-	hostWide := !selectors && proc == nil && len(t.cfg.Command) == 0
 	for _, p := range t.cfg.Probes {
-		if hostWide {
-			real, err := realPath(p.Target)
-			if err != nil {
-				return err
-			}
-			p.Target = real
-		}
 		if p.Kind != record.KindUSDT {
 			if dyn != nil {
 				return errors.New("targets \"*\" and globs take USDT probes; uprobe and uretprobe need a named target")
@@ -168,21 +157,6 @@ func launchCommand(cfg *Config) *exec.Cmd {
 		cmd.Stdout = os.Stderr
 	}
 	return cmd
-}
-
-// realPath is the file target names (a path, a program on PATH or a
-// library name, as the tracer sees it), its symbolic links resolved: the
-// path /proc/PID/maps shows for it.
-func realPath(target string) (string, error) {
-	path, err := procmaps.Resolve(target)
-	if err != nil {
-		return "", err
-	}
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", target, err)
-	}
-	return real, nil
 }
 
 // followSelectors reports whether a probe's target is "*" or a glob.

@@ -280,7 +280,9 @@
 // followed: add -f"). --count, --hist, --latency and --by take TARGET "*" and globs
 // as the hits do.
 // Without -p or CMD every process running TARGET is traced until
-// interrupted. Function probes need BPF cookies (Linux 5.15).
+// interrupted; on a kernel without BPF cookies (before Linux 5.15) each
+// such process is attached as it maps TARGET, with an attach line per
+// process as with -f.
 //
 // Note that CPython 3.11 fires function__entry and function__return only
 // while a trace or profile function is set (sys.setprofile).
