@@ -107,6 +107,9 @@ type Lines struct {
 	// dwarf is debug/dwarf over the same sections, made on first use
 	// (by readers of what Lines does not decode itself).
 	dwarf func() (*dwarf.Data, error)
+	// alwaysSort makes runLineProgram sort rows already in order (for
+	// the test that the two paths agree).
+	alwaysSort bool
 }
 
 type lineUnit struct {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -286,4 +287,49 @@ func comparePositions(got []SourceFrame, want []a2lFrame) string {
 		}
 	}
 	return ""
+}
+
+// TestLineRowsInOrder: the rows of libc6-dbg's line programs, which GCC
+// emits in address order, taken as they come give every unit the same
+// line table as the rows sorted (the path of programs out of order).
+func TestLineRowsInOrder(t *testing.T) {
+	_, debug := libcPaths(t)
+	secs := elfSections(t, debug)
+	asIs, err := OpenLines(secs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sorted, err := OpenLines(secs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sorted.alwaysSort = true
+	rows := 0
+	for u := range asIs.units {
+		a, aerr := asIs.table(u)
+		s, serr := sorted.table(u)
+		if (aerr == nil) != (serr == nil) {
+			t.Fatalf("unit %d: errors %v and %v", u, aerr, serr)
+		}
+		if !slices.Equal(a.addrs, s.addrs) || !slices.Equal(a.locs, s.locs) {
+			t.Fatalf("unit %d: %d rows as they come, %d sorted, or they differ", u, len(a.addrs), len(s.addrs))
+		}
+		rows += len(a.addrs)
+	}
+	if rows < 100000 {
+		t.Fatalf("only %d rows in libc6-dbg's line tables", rows)
+	}
+}
+
+// TestLineRowsOutOfOrder: a program whose second sequence lies below the
+// first gets the rows sorted.
+func TestLineRowsOutOfOrder(t *testing.T) {
+	addrs := []uint64{0x200, 0x210, 0x100, 0x100, 0x120}
+	locs := []rowLoc{{1, 5}, {-1, -1}, {1, 7}, {-1, -1}, {1, 9}}
+	sortRows(addrs, locs)
+	wantA := []uint64{0x100, 0x100, 0x120, 0x200, 0x210}
+	wantL := []rowLoc{{-1, -1}, {1, 7}, {1, 9}, {1, 5}, {-1, -1}}
+	if !slices.Equal(addrs, wantA) || !slices.Equal(locs, wantL) {
+		t.Fatalf("sorted %#x %v, want %#x %v", addrs, locs, wantA, wantL)
+	}
 }

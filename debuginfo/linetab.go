@@ -320,12 +320,21 @@ func (t *unitTable) path(i int32) string {
 
 // runLineProgram runs the program (DWARF 5 §6.2.5) into t's rows, sorted
 // by address with each sequence's end first at an address.
+//
+// The rows go straight into t.addrs and t.locs. Compilers emit each
+// sequence in address order and the sequences of a unit one after the
+// other (GCC, clang and rustc do), so the rows are in the table's order
+// as they come and need no sorting nor a second copy; rows out of order
+// are sorted (sortRows) at the end.
 func (l *Lines) runLineProgram(t *unitTable, b []byte, h *lineHeader) error {
 	var addr uint64
 	file, line, opIndex := int64(1), int64(1), 0
-	// Every row takes a byte of the program at least; most take two
-	// or three.
-	rows := make([]lineRow, 0, (h.end-h.program)/4+16)
+	// Every row takes a byte of the program at least; GCC's rows take
+	// about four in libc6-dbg's .debug_line.
+	guess := (h.end-h.program)/4 + 16
+	addrs := make([]uint64, 0, guess)
+	locs := make([]rowLoc, 0, guess)
+	sorted := true
 	seq := 0 // the current sequence's first row
 	reset := func() { addr, file, line, opIndex = 0, 1, 1, 0 }
 	advance := func(n uint64) {
@@ -334,22 +343,26 @@ func (l *Lines) runLineProgram(t *unitTable, b []byte, h *lineHeader) error {
 		opIndex = int(oi % uint64(h.maxOps))
 	}
 	emit := func(end bool) {
-		row := lineRow{addr: addr, line: int32(line), file: -1}
+		loc := rowLoc{line: int32(line), file: -1}
 		if line < 0 || line > 1<<31-1 {
-			row.line = 0
+			loc.line = 0
 		}
 		if end {
 			// Rows at the end address cover nothing; dropping them lets
 			// a sequence that starts there win.
-			for len(rows) > seq && rows[len(rows)-1].addr >= addr {
-				rows = rows[:len(rows)-1]
+			for len(addrs) > seq && addrs[len(addrs)-1] >= addr {
+				addrs, locs = addrs[:len(addrs)-1], locs[:len(locs)-1]
 			}
-			seq = len(rows) + 1
-			row.line = -1
+			seq = len(addrs) + 1
+			loc.line = -1
 		} else if file >= 0 && file < int64(len(h.files)) {
-			row.file = int32(file)
+			loc.file = int32(file)
 		}
-		rows = append(rows, row)
+		if n := len(addrs); n > 0 && (addrs[n-1] > addr || addrs[n-1] == addr && locs[n-1].line >= 0 && loc.line < 0) {
+			sorted = false
+		}
+		addrs = append(addrs, addr)
+		locs = append(locs, loc)
 	}
 	bad := func(p int, msg string) error { return &LinesError{"line", uint64(p), msg} }
 	p, end := h.program, h.end
@@ -417,6 +430,32 @@ func (l *Lines) runLineProgram(t *unitTable, b []byte, h *lineHeader) error {
 			}
 		}
 	}
+	if !sorted || l.alwaysSort {
+		sortRows(addrs, locs)
+	}
+	// The compact table: a row that repeats the file and line of the
+	// row before it dropped (a lookup between them gives the same
+	// answer).
+	n := 0
+	for i := range addrs {
+		if i > 0 && locs[i].line >= 0 && locs[i] == locs[i-1] {
+			continue
+		}
+		addrs[n], locs[n] = addrs[i], locs[i]
+		n++
+	}
+	t.addrs, t.locs = addrs[:n:n], locs[:n:n]
+	t.bytes += int64(cap(addrs))*8 + int64(cap(locs))*8
+	return nil
+}
+
+// sortRows sorts the rows by address, at one address a sequence's end
+// first, the others in program order.
+func sortRows(addrs []uint64, locs []rowLoc) {
+	rows := make([]lineRow, len(addrs))
+	for i := range rows {
+		rows[i] = lineRow{addrs[i], locs[i].file, locs[i].line}
+	}
 	slices.SortStableFunc(rows, func(a, b lineRow) int {
 		switch {
 		case a.addr < b.addr:
@@ -430,25 +469,7 @@ func (l *Lines) runLineProgram(t *unitTable, b []byte, h *lineHeader) error {
 		}
 		return 0
 	})
-	// The compact table: addresses apart (the search reads only them),
-	// and a row that repeats the file and line of the row before it
-	// dropped (a lookup between them gives the same answer).
-	n := 0
 	for i, r := range rows {
-		if i > 0 && r.line >= 0 && r.file == rows[i-1].file && r.line == rows[i-1].line {
-			continue
-		}
-		n++
+		addrs[i], locs[i] = r.addr, rowLoc{r.file, r.line}
 	}
-	t.addrs = make([]uint64, 0, n)
-	t.locs = make([]rowLoc, 0, n)
-	for i, r := range rows {
-		if i > 0 && r.line >= 0 && r.file == rows[i-1].file && r.line == rows[i-1].line {
-			continue
-		}
-		t.addrs = append(t.addrs, r.addr)
-		t.locs = append(t.locs, rowLoc{r.file, r.line})
-	}
-	t.bytes += int64(n) * 16
-	return nil
 }
