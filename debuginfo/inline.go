@@ -67,7 +67,8 @@ func (l *Lines) readTree(t *unitTable, un *lineUnit) error {
 			if len(rs) == 0 {
 				break // a declaration or an abstract instance
 			}
-			nd := dieNode{name: l.name(&r, &d, names), parent: -1, callFile: -1}
+			nd := dieNode{parent: -1}
+			c := nodeCall{name: l.name(&r, &d, names), callFile: -1}
 			if len(rs) == 1 {
 				nd.lo, nd.hi = rs[0][0], rs[0][1]
 			} else {
@@ -77,15 +78,16 @@ func (l *Lines) readTree(t *unitTable, un *lineUnit) error {
 			if tag == tagInlinedSubroutine {
 				nd.parent = enclosing
 				if v := d.a[slotCallFile]; isConst(v.form) && v.v < 1<<31 {
-					nd.callFile = int32(v.v)
+					c.callFile = int32(v.v)
 				}
 				if v := d.a[slotCallLine]; isConst(v.form) && v.v < 1<<31 {
-					nd.callLine = int32(v.v)
+					c.callLine = int32(v.v)
 				}
 			}
 			self = int32(len(t.nodes))
 			nd.end = self + 1
 			t.nodes = append(t.nodes, nd)
+			t.calls = append(t.calls, c)
 			t.bytes += 64
 			if nd.more {
 				t.bytes += int64(len(rs)) * 16

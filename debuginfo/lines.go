@@ -472,7 +472,14 @@ func (l *Lines) addAranges(ar []byte) {
 // covers pc. An error is a malformed unit (the unit's addresses all fail
 // with it; it is not read again).
 func (l *Lines) Frames(dst []SourceFrame, pc uint64) ([]SourceFrame, error) {
-	i := sort.Search(len(l.ranges), func(i int) bool { return l.ranges[i].lo > pc })
+	i, hi := 0, len(l.ranges) // the first range starting above pc
+	for i < hi {
+		if m := int(uint(i+hi) >> 1); l.ranges[m].lo <= pc {
+			i = m + 1
+		} else {
+			hi = m
+		}
+	}
 	// Unit ranges rarely overlap; a few earlier ones are tried when the
 	// nearest does not hold pc.
 	for k := i - 1; k >= 0 && k >= i-8; k-- {
@@ -601,6 +608,8 @@ type unitTable struct {
 	// locs[i]; by address, and at one address a sequence's end first.
 	addrs []uint64
 	locs  []rowLoc
+	// rowIdx narrows the search of addrs (nil for a few rows).
+	rowIdx *rowIndex
 	// files is the line header's file table: rows and DW_AT_call_file
 	// index it.
 	files   []lineFile
@@ -608,6 +617,9 @@ type unitTable struct {
 	version int
 	funcs   []funcRange // by lo
 	nodes   []dieNode   // subprograms and inlined calls, in tree order
+	// calls is, by node, what a frame of it prints (apart from nodes,
+	// which the search of a chain reads).
+	calls []nodeCall
 	// more holds the ranges of nodes with more than one.
 	more  [][2]uint64
 	bytes int64
@@ -619,15 +631,20 @@ type funcRange struct {
 	node   int32
 }
 
-// dieNode is a subprogram (parent -1) or an inlined call.
+// dieNode is a subprogram (parent -1) or an inlined call: what the
+// search of an address's chain reads, 32 bytes.
 type dieNode struct {
-	name string
 	// lo and hi are the node's one range; with more than one, more
 	// is its first in unitTable.more and hi their count.
-	lo, hi   uint64
-	more     bool
-	parent   int32 // the enclosing node for an inlined call, else -1
-	end      int32 // index after the node's subtree
+	lo, hi uint64
+	more   bool
+	parent int32 // the enclosing node for an inlined call, else -1
+	end    int32 // index after the node's subtree
+}
+
+// nodeCall is a node's name and, for an inlined call, its call site.
+type nodeCall struct {
+	name     string
 	callFile int32
 	callLine int32
 }
@@ -635,7 +652,14 @@ type dieNode struct {
 // frames appends pc's chain.
 func (t *unitTable) frames(dst []SourceFrame, pc uint64) []SourceFrame {
 	file, line, lok := t.lineAt(pc)
-	i := sort.Search(len(t.funcs), func(i int) bool { return t.funcs[i].lo > pc })
+	i, hi := 0, len(t.funcs) // the first function starting above pc
+	for i < hi {
+		if m := int(uint(i+hi) >> 1); t.funcs[m].lo <= pc {
+			i = m + 1
+		} else {
+			hi = m
+		}
+	}
 	fn := int32(-1)
 	var entry uint64
 	for k := i - 1; k >= 0 && k >= i-16; k-- {
@@ -668,13 +692,13 @@ func (t *unitTable) frames(dst []SourceFrame, pc uint64) []SourceFrame {
 		}
 	}
 	for k := n - 1; k >= 0; k-- {
-		nd := &t.nodes[chain[k]]
-		f := SourceFrame{Function: nd.name, File: file, Line: line, Inlined: k > 0}
+		c := &t.calls[chain[k]]
+		f := SourceFrame{Function: c.name, File: file, Line: line, Inlined: k > 0}
 		if k == 0 {
 			f.Entry = entry
 		}
 		dst = append(dst, f)
-		file, line = t.path(nd.callFile), int(nd.callLine)
+		file, line = t.path(c.callFile), int(c.callLine)
 	}
 	return dst
 }
@@ -706,10 +730,80 @@ func searchAddr(a []uint64, pc uint64) int {
 	return lo
 }
 
+// rowIndex cuts a unit's address span into buckets of 1<<shift bytes:
+// bucket b starts at lo + b<<shift, and first[b] is the number of rows
+// below that start. A row after pc lies in bucket b = (pc-lo)>>shift or
+// the one after it, so the search is among first[b]..first[b+1] only: a
+// few rows, where a binary search of a large unit (libc's malloc.c has
+// 4,000) takes a cache miss at each of its last steps.
+type rowIndex struct {
+	lo    uint64
+	shift uint
+	first []uint32
+}
+
+// minIndexedRows is the size of a line table below which a binary search
+// touches few cache lines and rowIndex is not built.
+const minIndexedRows = 64
+
+// newRowIndex indexes addrs (ascending), with about one bucket per two
+// rows; nil for a small table.
+func newRowIndex(addrs []uint64) *rowIndex {
+	n := len(addrs)
+	if n < minIndexedRows || n >= 1<<31 {
+		return nil
+	}
+	lo, span := addrs[0], addrs[n-1]-addrs[0]
+	shift := uint(0)
+	for span>>shift >= uint64(n/2) {
+		shift++
+	}
+	nb := int(span>>shift) + 1 // <= n/2
+	x := &rowIndex{lo: lo, shift: shift, first: make([]uint32, nb+1)}
+	i := 0
+	for b := range x.first {
+		start := lo + uint64(b)<<shift
+		if b == nb {
+			i = n // past the span: every row is below
+		}
+		for i < n && addrs[i] < start {
+			i++
+		}
+		x.first[b] = uint32(i)
+	}
+	return x
+}
+
+// search is searchAddr(addrs, pc) for the addrs x indexes.
+func (x *rowIndex) search(addrs []uint64, pc uint64) int {
+	if pc < x.lo {
+		return 0
+	}
+	b := (pc - x.lo) >> x.shift
+	if b >= uint64(len(x.first)-1) {
+		return len(addrs) // past the last row
+	}
+	lo, hi := int(x.first[b]), int(x.first[b+1])
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if addrs[m] <= pc {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
 // lineAt is the row holding pc: the last at or before it, unless that
 // row ends a sequence.
 func (t *unitTable) lineAt(pc uint64) (string, int, bool) {
-	i := searchAddr(t.addrs, pc)
+	var i int
+	if t.rowIdx != nil {
+		i = t.rowIdx.search(t.addrs, pc)
+	} else {
+		i = searchAddr(t.addrs, pc)
+	}
 	if i == 0 || t.locs[i-1].line < 0 {
 		return "", 0, false
 	}
