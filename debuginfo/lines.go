@@ -342,7 +342,7 @@ func (l *Lines) indexUnits(info []byte) error {
 		if !ok {
 			continue
 		}
-		ab, ok := findAbbrev(l.sec.abbrev, un.abbrOff, code)
+		ab, ok := findAbbrev(l.sec.abbrev, un.abbrOff, code, un)
 		if !ok {
 			continue
 		}
@@ -374,7 +374,7 @@ func (l *Lines) reader(un *lineUnit) (dieReader, error) {
 	ab := un.abbrs.Load()
 	if ab == nil {
 		var err error
-		if ab, err = parseAbbrevs(l.sec.abbrev, un.abbrOff); err != nil {
+		if ab, err = parseAbbrevs(l.sec.abbrev, un.abbrOff, un); err != nil {
 			return dieReader{}, err
 		}
 		un.abbrs.Store(ab)
