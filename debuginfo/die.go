@@ -558,6 +558,18 @@ func (r *dieReader) ref(v attrVal) (int, bool) {
 	return 0, false
 }
 
+// supRef resolves a reference into the supplementary file's .debug_info
+// (DW_FORM_GNU_ref_alt, DW_FORM_ref_sup4, DW_FORM_ref_sup8).
+func (r *dieReader) supRef(v attrVal) (*Lines, int, bool) {
+	switch v.form {
+	case 0x1f20, 0x1c, 0x24:
+		if sup := r.l.sup; sup != nil && v.v < uint64(len(sup.sec.info)) {
+			return sup, int(v.v), true
+		}
+	}
+	return nil, 0, false
+}
+
 // str returns a string attribute's value, "" when absent or not a
 // string. The string shares the section's bytes (immutable once read).
 func (r *dieReader) str(v attrVal) string {
@@ -570,6 +582,11 @@ func (r *dieReader) str(v attrVal) string {
 		sec, _ = r.l.sec.section("str")
 	case 0x1f: // line_strp
 		sec, _ = r.l.sec.section("line_str")
+	case 0x1f21, 0x1d: // GNU_strp_alt, strp_sup: in the supplementary file
+		if r.l.sup == nil {
+			return ""
+		}
+		sec, _ = r.l.sup.sec.section("str")
 	case 0x1a, 0x25, 0x26, 0x27, 0x28, 0x1f02: // strx, strx1-4, GNU_str_index
 		so, _ := r.l.sec.section("str_offsets")
 		sz := uint64(r.u.offSz)

@@ -161,18 +161,22 @@ func (l *Lines) name(r *dieReader, d *dieVals, cache map[int]refName) string {
 		return s
 	}
 	plain := r.str(d.a[slotName])
-	first, ok := r.ref(d.a[slotOrigin])
+	lx, first, ok := r.target(d.a[slotOrigin])
 	if !ok {
-		if first, ok = r.ref(d.a[slotSpec]); !ok {
+		if lx, first, ok = r.target(d.a[slotSpec]); !ok {
 			return plain
 		}
 	}
-	rn, ok := cache[first]
+	key := first
+	if lx != l {
+		key = -1 - first // an offset in the supplementary file
+	}
+	rn, ok := cache[key]
 	if !ok {
 		ref := first
 		var next dieVals
 		for depth := 1; depth < maxNameDepth; depth++ {
-			nr, err := l.readerAt(ref)
+			nr, err := lx.readerAt(ref)
 			if err != nil || nr.decode(ref, &next) != nil || next.ab == nil {
 				break
 			}
@@ -182,13 +186,13 @@ func (l *Lines) name(r *dieReader, d *dieVals, cache map[int]refName) string {
 			if rn.plain == "" {
 				rn.plain = nr.str(next.a[slotName])
 			}
-			if ref, ok = nr.ref(next.a[slotOrigin]); !ok {
-				if ref, ok = nr.ref(next.a[slotSpec]); !ok {
+			if lx, ref, ok = nr.target(next.a[slotOrigin]); !ok {
+				if lx, ref, ok = nr.target(next.a[slotSpec]); !ok {
 					break
 				}
 			}
 		}
-		cache[first] = rn
+		cache[key] = rn
 	}
 	switch {
 	case rn.link != "":
@@ -197,6 +201,15 @@ func (l *Lines) name(r *dieReader, d *dieVals, cache map[int]refName) string {
 		return plain
 	}
 	return rn.plain
+}
+
+// target resolves a reference to an entry: in this file, or in the
+// supplementary one.
+func (r *dieReader) target(v attrVal) (*Lines, int, bool) {
+	if off, ok := r.ref(v); ok {
+		return r.l, off, true
+	}
+	return r.supRef(v)
 }
 
 // readerAt returns a reader of the unit holding the .debug_info offset

@@ -52,6 +52,12 @@ type LinesOptions struct {
 	// last sweep are dropped and read again when needed. The section
 	// bytes given to OpenLines are not counted.
 	MaxBytes int64
+	// Sup is the DWARF of the supplementary file the sections refer to
+	// (dwz's common file: ReadSupLink, FindSup), opened with
+	// OpenLinesELF; its entries and strings give the names that
+	// DW_FORM_GNU_ref_alt, DW_FORM_ref_sup4/8, DW_FORM_GNU_strp_alt and
+	// DW_FORM_strp_sup refer to. Without it such names are "".
+	Sup *Lines
 }
 
 // SourceFrame is one frame of an address's inline chain.
@@ -110,6 +116,8 @@ type Lines struct {
 	// alwaysSort makes runLineProgram sort rows already in order (for
 	// the test that the two paths agree).
 	alwaysSort bool
+	// sup is LinesOptions.Sup.
+	sup *Lines
 }
 
 type lineUnit struct {
@@ -228,6 +236,9 @@ func openLines(secs map[string]*lazySection, opts *LinesOptions) (l *Lines, err 
 	defer recoverLines(&err, "info", 0)
 	if opts != nil && opts.MaxBytes > 0 {
 		l.max = opts.MaxBytes
+	}
+	if opts != nil && opts.Sup != nil && opts.Sup != l {
+		l.sup = opts.Sup
 	}
 	if err := l.indexUnits(info); err != nil {
 		return nil, err
