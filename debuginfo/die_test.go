@@ -15,10 +15,7 @@ import (
 // .debug_rnglists, rnglistx) and the name, linkage name and call site of
 // each subprogram and inlined call.
 func TestEntriesAgreeWithDebugDwarf(t *testing.T) {
-	files := []string{linesFixture("lines_c_v4"), linesFixture("lines_c_v5"), linesFixture("lines_cc_v4"), linesFixture("lines_cc_v5"), linesFixture("lines_rs")}
-	if !testing.Short() {
-		files = append(files, testkit.LibcDebugFile(t))
-	}
+	files := entryTestFiles(t)
 	for _, file := range files {
 		l, err := OpenLines(elfSections(t, file), nil)
 		if err != nil {
@@ -101,10 +98,7 @@ func TestEntriesAgreeWithDebugDwarf(t *testing.T) {
 // libc6-dbg's libc as the abbreviations with a spec per attribute do:
 // the same kept attributes, the same next entry.
 func TestSkipRunsReadTheSame(t *testing.T) {
-	files := []string{linesFixture("lines_c_v4"), linesFixture("lines_c_v5"), linesFixture("lines_cc_v4"), linesFixture("lines_cc_v5"), linesFixture("lines_rs")}
-	if !testing.Short() {
-		files = append(files, testkit.LibcDebugFile(t))
-	}
+	files := entryTestFiles(t)
 	for _, file := range files {
 		l, err := OpenLines(elfSections(t, file), nil)
 		if err != nil {
@@ -144,4 +138,14 @@ func TestSkipRunsReadTheSame(t *testing.T) {
 			t.Errorf("%s: runs made %d specs of %d", file, runSpecs, specs)
 		}
 	}
+}
+
+// entryTestFiles are the files whose every entry the entry tests read:
+// the fixtures and, unless -short, libc6-dbg's libc.
+func entryTestFiles(t *testing.T) []string {
+	files := []string{linesFixture("lines_c_v4"), linesFixture("lines_c_v5"), linesFixture("lines_cc_v4"), linesFixture("lines_cc_v5"), linesFixture("lines_rs")}
+	if !testing.Short() {
+		files = append(files, testkit.LibcDebugFile(t))
+	}
+	return files
 }

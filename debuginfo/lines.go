@@ -483,14 +483,7 @@ func (l *Lines) addAranges(ar []byte) {
 // covers pc. An error is a malformed unit (the unit's addresses all fail
 // with it; it is not read again).
 func (l *Lines) Frames(dst []SourceFrame, pc uint64) ([]SourceFrame, error) {
-	i, hi := 0, len(l.ranges) // the first range starting above pc
-	for i < hi {
-		if m := int(uint(i+hi) >> 1); l.ranges[m].lo <= pc {
-			i = m + 1
-		} else {
-			hi = m
-		}
-	}
+	i := sort.Search(len(l.ranges), func(i int) bool { return l.ranges[i].lo > pc })
 	// Unit ranges rarely overlap; a few earlier ones are tried when the
 	// nearest does not hold pc.
 	for k := i - 1; k >= 0 && k >= i-8; k-- {
@@ -663,14 +656,7 @@ type nodeCall struct {
 // frames appends pc's chain.
 func (t *unitTable) frames(dst []SourceFrame, pc uint64) []SourceFrame {
 	file, line, lok := t.lineAt(pc)
-	i, hi := 0, len(t.funcs) // the first function starting above pc
-	for i < hi {
-		if m := int(uint(i+hi) >> 1); t.funcs[m].lo <= pc {
-			i = m + 1
-		} else {
-			hi = m
-		}
-	}
+	i := sort.Search(len(t.funcs), func(i int) bool { return t.funcs[i].lo > pc })
 	fn := int32(-1)
 	var entry uint64
 	for k := i - 1; k >= 0 && k >= i-16; k-- {
@@ -795,15 +781,7 @@ func (x *rowIndex) search(addrs []uint64, pc uint64) int {
 		return len(addrs) // past the last row
 	}
 	lo, hi := int(x.first[b]), int(x.first[b+1])
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if addrs[m] <= pc {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo
+	return lo + searchAddr(addrs[lo:hi], pc)
 }
 
 // lineAt is the row holding pc: the last at or before it, unless that

@@ -32,15 +32,7 @@ func FuzzLinesELF(f *testing.F) {
 			f.Add(b)
 		}
 	}
-	supFile, err := os.Open(linesFixture("lines_dwz.sup"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer supFile.Close()
-	sef, err := safeelf.NewFile(supFile)
-	if err != nil {
-		f.Fatal(err)
-	}
+	_, sef := openFixtureELF(f, linesFixture("lines_dwz.sup"))
 	sup, err := OpenLinesELF(sef, nil)
 	if err != nil {
 		f.Fatal(err)

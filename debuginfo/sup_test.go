@@ -13,7 +13,7 @@ import (
 
 // openFixtureELF opens a fixture as a safeelf.File (closed at the end of
 // the test).
-func openFixtureELF(t *testing.T, path string) (*os.File, *safeelf.File) {
+func openFixtureELF(t testing.TB, path string) (*os.File, *safeelf.File) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
