@@ -108,12 +108,23 @@ func attrSlot(attr uint64) int8 {
 	return -1
 }
 
-// attrSpec is one attribute of an abbreviation.
+// attrSpec is one attribute of an abbreviation, or a run of attributes
+// that are not kept and whose forms have a size the unit fixes (form
+// formSkip, n their bytes): a variable's name, file, line, column and
+// type are two specs (DW_FORM_strp, then 7 bytes). 8 bytes: libc6-dbg's
+// 2,063 abbreviation tables hold 330,000 attributes.
 type attrSpec struct {
-	form     uint16
-	slot     int8
-	implicit int64 // DW_FORM_implicit_const's value
+	form uint16
+	slot int8
+	// n is formSkip's size; for DW_FORM_implicit_const of a kept
+	// attribute the value's low 32 bits, its high 32 bits in the n of
+	// the spec after it (form 0).
+	n uint32
 }
+
+// formSkip is the form of a run of skipped attributes (not a DWARF
+// form: those end at 0x2c and resume at 0x1f01).
+const formSkip = 0xff00
 
 // abbrev is one abbreviation (DWARF 5 §7.5.3).
 type abbrev struct {
@@ -123,13 +134,53 @@ type abbrev struct {
 	attrs    []attrSpec
 }
 
+// formSize is the size of a value of form in a unit of the given offset
+// size, address size and version, -1 for the forms whose values say
+// their size (LEB128 numbers, strings, blocks, DW_FORM_indirect) and for
+// unknown ones.
+func formSize(form uint64, offSz, addrSz, version int) int {
+	switch form {
+	case 0x01: // addr
+		return addrSz
+	case 0x0b, 0x11, 0x0c, 0x25, 0x29: // data1, ref1, flag, strx1, addrx1
+		return 1
+	case 0x05, 0x12, 0x26, 0x2a: // data2, ref2, strx2, addrx2
+		return 2
+	case 0x27, 0x2b: // strx3, addrx3
+		return 3
+	case 0x06, 0x13, 0x1c, 0x28, 0x2c: // data4, ref4, ref_sup4, strx4, addrx4
+		return 4
+	case 0x07, 0x14, 0x20, 0x24: // data8, ref8, ref_sig8, ref_sup8
+		return 8
+	case 0x1e: // data16
+		return 16
+	case 0x0e, 0x17, 0x1f, 0x1d, 0x1f20, 0x1f21: // strp, sec_offset, line_strp, strp_sup, GNU_ref_alt, GNU_strp_alt
+		return offSz
+	case 0x10: // ref_addr: the address size in DWARF 2
+		if version == 2 {
+			return addrSz
+		}
+		return offSz
+	case 0x19, formImplicitConst: // flag_present; implicit_const, in the abbreviation
+		return 0
+	}
+	return -1
+}
+
 // abbrevTable is one unit's abbreviations by code.
 type abbrevTable struct {
 	byCode []abbrev // index code; tag 0 for codes not defined
 }
 
-// parseAbbrevs reads the abbreviation table at off in .debug_abbrev.
-func parseAbbrevs(b []byte, off uint64) (*abbrevTable, error) {
+// parseAbbrevs reads the abbreviation table at off in .debug_abbrev for
+// unit u (whose sizes fix the forms' sizes).
+func parseAbbrevs(b []byte, off uint64, u *lineUnit) (*abbrevTable, error) {
+	return parseAbbrevsRuns(b, off, u, true)
+}
+
+// parseAbbrevsRuns is parseAbbrevs, with runs of skipped forms made one
+// spec or (for the test that the two read the same) not.
+func parseAbbrevsRuns(b []byte, off uint64, u *lineUnit, runs bool) (*abbrevTable, error) {
 	if off >= uint64(len(b)) {
 		return nil, &LinesError{"abbrev", off, "abbreviation table past the end of .debug_abbrev"}
 	}
@@ -166,7 +217,7 @@ func parseAbbrevs(b []byte, off uint64) (*abbrevTable, error) {
 		}
 		var a abbrev
 		start := len(specs)
-		if a, specs, p, ok = parseAbbrev(b, p, specs); !ok {
+		if a, specs, p, ok = parseAbbrev(b, p, specs, u, runs); !ok {
 			return nil, &LinesError{"abbrev", uint64(p), "truncated or invalid abbreviation"}
 		}
 		// Codes are dense from 1 in every producer seen; a sparse code
@@ -190,8 +241,9 @@ func parseAbbrevs(b []byte, off uint64) (*abbrevTable, error) {
 	return t, nil
 }
 
-// findAbbrev reads only the abbreviation code of the table at off.
-func findAbbrev(b []byte, off, code uint64) (abbrev, bool) {
+// findAbbrev reads only the abbreviation code of the table at off, for
+// unit u.
+func findAbbrev(b []byte, off, code uint64, u *lineUnit) (abbrev, bool) {
 	p := int(off)
 	for n := 0; p < len(b) && n < maxAbbrevCode; n++ {
 		c, q, ok := uleb(b, p, len(b))
@@ -199,7 +251,7 @@ func findAbbrev(b []byte, off, code uint64) (abbrev, bool) {
 			break
 		}
 		if c == code {
-			a, specs, _, ok := parseAbbrev(b, q, nil)
+			a, specs, _, ok := parseAbbrev(b, q, nil, u, true)
 			a.attrs = specs
 			return a, ok
 		}
@@ -210,8 +262,8 @@ func findAbbrev(b []byte, off, code uint64) (abbrev, bool) {
 	return abbrev{}, false
 }
 
-// skipAbbrev steps over one abbreviation after its code, counting its
-// attributes.
+// skipAbbrev steps over one abbreviation after its code, counting the
+// specs its attributes take at most.
 func skipAbbrev(b []byte, p int) (int, int, bool) {
 	_, p, ok := uleb(b, p, len(b)) // tag
 	p++                            // children
@@ -226,14 +278,15 @@ func skipAbbrev(b []byte, p int) (int, int, bool) {
 		}
 		if form == formImplicitConst {
 			_, p, ok = sleb(b, p, len(b))
+			n++ // the value's high half
 		}
 	}
 	return p, 0, false
 }
 
 // parseAbbrev reads one abbreviation after its code, its attributes
-// appended to specs.
-func parseAbbrev(b []byte, p int, specs []attrSpec) (abbrev, []attrSpec, int, bool) {
+// appended to specs: a run of skipped fixed-size forms as one formSkip.
+func parseAbbrev(b []byte, p int, specs []attrSpec, u *lineUnit, runs bool) (abbrev, []attrSpec, int, bool) {
 	var a abbrev
 	tag, p, ok := uleb(b, p, len(b))
 	if !ok || p >= len(b) || tag == 0 || tag > 0xffff {
@@ -241,23 +294,41 @@ func parseAbbrev(b []byte, p int, specs []attrSpec) (abbrev, []attrSpec, int, bo
 	}
 	a.tag, a.children = uint32(tag), b[p] != 0
 	p++
+	first := len(specs)
 	for {
 		attr, q, ok1 := uleb(b, p, len(b))
 		form, q, ok2 := uleb(b, q, len(b))
-		if !ok1 || !ok2 || form > 0xffff {
+		if !ok1 || !ok2 || form > 0xffff || form == formSkip {
 			return a, specs, p, false
 		}
 		p = q
 		if attr == 0 && form == 0 {
 			return a, specs, p, true
 		}
-		s := attrSpec{form: uint16(form), slot: attrSlot(attr)}
+		var v int64
 		if form == formImplicitConst {
-			v, q, ok := sleb(b, p, len(b))
-			if !ok {
+			if v, q, ok = sleb(b, p, len(b)); !ok {
 				return a, specs, p, false
 			}
-			s.implicit, p = v, q
+			p = q
+		}
+		slot := attrSlot(attr)
+		if sz := formSize(form, u.offSz, u.addrSz, u.version); runs && slot < 0 && sz >= 0 {
+			if sz == 0 {
+				continue
+			}
+			if n := len(specs); n > first && specs[n-1].form == formSkip && specs[n-1].n < 1<<16 {
+				specs[n-1].n += uint32(sz)
+			} else {
+				specs = append(specs, attrSpec{form: formSkip, slot: -1, n: uint32(sz)})
+			}
+			continue
+		}
+		s := attrSpec{form: uint16(form), slot: slot}
+		if form == formImplicitConst {
+			s.n = uint32(v)
+			specs = append(specs, s, attrSpec{n: uint32(uint64(v) >> 32)})
+			continue
 		}
 		specs = append(specs, s)
 	}
@@ -358,9 +429,18 @@ func (r *dieReader) decode(p int, d *dieVals) error {
 	d.ab = ab
 	d.a = [nSlots]attrVal{}
 	u := r.u
-	for _, s := range ab.attrs {
+	attrs := ab.attrs
+	for i := 0; i < len(attrs); i++ {
+		s := attrs[i]
 		form := uint64(s.form)
 		var v uint64
+		if form == formSkip {
+			if int(s.n) > r.end-p {
+				return &LinesError{"info", uint64(p), "attributes past the end of the unit"}
+			}
+			p += int(s.n)
+			continue
+		}
 		for k := 0; form == formIndirect; k++ {
 			if k == maxIndirectForms {
 				return &LinesError{"info", uint64(p), "DW_FORM_indirect chain"}
@@ -369,29 +449,8 @@ func (r *dieReader) decode(p int, d *dieVals) error {
 				return &LinesError{"info", uint64(p), "truncated DW_FORM_indirect"}
 			}
 		}
-		size := 0
+		size := formSize(form, u.offSz, u.addrSz, u.version)
 		switch form {
-		case 0x01: // addr
-			size = u.addrSz
-		case 0x0b, 0x11, 0x0c, 0x25, 0x29: // data1, ref1, flag, strx1, addrx1
-			size = 1
-		case 0x05, 0x12, 0x26, 0x2a: // data2, ref2, strx2, addrx2
-			size = 2
-		case 0x27, 0x2b: // strx3, addrx3
-			size = 3
-		case 0x06, 0x13, 0x1c, 0x28, 0x2c: // data4, ref4, ref_sup4, strx4, addrx4
-			size = 4
-		case 0x07, 0x14, 0x20, 0x24: // data8, ref8, ref_sig8, ref_sup8
-			size = 8
-		case 0x1e: // data16
-			size = 16
-		case 0x0e, 0x17, 0x1f, 0x1d, 0x1f20, 0x1f21: // strp, sec_offset, line_strp, strp_sup, GNU_ref_alt, GNU_strp_alt
-			size = u.offSz
-		case 0x10: // ref_addr: the address size in DWARF 2
-			size = u.offSz
-			if u.version == 2 {
-				size = u.addrSz
-			}
 		case 0x0f, 0x15, 0x1a, 0x1b, 0x22, 0x23, 0x1f01, 0x1f02: // udata, ref_udata, strx, addrx, loclistx, rnglistx, GNU_addr_index, GNU_str_index
 			if v, p, ok = uleb(b, p, r.end); !ok {
 				return &LinesError{"info", uint64(p), "truncated LEB128 attribute"}
@@ -432,11 +491,17 @@ func (r *dieReader) decode(p int, d *dieVals) error {
 				return &LinesError{"info", uint64(p), "block past the end of the unit"}
 			}
 			p += 4 + int(r.l.order.Uint32(b[p:]))
-		case 0x19: // flag_present
 		case formImplicitConst:
-			v = uint64(s.implicit)
+			// The value is the abbreviation's (not one DW_FORM_indirect
+			// names: that has none).
+			if s.form == formImplicitConst && i+1 < len(attrs) {
+				v = uint64(s.n) | uint64(attrs[i+1].n)<<32
+				i++
+			}
 		default:
-			return &LinesError{"info", uint64(p), fmt.Sprintf("form %#x", form)}
+			if size < 0 {
+				return &LinesError{"info", uint64(p), fmt.Sprintf("form %#x", form)}
+			}
 		}
 		if size > 0 {
 			if size > r.end-p {
@@ -493,6 +558,18 @@ func (r *dieReader) ref(v attrVal) (int, bool) {
 	return 0, false
 }
 
+// supRef resolves a reference into the supplementary file's .debug_info
+// (DW_FORM_GNU_ref_alt, DW_FORM_ref_sup4, DW_FORM_ref_sup8).
+func (r *dieReader) supRef(v attrVal) (*Lines, int, bool) {
+	switch v.form {
+	case 0x1f20, 0x1c, 0x24:
+		if sup := r.l.sup; sup != nil && v.v < uint64(len(sup.sec.info)) {
+			return sup, int(v.v), true
+		}
+	}
+	return nil, 0, false
+}
+
 // str returns a string attribute's value, "" when absent or not a
 // string. The string shares the section's bytes (immutable once read).
 func (r *dieReader) str(v attrVal) string {
@@ -505,6 +582,11 @@ func (r *dieReader) str(v attrVal) string {
 		sec, _ = r.l.sec.section("str")
 	case 0x1f: // line_strp
 		sec, _ = r.l.sec.section("line_str")
+	case 0x1f21, 0x1d: // GNU_strp_alt, strp_sup: in the supplementary file
+		if r.l.sup == nil {
+			return ""
+		}
+		sec, _ = r.l.sup.sec.section("str")
 	case 0x1a, 0x25, 0x26, 0x27, 0x28, 0x1f02: // strx, strx1-4, GNU_str_index
 		so, _ := r.l.sec.section("str_offsets")
 		sz := uint64(r.u.offSz)

@@ -15,10 +15,7 @@ import (
 // .debug_rnglists, rnglistx) and the name, linkage name and call site of
 // each subprogram and inlined call.
 func TestEntriesAgreeWithDebugDwarf(t *testing.T) {
-	files := []string{linesFixture("lines_c_v4"), linesFixture("lines_c_v5"), linesFixture("lines_cc_v4"), linesFixture("lines_cc_v5"), linesFixture("lines_rs")}
-	if !testing.Short() {
-		files = append(files, testkit.LibcDebugFile(t))
-	}
+	files := entryTestFiles(t)
 	for _, file := range files {
 		l, err := OpenLines(elfSections(t, file), nil)
 		if err != nil {
@@ -94,4 +91,61 @@ func TestEntriesAgreeWithDebugDwarf(t *testing.T) {
 			t.Fatalf("%s: no entry with code", file)
 		}
 	}
+}
+
+// TestSkipRunsReadTheSame: abbreviations whose runs of skipped
+// fixed-size forms are one spec read every entry of the fixtures and of
+// libc6-dbg's libc as the abbreviations with a spec per attribute do:
+// the same kept attributes, the same next entry.
+func TestSkipRunsReadTheSame(t *testing.T) {
+	files := entryTestFiles(t)
+	for _, file := range files {
+		l, err := OpenLines(elfSections(t, file), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, specs, runSpecs := 0, 0, 0
+		for i := range l.units {
+			un := &l.units[i]
+			runs, err1 := parseAbbrevsRuns(l.sec.abbrev, un.abbrOff, un, true)
+			each, err2 := parseAbbrevsRuns(l.sec.abbrev, un.abbrOff, un, false)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("%s: unit %d: %v, %v", file, i, err1, err2)
+			}
+			for c := range runs.byCode {
+				runSpecs += len(runs.byCode[c].attrs)
+				specs += len(each.byCode[c].attrs)
+			}
+			rr := dieReader{l: l, u: un, ab: runs, b: l.sec.info, end: un.end}
+			re := dieReader{l: l, u: un, ab: each, b: l.sec.info, end: un.end}
+			for p := un.die; p < un.end; entries++ {
+				var dr, de dieVals
+				err1, err2 := rr.decode(p, &dr), re.decode(p, &de)
+				if (err1 == nil) != (err2 == nil) {
+					t.Fatalf("%s: entry at %#x: %v, %v", file, p, err1, err2)
+				}
+				if err1 != nil {
+					break
+				}
+				if dr.next != de.next || dr.a != de.a || (dr.ab == nil) != (de.ab == nil) || dr.ab != nil && (dr.ab.tag != de.ab.tag || dr.ab.children != de.ab.children) {
+					t.Fatalf("%s: entry at %#x: next %#x %v, with a spec per attribute %#x %v", file, p, dr.next, dr.a, de.next, de.a)
+				}
+				p = dr.next
+			}
+		}
+		t.Logf("%s: %d entries; %d specs, %d with runs", file, entries, specs, runSpecs)
+		if runSpecs >= specs {
+			t.Errorf("%s: runs made %d specs of %d", file, runSpecs, specs)
+		}
+	}
+}
+
+// entryTestFiles are the files whose every entry the entry tests read:
+// the fixtures and, unless -short, libc6-dbg's libc.
+func entryTestFiles(t *testing.T) []string {
+	files := []string{linesFixture("lines_c_v4"), linesFixture("lines_c_v5"), linesFixture("lines_cc_v4"), linesFixture("lines_cc_v5"), linesFixture("lines_rs")}
+	if !testing.Short() {
+		files = append(files, testkit.LibcDebugFile(t))
+	}
+	return files
 }

@@ -78,6 +78,9 @@ const (
 	SourceDebugLink
 	// SourceDebuginfod: a debuginfod server, or its cache.
 	SourceDebuginfod
+	// SourceSup: the supplementary file a debug file's
+	// .gnu_debugaltlink or .debug_sup names (FindSup).
+	SourceSup
 )
 
 func (s Source) String() string {
@@ -90,6 +93,8 @@ func (s Source) String() string {
 		return "debuglink"
 	case SourceDebuginfod:
 		return "debuginfod"
+	case SourceSup:
+		return "supplementary"
 	}
 	return fmt.Sprintf("Source(%d)", uint8(s))
 }
@@ -247,6 +252,7 @@ type candidate struct {
 	source   Source
 	crc      uint32
 	checkCRC bool
+	sup      *SupLink // for FindSup: the identity it must have
 }
 
 // try opens c and checks it; nil when it is absent or refused (refusals
@@ -289,6 +295,9 @@ func (fd *finder) check(f *os.File, c candidate) error {
 	ef, err := safeelf.NewFile(f)
 	if err != nil {
 		return err
+	}
+	if c.sup != nil {
+		return checkSup(ef, c.sup)
 	}
 	id, err := ef.BuildID()
 	if err != nil {

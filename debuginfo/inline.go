@@ -67,7 +67,8 @@ func (l *Lines) readTree(t *unitTable, un *lineUnit) error {
 			if len(rs) == 0 {
 				break // a declaration or an abstract instance
 			}
-			nd := dieNode{name: l.name(&r, &d, names), parent: -1, callFile: -1}
+			nd := dieNode{parent: -1}
+			c := nodeCall{name: l.name(&r, &d, names), callFile: -1}
 			if len(rs) == 1 {
 				nd.lo, nd.hi = rs[0][0], rs[0][1]
 			} else {
@@ -77,15 +78,16 @@ func (l *Lines) readTree(t *unitTable, un *lineUnit) error {
 			if tag == tagInlinedSubroutine {
 				nd.parent = enclosing
 				if v := d.a[slotCallFile]; isConst(v.form) && v.v < 1<<31 {
-					nd.callFile = int32(v.v)
+					c.callFile = int32(v.v)
 				}
 				if v := d.a[slotCallLine]; isConst(v.form) && v.v < 1<<31 {
-					nd.callLine = int32(v.v)
+					c.callLine = int32(v.v)
 				}
 			}
 			self = int32(len(t.nodes))
 			nd.end = self + 1
 			t.nodes = append(t.nodes, nd)
+			t.calls = append(t.calls, c)
 			t.bytes += 64
 			if nd.more {
 				t.bytes += int64(len(rs)) * 16
@@ -159,18 +161,22 @@ func (l *Lines) name(r *dieReader, d *dieVals, cache map[int]refName) string {
 		return s
 	}
 	plain := r.str(d.a[slotName])
-	first, ok := r.ref(d.a[slotOrigin])
+	lx, first, ok := r.target(d.a[slotOrigin])
 	if !ok {
-		if first, ok = r.ref(d.a[slotSpec]); !ok {
+		if lx, first, ok = r.target(d.a[slotSpec]); !ok {
 			return plain
 		}
 	}
-	rn, ok := cache[first]
+	key := first
+	if lx != l {
+		key = -1 - first // an offset in the supplementary file
+	}
+	rn, ok := cache[key]
 	if !ok {
 		ref := first
 		var next dieVals
 		for depth := 1; depth < maxNameDepth; depth++ {
-			nr, err := l.readerAt(ref)
+			nr, err := lx.readerAt(ref)
 			if err != nil || nr.decode(ref, &next) != nil || next.ab == nil {
 				break
 			}
@@ -180,13 +186,13 @@ func (l *Lines) name(r *dieReader, d *dieVals, cache map[int]refName) string {
 			if rn.plain == "" {
 				rn.plain = nr.str(next.a[slotName])
 			}
-			if ref, ok = nr.ref(next.a[slotOrigin]); !ok {
-				if ref, ok = nr.ref(next.a[slotSpec]); !ok {
+			if lx, ref, ok = nr.target(next.a[slotOrigin]); !ok {
+				if lx, ref, ok = nr.target(next.a[slotSpec]); !ok {
 					break
 				}
 			}
 		}
-		cache[first] = rn
+		cache[key] = rn
 	}
 	switch {
 	case rn.link != "":
@@ -195,6 +201,15 @@ func (l *Lines) name(r *dieReader, d *dieVals, cache map[int]refName) string {
 		return plain
 	}
 	return rn.plain
+}
+
+// target resolves a reference to an entry: in this file, or in the
+// supplementary one.
+func (r *dieReader) target(v attrVal) (*Lines, int, bool) {
+	if off, ok := r.ref(v); ok {
+		return r.l, off, true
+	}
+	return r.supRef(v)
 }
 
 // readerAt returns a reader of the unit holding the .debug_info offset

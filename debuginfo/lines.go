@@ -52,6 +52,12 @@ type LinesOptions struct {
 	// last sweep are dropped and read again when needed. The section
 	// bytes given to OpenLines are not counted.
 	MaxBytes int64
+	// Sup is the DWARF of the supplementary file the sections refer to
+	// (dwz's common file: ReadSupLink, FindSup), opened with
+	// OpenLinesELF; its entries and strings give the names that
+	// DW_FORM_GNU_ref_alt, DW_FORM_ref_sup4/8, DW_FORM_GNU_strp_alt and
+	// DW_FORM_strp_sup refer to. Without it such names are "".
+	Sup *Lines
 }
 
 // SourceFrame is one frame of an address's inline chain.
@@ -107,6 +113,11 @@ type Lines struct {
 	// dwarf is debug/dwarf over the same sections, made on first use
 	// (by readers of what Lines does not decode itself).
 	dwarf func() (*dwarf.Data, error)
+	// alwaysSort makes runLineProgram sort rows already in order (for
+	// the test that the two paths agree).
+	alwaysSort bool
+	// sup is LinesOptions.Sup.
+	sup *Lines
 }
 
 type lineUnit struct {
@@ -226,6 +237,9 @@ func openLines(secs map[string]*lazySection, opts *LinesOptions) (l *Lines, err 
 	if opts != nil && opts.MaxBytes > 0 {
 		l.max = opts.MaxBytes
 	}
+	if opts != nil && opts.Sup != nil && opts.Sup != l {
+		l.sup = opts.Sup
+	}
 	if err := l.indexUnits(info); err != nil {
 		return nil, err
 	}
@@ -339,7 +353,7 @@ func (l *Lines) indexUnits(info []byte) error {
 		if !ok {
 			continue
 		}
-		ab, ok := findAbbrev(l.sec.abbrev, un.abbrOff, code)
+		ab, ok := findAbbrev(l.sec.abbrev, un.abbrOff, code, un)
 		if !ok {
 			continue
 		}
@@ -371,7 +385,7 @@ func (l *Lines) reader(un *lineUnit) (dieReader, error) {
 	ab := un.abbrs.Load()
 	if ab == nil {
 		var err error
-		if ab, err = parseAbbrevs(l.sec.abbrev, un.abbrOff); err != nil {
+		if ab, err = parseAbbrevs(l.sec.abbrev, un.abbrOff, un); err != nil {
 			return dieReader{}, err
 		}
 		un.abbrs.Store(ab)
@@ -598,6 +612,8 @@ type unitTable struct {
 	// locs[i]; by address, and at one address a sequence's end first.
 	addrs []uint64
 	locs  []rowLoc
+	// rowIdx narrows the search of addrs (nil for a few rows).
+	rowIdx *rowIndex
 	// files is the line header's file table: rows and DW_AT_call_file
 	// index it.
 	files   []lineFile
@@ -605,6 +621,9 @@ type unitTable struct {
 	version int
 	funcs   []funcRange // by lo
 	nodes   []dieNode   // subprograms and inlined calls, in tree order
+	// calls is, by node, what a frame of it prints (apart from nodes,
+	// which the search of a chain reads).
+	calls []nodeCall
 	// more holds the ranges of nodes with more than one.
 	more  [][2]uint64
 	bytes int64
@@ -616,15 +635,20 @@ type funcRange struct {
 	node   int32
 }
 
-// dieNode is a subprogram (parent -1) or an inlined call.
+// dieNode is a subprogram (parent -1) or an inlined call: what the
+// search of an address's chain reads, 32 bytes.
 type dieNode struct {
-	name string
 	// lo and hi are the node's one range; with more than one, more
 	// is its first in unitTable.more and hi their count.
-	lo, hi   uint64
-	more     bool
-	parent   int32 // the enclosing node for an inlined call, else -1
-	end      int32 // index after the node's subtree
+	lo, hi uint64
+	more   bool
+	parent int32 // the enclosing node for an inlined call, else -1
+	end    int32 // index after the node's subtree
+}
+
+// nodeCall is a node's name and, for an inlined call, its call site.
+type nodeCall struct {
+	name     string
 	callFile int32
 	callLine int32
 }
@@ -665,13 +689,13 @@ func (t *unitTable) frames(dst []SourceFrame, pc uint64) []SourceFrame {
 		}
 	}
 	for k := n - 1; k >= 0; k-- {
-		nd := &t.nodes[chain[k]]
-		f := SourceFrame{Function: nd.name, File: file, Line: line, Inlined: k > 0}
+		c := &t.calls[chain[k]]
+		f := SourceFrame{Function: c.name, File: file, Line: line, Inlined: k > 0}
 		if k == 0 {
 			f.Entry = entry
 		}
 		dst = append(dst, f)
-		file, line = t.path(nd.callFile), int(nd.callLine)
+		file, line = t.path(c.callFile), int(c.callLine)
 	}
 	return dst
 }
@@ -703,10 +727,72 @@ func searchAddr(a []uint64, pc uint64) int {
 	return lo
 }
 
+// rowIndex cuts a unit's address span into buckets of 1<<shift bytes:
+// bucket b starts at lo + b<<shift, and first[b] is the number of rows
+// below that start. A row after pc lies in bucket b = (pc-lo)>>shift or
+// the one after it, so the search is among first[b]..first[b+1] only: a
+// few rows, where a binary search of a large unit (libc's malloc.c has
+// 4,000) takes a cache miss at each of its last steps.
+type rowIndex struct {
+	lo    uint64
+	shift uint
+	first []uint32
+}
+
+// minIndexedRows is the size of a line table below which a binary search
+// touches few cache lines and rowIndex is not built.
+const minIndexedRows = 64
+
+// newRowIndex indexes addrs (ascending), with about one bucket per two
+// rows; nil for a small table.
+func newRowIndex(addrs []uint64) *rowIndex {
+	n := len(addrs)
+	if n < minIndexedRows || n >= 1<<31 {
+		return nil
+	}
+	lo, span := addrs[0], addrs[n-1]-addrs[0]
+	shift := uint(0)
+	for span>>shift >= uint64(n/2) {
+		shift++
+	}
+	nb := int(span>>shift) + 1 // <= n/2
+	x := &rowIndex{lo: lo, shift: shift, first: make([]uint32, nb+1)}
+	i := 0
+	for b := range x.first {
+		start := lo + uint64(b)<<shift
+		if b == nb {
+			i = n // past the span: every row is below
+		}
+		for i < n && addrs[i] < start {
+			i++
+		}
+		x.first[b] = uint32(i)
+	}
+	return x
+}
+
+// search is searchAddr(addrs, pc) for the addrs x indexes.
+func (x *rowIndex) search(addrs []uint64, pc uint64) int {
+	if pc < x.lo {
+		return 0
+	}
+	b := (pc - x.lo) >> x.shift
+	if b >= uint64(len(x.first)-1) {
+		return len(addrs) // past the last row
+	}
+	lo, hi := int(x.first[b]), int(x.first[b+1])
+	return lo + searchAddr(addrs[lo:hi], pc)
+}
+
 // lineAt is the row holding pc: the last at or before it, unless that
 // row ends a sequence.
 func (t *unitTable) lineAt(pc uint64) (string, int, bool) {
-	i := searchAddr(t.addrs, pc)
+	var i int
+	if t.rowIdx != nil {
+		i = t.rowIdx.search(t.addrs, pc)
+	} else {
+		i = searchAddr(t.addrs, pc)
+	}
 	if i == 0 || t.locs[i-1].line < 0 {
 		return "", 0, false
 	}

@@ -23,19 +23,27 @@ func frameAll(l *Lines) {
 
 // FuzzLinesELF: hostile ELF files through OpenLinesELF, the entry point
 // symbolize uses, and lookups of every unit's addresses: no panic, no
-// unbounded allocation, errors located.
+// unbounded allocation, errors located. The supplementary file given is
+// dwz's for lines_dwz (references into it from hostile offsets), and
+// ReadSupLink reads the file's link.
 func FuzzLinesELF(f *testing.F) {
-	for _, p := range []string{linesFixture("lines_c_v5"), linesFixture("lines_cc_v4"), "../testdata/debuginfo/bin/dbg_v5.zlib.debug"} {
+	for _, p := range []string{linesFixture("lines_c_v5"), linesFixture("lines_cc_v4"), "../testdata/debuginfo/bin/dbg_v5.zlib.debug", linesFixture("lines_dwz"), linesFixture("lines_dwz5")} {
 		if b, err := os.ReadFile(p); err == nil {
 			f.Add(b)
 		}
+	}
+	_, sef := openFixtureELF(f, linesFixture("lines_dwz.sup"))
+	sup, err := OpenLinesELF(sef, nil)
+	if err != nil {
+		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ef, err := safeelf.NewFile(bytes.NewReader(data))
 		if err != nil {
 			return
 		}
-		l, err := OpenLinesELF(ef, &LinesOptions{MaxBytes: 1 << 20})
+		ReadSupLink(ef)
+		l, err := OpenLinesELF(ef, &LinesOptions{MaxBytes: 1 << 20, Sup: sup})
 		if err != nil {
 			return
 		}

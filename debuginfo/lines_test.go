@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -286,4 +287,106 @@ func comparePositions(got []SourceFrame, want []a2lFrame) string {
 		}
 	}
 	return ""
+}
+
+// TestLineRowsInOrder: the rows of libc6-dbg's line programs taken as
+// they come, repeats dropped as they come (the path of the units whose
+// rows come in address order), give every unit the same line table as
+// all the rows sorted and then cut of their repeats (the path of the
+// others).
+func TestLineRowsInOrder(t *testing.T) {
+	_, debug := libcPaths(t)
+	secs := elfSections(t, debug)
+	asIs, err := OpenLines(secs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sorted, err := OpenLines(secs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sorted.alwaysSort = true
+	rows := 0
+	for u := range asIs.units {
+		a, aerr := asIs.table(u)
+		s, serr := sorted.table(u)
+		if (aerr == nil) != (serr == nil) {
+			t.Fatalf("unit %d: errors %v and %v", u, aerr, serr)
+		}
+		if !slices.Equal(a.addrs, s.addrs) || !slices.Equal(a.locs, s.locs) {
+			t.Fatalf("unit %d: %d rows as they come, %d sorted, or they differ", u, len(a.addrs), len(s.addrs))
+		}
+		rows += len(a.addrs)
+	}
+	if rows < 100000 {
+		t.Fatalf("only %d rows in libc6-dbg's line tables", rows)
+	}
+}
+
+// TestLineRowsOutOfOrder: a program whose second sequence lies below the
+// first gets the rows sorted.
+func TestLineRowsOutOfOrder(t *testing.T) {
+	addrs := []uint64{0x200, 0x210, 0x100, 0x100, 0x120}
+	locs := []rowLoc{{1, 5}, {-1, -1}, {1, 7}, {-1, -1}, {1, 9}}
+	sortRows(addrs, locs)
+	wantA := []uint64{0x100, 0x100, 0x120, 0x200, 0x210}
+	wantL := []rowLoc{{-1, -1}, {1, 7}, {1, 9}, {1, 5}, {-1, -1}}
+	if !slices.Equal(addrs, wantA) || !slices.Equal(locs, wantL) {
+		t.Fatalf("sorted %#x %v, want %#x %v", addrs, locs, wantA, wantL)
+	}
+}
+
+// TestRowIndex: the bucketed search of a line table's addresses finds
+// what the binary search finds, for addresses below, among, between and
+// above the rows, on tables of dense, sparse, repeated and extreme
+// addresses.
+func TestRowIndex(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	tables := map[string][]uint64{}
+	for _, c := range []struct {
+		name      string
+		n         int
+		base, gap uint64
+	}{{"dense", 100, 0x1000, 4}, {"sparse", 500, 0x400000, 1 << 20}, {"min", minIndexedRows, 0, 1}, {"high", 200, 1<<64 - 1<<20, 64}} {
+		a := make([]uint64, c.n)
+		v := c.base
+		for i := range a {
+			a[i] = v
+			v += rng.Uint64N(c.gap + 1) // 0 repeats an address
+		}
+		tables[c.name] = a
+	}
+	split := make([]uint64, 0, 300) // hot and cold parts far apart
+	for i := range 150 {
+		split = append(split, 0x20000+uint64(i)*16)
+	}
+	for i := range 150 {
+		split = append(split, 0x7000000+uint64(i)*8)
+	}
+	tables["split"] = split
+	tables["one address"] = slices.Repeat([]uint64{0x5000}, 80)
+	for name, a := range tables {
+		x := newRowIndex(a)
+		if x == nil {
+			t.Fatalf("%s: no index for %d rows", name, len(a))
+		}
+		if len(x.first) > len(a)/2+1 {
+			t.Errorf("%s: %d buckets for %d rows", name, len(x.first)-1, len(a))
+		}
+		pcs := []uint64{0, 1<<64 - 1, a[0] - 1, a[len(a)-1] + 1}
+		for _, v := range a {
+			pcs = append(pcs, v-1, v, v+1)
+		}
+		for range 2000 {
+			pcs = append(pcs, a[0]+rng.Uint64N(a[len(a)-1]-a[0]+1))
+		}
+		for _, pc := range pcs {
+			if got, want := x.search(a, pc), searchAddr(a, pc); got != want {
+				t.Fatalf("%s: search(%#x) = %d, want %d", name, pc, got, want)
+			}
+		}
+	}
+	if newRowIndex(make([]uint64, minIndexedRows-1)) != nil {
+		t.Error("an index for a small table")
+	}
 }

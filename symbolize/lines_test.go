@@ -3,14 +3,19 @@ package symbolize
 import (
 	"bytes"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/probekit/probekit/debuginfo"
 )
 
 const libcPath = "/lib/x86_64-linux-gnu/libc.so.6"
@@ -134,4 +139,82 @@ func libcSymbols(t *testing.T) map[string]symAt {
 		}
 	}
 	return m
+}
+
+// TestFramesDwz: a file whose DWARF went through dwz -m (the common
+// file, found by the name its .gnu_debugaltlink or .debug_sup records,
+// holds the names of inlined functions) gives every address of .text the
+// frames of the same file before dwz (lines_c_v5); a common file of
+// another build in its place is refused with a warning, and the names
+// there are then missing.
+func TestFramesDwz(t *testing.T) {
+	dir := filepath.Join("..", "testdata", "lines", "bin")
+	ef, err := elf.Open(filepath.Join(dir, "lines_c_v5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := ef.Section(".text")
+	ef.Close()
+	frames := func(f *File) [][]Frame {
+		var all [][]Frame
+		for a := text.Addr; a < text.Addr+text.Size; a++ {
+			fs := f.Frames(nil, a)
+			for i := range fs {
+				fs[i].Object = ""
+			}
+			all = append(all, fs)
+		}
+		return all
+	}
+	orig, err := New(nil).File(filepath.Join(dir, "lines_c_v5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := frames(orig)
+	for _, name := range []string{"lines_dwz", "lines_dwz5"} {
+		var warns []error
+		s := New(&Options{DebugInfo: debuginfo.Options{Warn: func(e error) { warns = append(warns, e) }}})
+		f, err := s.File(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := frames(f)
+		inlined := 0
+		for i := range want {
+			if !slices.Equal(got[i], want[i]) {
+				t.Fatalf("%s %#x: %v, before dwz %v", name, text.Addr+uint64(i), got[i], want[i])
+			}
+			inlined += len(got[i]) - 1
+		}
+		if inlined == 0 || len(warns) > 0 {
+			t.Errorf("%s: %d inlined frames, warnings %v", name, inlined, warns)
+		}
+	}
+	// Another build's common file under the recorded name.
+	tmp := t.TempDir()
+	for from, to := range map[string]string{"lines_dwz": "lines_dwz", "lines_dwz5.sup": "lines_dwz.sup"} {
+		b, err := os.ReadFile(filepath.Join(dir, from))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tmp, to), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var warns []error
+	f, err := New(&Options{DebugInfo: debuginfo.Options{Warn: func(e error) { warns = append(warns, e) }, DebugDirs: []string{tmp}}}).File(filepath.Join(tmp, "lines_dwz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unnamed := 0
+	for _, fs := range frames(f) {
+		for _, fr := range fs {
+			if fr.Function == "" {
+				unnamed++
+			}
+		}
+	}
+	if len(warns) != 1 || !errors.Is(warns[0], debuginfo.ErrMismatch) || unnamed == 0 {
+		t.Errorf("another build's common file: warnings %v, %d unnamed frames", warns, unnamed)
+	}
 }

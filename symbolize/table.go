@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -63,6 +64,50 @@ type debugSource struct {
 // charged its DWARF sections plus that ceiling.
 const linesShare = 16
 
+// openSup opens the DWARF of the supplementary file (dwz's common file)
+// that the debug file d (dbg, as an ELF file) refers to; nil when it
+// refers to none or it is not found, said to Options.DebugInfo.Warn:
+// names kept there are then missing.
+func openSup(dbg *safeelf.File, d *debuginfo.File, src *debugSource) *debuginfo.Lines {
+	warn := func(err error) {
+		if src.opts.Warn != nil {
+			src.opts.Warn(err)
+		}
+	}
+	link, err := debuginfo.ReadSupLink(dbg)
+	if err != nil {
+		warn(fmt.Errorf("%s: %w", d.Path, err))
+		return nil
+	}
+	if link == nil {
+		return nil
+	}
+	// Refused candidates are said as they come; "not found" only when
+	// nothing was.
+	warned := false
+	opts := src.opts
+	opts.Warn = func(err error) { warned = true; warn(err) }
+	sf, err := debuginfo.FindSup(d, link, &opts)
+	if err != nil {
+		if !warned {
+			warn(err)
+		}
+		return nil
+	}
+	defer sf.Close()
+	sef, err := safeelf.NewFile(sf)
+	if err != nil {
+		warn(fmt.Errorf("%s: %w", sf.Path, err))
+		return nil
+	}
+	l, err := debuginfo.OpenLinesELF(sef, nil)
+	if err != nil {
+		warn(fmt.Errorf("%s: %w", sf.Path, err))
+		return nil
+	}
+	return l
+}
+
 // loadTable reads the function table of the ELF file f (left open: the
 // caller closes it) and, with src, the debug information debuginfo.Find
 // finds for it: the debug file's .symtab when f is stripped (its static
@@ -79,6 +124,7 @@ func loadTable(id procmaps.FileID, f io.ReaderAt, src *debugSource, maxBytes int
 		t.buildID = hex.EncodeToString(id)
 	}
 	var dbg *safeelf.File // the file holding the DWARF: ef, or its debug file
+	var dbgFile *debuginfo.File
 	if src != nil {
 		if d, err := debuginfo.Find(src.obj, src.path, &src.opts); err == nil {
 			if d.Source == debuginfo.SourceSelf {
@@ -86,6 +132,7 @@ func loadTable(id procmaps.FileID, f io.ReaderAt, src *debugSource, maxBytes int
 			} else if dbg, err = safeelf.NewFile(d); err != nil {
 				dbg = nil
 			}
+			dbgFile = d
 			defer d.Close()
 		}
 	}
@@ -121,9 +168,13 @@ func loadTable(id procmaps.FileID, f io.ReaderAt, src *debugSource, maxBytes int
 	if t.goTab == nil && dbg != nil {
 		// A file whose DWARF does not read keeps its functions.
 		lmax := max(maxBytes/linesShare, 1<<20)
-		if l, err := debuginfo.OpenLinesELF(dbg, &debuginfo.LinesOptions{MaxBytes: lmax}); err == nil {
+		sup := openSup(dbg, dbgFile, src)
+		if l, err := debuginfo.OpenLinesELF(dbg, &debuginfo.LinesOptions{MaxBytes: lmax, Sup: sup}); err == nil {
 			t.lines = l
 			t.bytes += l.SectionBytes() + lmax
+			if sup != nil {
+				t.bytes += sup.SectionBytes()
+			}
 		}
 	}
 	syms := ef

@@ -229,7 +229,8 @@ func (sy *symbolizer) name(addrs []uint64) error {
 			return err
 		}
 	}
-	// One buffer for the batch, kept: no allocation per line.
+	// One buffer, kept and written out whenever it holds a chunk: no
+	// allocation per line, and no memory for a whole batch's text.
 	b := sy.buf[:0]
 	for _, fr := range sy.frames {
 		if sy.json {
@@ -238,11 +239,20 @@ func (sy *symbolizer) name(addrs []uint64) error {
 			b, _ = fr.AppendText(b)
 		}
 		b = append(b, '\n')
+		if len(b) >= outChunk {
+			if _, err := sy.out.Write(b); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
 	}
 	sy.buf = b
 	_, err = sy.out.Write(b)
 	return err
 }
+
+// outChunk is the size of text name writes to the output at once.
+const outChunk = 16 << 10
 
 // hexAddr is parseAddr without an allocation, for the common case: a
 // hexadecimal address of at most 16 digits, with or without 0x.

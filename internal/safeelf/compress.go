@@ -1,7 +1,7 @@
 package safeelf
 
 import (
-	"bytes"
+	"bufio"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
@@ -53,10 +53,7 @@ func (f *File) SectionData(s *Section, limit uint64) (data []byte, err error) {
 	if s.Type == elf.SHT_NOBITS {
 		return []byte{}, nil
 	}
-	raw, err := f.ReadAt(s.Offset, s.Size, limit)
-	if err != nil {
-		return nil, err
-	}
+	var hsize uint64
 	switch {
 	case s.Flags&elf.SHF_COMPRESSED != 0:
 		if s.Flags&elf.SHF_ALLOC != 0 {
@@ -64,10 +61,32 @@ func (f *File) SectionData(s *Section, limit uint64) (data []byte, err error) {
 			// that also have the SHF_ALLOC flag set".
 			return nil, errorf(s.HeaderOff, "%s: SHF_COMPRESSED on an SHF_ALLOC section", s.Name)
 		}
-		hsize := uint64(chdr64Size)
+		hsize = chdr64Size
 		if f.Class == elf.ELFCLASS32 {
 			hsize = chdr32Size
 		}
+	case strings.HasPrefix(s.Name, ".zdebug"):
+		hsize = zdebugHeader
+	default:
+		return f.ReadAt(s.Offset, s.Size, limit)
+	}
+	// A compressed section: its header is read, and its stream as it
+	// is decompressed (the compressed bytes are not copied whole:
+	// libc6-dbg's are 3.7 MiB).
+	if s.Size > limit {
+		return nil, errorf(s.Offset, "%d bytes requested, more than the %d allowed", s.Size, limit)
+	}
+	if end := s.Offset + s.Size; end < s.Offset || f.size >= 0 && end > uint64(f.size) {
+		return nil, errorf(s.Offset, "%d bytes at offset %#x lie beyond the end of the file", s.Size, s.Offset)
+	}
+	raw, err := f.ReadAt(s.Offset, min(hsize, s.Size), limit)
+	if err != nil {
+		return nil, err
+	}
+	stream := func() io.Reader {
+		return bufio.NewReaderSize(io.NewSectionReader(f.r, int64(s.Offset+hsize), int64(s.Size-hsize)), streamBuffer)
+	}
+	if s.Flags&elf.SHF_COMPRESSED != 0 {
 		if uint64(len(raw)) < hsize {
 			return nil, errorf(s.Offset, "%s: %d bytes, too short for a compression header", s.Name, len(raw))
 		}
@@ -78,16 +97,20 @@ func (f *File) SectionData(s *Section, limit uint64) (data []byte, err error) {
 		} else {
 			typ, size = elf.CompressionType(f.ByteOrder.Uint32(raw)), f.ByteOrder.Uint64(raw[8:])
 		}
-		return inflate(s, typ, raw[hsize:], s.Offset+hsize, size, limit)
-	case strings.HasPrefix(s.Name, ".zdebug") && len(raw) >= 4 && string(raw[:4]) == "ZLIB":
-		if len(raw) < zdebugHeader {
-			return nil, errorf(s.Offset, "%s: %d bytes, too short for a ZLIB header", s.Name, len(raw))
-		}
-		size := binary.BigEndian.Uint64(raw[4:])
-		return inflate(s, elf.COMPRESS_ZLIB, raw[zdebugHeader:], s.Offset+zdebugHeader, size, limit)
+		return inflate(s, typ, stream(), s.Size-hsize, s.Offset+hsize, size, limit)
 	}
-	return raw, nil
+	if len(raw) < 4 || string(raw[:4]) != "ZLIB" {
+		return f.ReadAt(s.Offset, s.Size, limit) // a .zdebug name, plain contents
+	}
+	if len(raw) < zdebugHeader {
+		return nil, errorf(s.Offset, "%s: %d bytes, too short for a ZLIB header", s.Name, len(raw))
+	}
+	size := binary.BigEndian.Uint64(raw[4:])
+	return inflate(s, elf.COMPRESS_ZLIB, stream(), s.Size-hsize, s.Offset+zdebugHeader, size, limit)
 }
+
+// streamBuffer is the read size of a compressed stream.
+const streamBuffer = 64 << 10
 
 // DebugSection returns the named DWARF section decompressed (see
 // SectionData), looking for ".debug_NAME" and then the legacy
@@ -104,15 +127,16 @@ func (f *File) DebugSection(name string, limit uint64) ([]byte, error) {
 	return f.SectionData(s, limit)
 }
 
-// inflate decompresses stream, which must yield exactly size bytes.
-func inflate(s *Section, typ elf.CompressionType, stream []byte, off, size, limit uint64) (_ []byte, err error) {
+// inflate decompresses stream (of streamLen bytes), which must yield
+// exactly size bytes.
+func inflate(s *Section, typ elf.CompressionType, stream io.Reader, streamLen, off, size, limit uint64) (_ []byte, err error) {
 	if size > limit || size > 1<<62 {
 		return nil, errorf(off, "%s: uncompressed size %d exceeds the %d-byte limit", s.Name, size, limit)
 	}
 	var r io.Reader
 	switch typ {
 	case elf.COMPRESS_ZLIB:
-		zr, err := zlib.NewReader(bytes.NewReader(stream))
+		zr, err := zlib.NewReader(stream)
 		if err != nil {
 			return nil, errorf(off, "%s: zlib: %v", s.Name, err)
 		}
@@ -121,7 +145,7 @@ func inflate(s *Section, typ elf.CompressionType, stream []byte, off, size, limi
 	case elf.COMPRESS_ZSTD:
 		// One goroutine, and the decoder's own memory capped: a frame
 		// header's window size is a field of the file too.
-		zr, err := zstd.NewReader(bytes.NewReader(stream), zstd.WithDecoderConcurrency(1),
+		zr, err := zstd.NewReader(stream, zstd.WithDecoderConcurrency(1),
 			zstd.WithDecoderMaxMemory(max(limit, 1)), zstd.WithDecoderMaxWindow(min(max(limit, 1<<10), zstd.MaxWindowSize)))
 		if err != nil {
 			return nil, errorf(off, "%s: zstd: %v", s.Name, err)
@@ -137,7 +161,7 @@ func inflate(s *Section, typ elf.CompressionType, stream []byte, off, size, limi
 	// into the buffer directly (no bytes.Buffer) costs no clearing of
 	// memory the stream then overwrites; reading one byte past size
 	// sees a stream that is longer than its header says.
-	buf := make([]byte, 0, min(size+1, uint64(len(stream))*startRatio+growChunk))
+	buf := make([]byte, 0, min(size+1, streamLen*startRatio+growChunk))
 	for {
 		if len(buf) == cap(buf) {
 			buf = slices.Grow(buf, int(min(uint64(len(buf)), size+1-uint64(len(buf)), 64*growChunk)))

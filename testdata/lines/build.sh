@@ -8,6 +8,13 @@
 #   lines_rs                     lines.rs, rustc -g -C opt-level=2, LTO (when
 #                                rustc is installed; the built file is
 #                                committed)
+#   lines_dwz, lines_dwz.sup     lines_c_v5 and a copy of it through dwz -m:
+#                                the shared entries and strings moved to the
+#                                common file lines_dwz.sup, named by
+#                                .gnu_debugaltlink (DW_FORM_GNU_ref_alt,
+#                                DW_FORM_GNU_strp_alt)
+#   lines_dwz5, lines_dwz5.sup   the same with dwz --dwarf-5: .debug_sup,
+#                                DW_FORM_ref_sup4, DW_FORM_strp_sup
 # -ffile-prefix-map (--remap-path-prefix for rustc) keeps the DWARF the
 # same in any checkout.
 set -eu
@@ -24,3 +31,11 @@ rm -f "$bin"/*.dwo ./*.dwo
 if command -v rustc >/dev/null; then
 	rustc -g -C opt-level=2 -C lto=fat -C panic=abort -C codegen-units=1 --remap-path-prefix="$here"=. -o "$bin/lines_rs" lines.rs
 fi
+for v in dwz dwz5; do
+	opt=
+	[ $v = dwz5 ] && opt=--dwarf-5
+	cp "$bin/lines_c_v5" "$bin/lines_$v"
+	cp "$bin/lines_c_v5" "$bin/lines_$v.copy"
+	dwz $opt -m "$bin/lines_$v.sup" -M "lines_$v.sup" "$bin/lines_$v" "$bin/lines_$v.copy"
+	rm "$bin/lines_$v.copy"
+done
