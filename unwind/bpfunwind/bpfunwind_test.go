@@ -1,0 +1,269 @@
+package bpfunwind_test
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/procmaps"
+	"github.com/probekit/probekit/symbolize"
+	"github.com/probekit/probekit/unwind"
+	"github.com/probekit/probekit/unwind/bpfunwind"
+	"github.com/probekit/probekit/unwind/bpfunwind/internal/cfitest"
+	"github.com/probekit/probekit/uprobe"
+	"github.com/probekit/probekit/usdt/bpf"
+)
+
+func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }
+
+// rig is cfitest's programs progs loaded over a Tables.
+type rig struct {
+	tables *bpfunwind.Tables
+	coll   *ebpf.Collection
+}
+
+func newRig(t testing.TB, progs ...string) *rig {
+	t.Helper()
+	testkit.RequireKernel(t)
+	if runtime.GOARCH != "amd64" {
+		testkit.Unavailable(t, "unwind.bpf.h walks x86-64 stacks")
+	}
+	tables, err := bpfunwind.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tables.Close() })
+	spec, err := cfitest.LoadCfitest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tables.Prepare(spec); err != nil {
+		t.Fatal(err)
+	}
+	for name := range spec.Programs {
+		if !slices.Contains(progs, name) {
+			delete(spec.Programs, name)
+		}
+	}
+	if err := uprobe.Prepare(spec, progs...); err != nil {
+		t.Fatal(err)
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: tables.Replacements()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { coll.Close() })
+	return &rig{tables: tables, coll: coll}
+}
+
+// add puts process pid in the tables.
+func (r *rig) add(t testing.TB, pid int) *procmaps.Process {
+	t.Helper()
+	proc, err := procmaps.Open(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.tables.Add(proc); err != nil {
+		t.Fatal(err)
+	}
+	return proc
+}
+
+// attach plants prog at the entries of fns of fx, for process pid.
+func (r *rig) attach(t testing.TB, fx, prog string, pid int, fns ...string) {
+	t.Helper()
+	b, err := uprobe.Open(fx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	for _, fn := range fns {
+		l, err := b.Entry(fn, r.coll.Programs[prog], &uprobe.Options{PID: pid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+	}
+}
+
+// counted reads the counts of cfi_count: each stack's function names
+// joined by spaces, with its count and why its walk ended.
+func (r *rig) counted(t *testing.T, pid int) map[string]bpfunwind.Counted {
+	t.Helper()
+	counts, err := bpfunwind.ReadCounts(r.coll.Maps["cfi_stacks"], r.coll.Maps["cfi_counts"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bpfunwind.Counted{}
+	for _, c := range counts {
+		if c.PID != uint32(pid) {
+			t.Errorf("a stack of pid %d, want %d", c.PID, pid)
+		}
+		fns := names(t, pid, c.Stack)
+		for i, fn := range fns {
+			// .symtab names Go's assembly functions with their ABI.
+			fns[i] = strings.TrimSuffix(fn, ".abi0")
+		}
+		out[strings.Join(fns, " ")] = c
+	}
+	return out
+}
+
+// names symbolizes s in process pid: the function of each frame.
+func names(t *testing.T, pid int, s bpf.Stack) []string {
+	t.Helper()
+	p, err := symbolize.New(nil).Process(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames, err := p.Symbolize(s.LookupAddresses())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fns []string
+	for _, f := range frames {
+		fns = append(fns, f.Function)
+	}
+	return fns
+}
+
+// libcStart is glibc 2.34+'s start of a program below main, as
+// libc6-dbg names it, then the executable's _start.
+const libcStart = "__libc_start_call_main __libc_start_main_impl _start"
+
+// checkCounts compares the counted stacks with want (names joined by
+// spaces, to counts); each walk must end at the outermost frame.
+func checkCounts(t *testing.T, got map[string]bpfunwind.Counted, want map[string]uint64) {
+	t.Helper()
+	for s, n := range want {
+		c, ok := got[s]
+		switch {
+		case !ok:
+			t.Errorf("no stack %q", s)
+		case c.Count != n || c.Sum != n:
+			t.Errorf("stack %q: count %d, sum %d, want %d", s, c.Count, c.Sum, n)
+		case c.Stop != bpfunwind.StopOutermost:
+			t.Errorf("stack %q ended with %v", s, c.Stop)
+		}
+	}
+	for s, c := range got {
+		if _, ok := want[s]; !ok {
+			t.Errorf("unexpected stack %q (%d hits, %v)", s, c.Count, c.Stop)
+		}
+	}
+}
+
+// The -fomit-frame-pointer chain main -> run -> fire -> chain_a ->
+// chain_b -> chain_c -> chain_end, counted in the kernel at the entries
+// of chain_end and chain_b: two stacks, every frame down to _start
+// (through libc, which has no frame pointers either).
+func TestCountNoFramePointers(t *testing.T) {
+	r := newRig(t, "cfi_count")
+	fx := testkit.Fixture("stack_chain_nofp")
+	p := testkit.Start(t, fx)
+	r.add(t, p.PID())
+	r.attach(t, fx, "cfi_count", p.PID(), "chain_end", "chain_b")
+	p.Fire("chain", 3)
+	p.Loop("chain", 4)
+	checkCounts(t, r.counted(t, p.PID()), map[string]uint64{
+		"chain_end chain_c chain_b chain_a fire run main " + libcStart: 7,
+		"chain_b chain_a fire run main " + libcStart:                   7,
+	})
+}
+
+// Mixed code across a shared library: stack_mixed's frames keep frame
+// pointers, libstack_mid.so's mid_call between them has none.
+func TestCountMixed(t *testing.T) {
+	r := newRig(t, "cfi_count")
+	fx := testkit.Fixture("stack_mixed")
+	p := testkit.Start(t, fx)
+	r.add(t, p.PID())
+	r.attach(t, fx, "cfi_count", p.PID(), "leaf")
+	p.Fire("mixed", 5)
+	checkCounts(t, r.counted(t, p.PID()), map[string]uint64{
+		"leaf mid_call fire run main " + libcStart: 5,
+	})
+}
+
+// Go writes no .eh_frame: its functions are walked by frame pointers,
+// and at main.recurse's entry the first step takes the return address
+// at the stack pointer. Each stack is main.recurse k times (k from 1 to
+// 4), then the goroutine's function and runtime.goexit.
+func TestCountGo(t *testing.T) {
+	r := newRig(t, "cfi_count")
+	fx := testkit.Fixture("goprog")
+	p := testkit.Start(t, fx)
+	r.add(t, p.PID())
+	r.attach(t, fx, "cfi_count", p.PID(), "main.recurse")
+	const goroutines, rounds, depth = 4, 3, 3
+	p.Do("load 4 3 3")
+	got := r.counted(t, p.PID())
+	for k := 1; k <= depth+1; k++ {
+		s := strings.Repeat("main.recurse ", k) + "main.run.func1 runtime.goexit"
+		c, ok := got[s]
+		if !ok || c.Count != goroutines*rounds || c.Stop != bpfunwind.StopOutermost {
+			t.Errorf("stack %q: %d hits (%v), want %d", s, c.Count, c.Stop, goroutines*rounds)
+		}
+		delete(got, s)
+	}
+	for s, c := range got {
+		t.Errorf("unexpected stack %q (%d hits, %v)", s, c.Count, c.Stop)
+	}
+}
+
+// The same hits walked twice: in the kernel, and in user space by
+// package unwind from a copy of the stack top taken by the same
+// program. The frames are equal.
+func TestSameAsUserSpace(t *testing.T) {
+	r := newRig(t, "cfi_stack")
+	fx := testkit.Fixture("stack_chain_nofp")
+	p := testkit.Start(t, fx)
+	proc := r.add(t, p.PID())
+	r.attach(t, fx, "cfi_stack", p.PID(), "chain_end", "chain_a")
+	p.Fire("chain", 2)
+	objs, err := unwind.NewCache().Process(proc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := ringbuf.NewReader(r.coll.Maps["events"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	stackSize := 8 + 8*bpfunwind.MaxFrames + 8*3 + 8
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; i < 4; i++ {
+		rd.SetDeadline(deadline)
+		rec, err := rd.Read()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("%d events within 5s, want 4", i)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, stop, err := bpfunwind.DecodeStack(rec.RawSample[:stackSize])
+		if err != nil {
+			t.Fatal(err)
+		}
+		sample, err := bpf.DecodeStackCopy(rec.RawSample[stackSize:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		sample.AtEntry = true
+		res := sample.Unwind(objs)
+		if !slices.Equal([]uint64(s), res.Frames) || stop != bpfunwind.StopOutermost || res.Stop != unwind.StopOutermost {
+			t.Errorf("in BPF %#x (%v), in user space %#x (%v)", s, stop, res.Frames, res.Stop)
+		}
+		if fns := names(t, p.PID(), s); !slices.Contains(fns, "main") {
+			t.Errorf("stack %v", fns)
+		}
+	}
+}
