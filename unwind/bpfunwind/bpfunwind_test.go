@@ -1,6 +1,7 @@
 package bpfunwind_test
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"runtime"
@@ -12,6 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 
+	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/symbolize"
@@ -266,4 +268,22 @@ func TestSameAsUserSpace(t *testing.T) {
 			t.Errorf("stack %v", fns)
 		}
 	}
+}
+
+// loadTable reads the CFI of the ELF file at path.
+func loadTable(tb testing.TB, path string) *unwind.Table {
+	tb.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		testkit.Unavailable(tb, "%v", err)
+	}
+	f, err := safeelf.NewFile(bytes.NewReader(raw))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tab, err := unwind.Load(f)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tab
 }

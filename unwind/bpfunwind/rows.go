@@ -69,9 +69,13 @@ var pltExpr = []byte{0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24,
 
 const pltThreshold = 6
 
+// minGap is the smallest gap between FDEs that gets a
+// KindFramePointer row: GCC and clang align functions to 16 bytes.
+const minGap = 16
+
 // Build turns t's rows into the BPF walk's: one per change of rule, in
-// address order, with a KindFramePointer row where a gap between FDEs
-// (and the end of the last) begins. Rows equal to the one before are
+// address order, with a KindFramePointer row where a gap of 16 bytes or more between
+// FDEs (and the end of the last) begins. Rows equal to the one before are
 // dropped. t must be x86-64's.
 func Build(t *unwind.Table) ([]Row, error) {
 	var (
@@ -102,7 +106,9 @@ func Build(t *unwind.Table) ([]Row, error) {
 		if start >= s.End {
 			return true
 		}
-		if len(rows) > 0 && start > lastEnd {
+		// Alignment padding between functions (under 16 bytes) is
+		// never a frame's address: no row for it.
+		if len(rows) > 0 && start >= lastEnd+minGap {
 			add(lastEnd, Row{Kind: KindFramePointer})
 		}
 		add(start, convert(t, s))
