@@ -287,3 +287,64 @@ func loadTable(tb testing.TB, path string) *unwind.Table {
 	}
 	return tab
 }
+
+// A process not added is walked by frame pointers alone: in the
+// -fomit-frame-pointer chain the walk ends before main.
+func TestNotAdded(t *testing.T) {
+	r := newRig(t, "cfi_count")
+	fx := testkit.Fixture("stack_chain_nofp")
+	p := testkit.Start(t, fx)
+	r.attach(t, fx, "cfi_count", p.PID(), "chain_end")
+	p.Fire("chain", 2)
+	got := r.counted(t, p.PID())
+	if len(got) == 0 {
+		t.Fatal("no stack counted")
+	}
+	for s, c := range got {
+		if strings.Contains(s, "main") {
+			t.Errorf("stack %q (%v) without tables", s, c.Stop)
+		}
+	}
+}
+
+// Objects are shared between processes and freed with the last: two
+// processes of one fixture, added (twice), then removed.
+func TestTablesShared(t *testing.T) {
+	r := newRig(t, "cfi_count")
+	fx := testkit.Fixture("stack_chain_nofp")
+	p1, p2 := testkit.Start(t, fx), testkit.Start(t, fx)
+	r.add(t, p1.PID())
+	one := r.tables.Stats()
+	// The executable, libc and ld.so (the vDSO has no file).
+	if one.Processes != 1 || one.Objects != 3 || one.Rows == 0 || one.RowBytes != one.Rows*bpfunwind.RowSize {
+		t.Fatalf("one process: %+v", one)
+	}
+	r.add(t, p2.PID())
+	r.add(t, p1.PID())
+	if s := r.tables.Stats(); s.Processes != 2 || s.Objects != one.Objects || s.Rows != one.Rows {
+		t.Fatalf("two processes: %+v, one: %+v", s, one)
+	}
+	if err := r.tables.Remove(p1.PID()); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.tables.Stats(); s.Processes != 1 || s.Objects != one.Objects {
+		t.Fatalf("after one removal: %+v", s)
+	}
+	// p2 still walks whole stacks.
+	r.attach(t, fx, "cfi_count", p2.PID(), "chain_end")
+	p2.Fire("chain", 1)
+	checkCounts(t, r.counted(t, p2.PID()), map[string]uint64{
+		"chain_end chain_c chain_b chain_a fire run main " + libcStart: 1,
+	})
+	if err := r.tables.Remove(p2.PID()); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.tables.Stats(); s.Processes != 0 || s.Objects != 0 || s.Rows != 0 {
+		t.Fatalf("after both: %+v", s)
+	}
+	// Freed rows are used again: the same objects fit where they were.
+	r.add(t, p1.PID())
+	if s := r.tables.Stats(); s.Objects != one.Objects || s.Rows != one.Rows {
+		t.Fatalf("again: %+v", s)
+	}
+}
