@@ -1,9 +1,13 @@
 package bpfunwind_test
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -21,6 +25,7 @@ import (
 	"github.com/probekit/probekit/unwind/bpfunwind"
 	"github.com/probekit/probekit/unwind/bpfunwind/internal/cfitest"
 	"github.com/probekit/probekit/uprobe"
+	"github.com/probekit/probekit/usdt"
 	"github.com/probekit/probekit/usdt/bpf"
 )
 
@@ -29,6 +34,7 @@ func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }
 // rig is cfitest's programs progs loaded over a Tables.
 type rig struct {
 	tables *bpfunwind.Tables
+	spec   *ebpf.CollectionSpec
 	coll   *ebpf.Collection
 }
 
@@ -55,6 +61,9 @@ func newRig(t testing.TB, progs ...string) *rig {
 			delete(spec.Programs, name)
 		}
 	}
+	if err := usdt.Prepare(spec); err != nil {
+		t.Fatal(err)
+	}
 	if err := uprobe.Prepare(spec, progs...); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +72,7 @@ func newRig(t testing.TB, progs ...string) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { coll.Close() })
-	return &rig{tables: tables, coll: coll}
+	return &rig{tables: tables, spec: spec, coll: coll}
 }
 
 // add puts process pid in the tables.
@@ -347,4 +356,80 @@ func TestTablesShared(t *testing.T) {
 	if s := r.tables.Stats(); s.Objects != one.Objects || s.Rows != one.Rows {
 		t.Fatalf("again: %+v", s)
 	}
+}
+
+// pythonScript waits for a line on stdin (the test attaches meanwhile),
+// then calls outer once and inner 5 times (the profile hook makes
+// CPython 3.11 fire function__entry), then waits for another line (the
+// test names the stacks meanwhile).
+const pythonScript = `import sys
+print("ready", flush=True)
+sys.stdin.readline()
+sys.setprofile(lambda *a: None)
+def inner(x):
+    return x * 2
+def outer():
+    for i in range(5):
+        inner(i)
+outer()
+print("done", flush=True)
+sys.stdin.readline()
+`
+
+// python3.11 (built without frame pointers) at function__entry: every
+// stack goes through the interpreter's C frames down to Py_BytesMain and
+// libc's start. Debian's python3.11 has no .symtab, so its local
+// functions are unnamed here; main is not on the stack: its one
+// instruction is a jmp to Py_BytesMain.
+func TestCountPython(t *testing.T) {
+	const python = "/usr/bin/python3.11"
+	if _, err := os.Stat(python); err != nil {
+		testkit.Unavailable(t, "%v", err)
+	}
+	r := newRig(t, "cfi_count_usdt")
+	script := filepath.Join(t.TempDir(), "calls.py")
+	if err := os.WriteFile(script, []byte(pythonScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(python, script)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "ready" {
+		t.Fatalf("python: %q, %v", lines.Text(), lines.Err())
+	}
+	pid := cmd.Process.Pid
+	r.add(t, pid)
+	att, err := usdt.NewAttacher(r.spec, r.coll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := att.Attach(r.coll.Programs["cfi_count_usdt"], python, "python", "function__entry", &usdt.Options{PID: pid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	io.WriteString(in, "go\n")
+	if !lines.Scan() || lines.Text() != "done" {
+		t.Fatalf("python: %q, %v", lines.Text(), lines.Err())
+	}
+	// CPython 3.11 runs Python-to-Python calls in one C frame of its
+	// evaluation loop: outer's and inner's entries share a C stack.
+	// Unnamed: the site's function and its caller (the loop and
+	// _PyEval_Vector, local), and pyrun_file, run_mod and
+	// run_eval_code_obj (static functions of pythonrun.c).
+	checkCounts(t, r.counted(t, pid), map[string]uint64{
+		"  PyEval_EvalCode    _PyRun_SimpleFileObject _PyRun_AnyFileObject Py_RunMain Py_BytesMain " + libcStart: 6,
+	})
 }

@@ -6,10 +6,12 @@
  * top (stack.bpf.h) for package unwind to walk the same hit in user
  * space; the benchmark programs walk and drop: cfi_walk (unwind.bpf.h)
  * against fp_walk (bpf_get_stack, the kernel's frame-pointer walk), and
- * fp_count (stack.bpf.h's count) against cfi_count; bare does nothing. */
+ * fp_count (stack.bpf.h's count) against cfi_count; bare does nothing;
+ * cfi_count_usdt is cfi_count for a USDT site. */
 #include <linux/bpf.h>
 #include <linux/ptrace.h>
 #include <bpf/bpf_helpers.h>
+#include "usdt.bpf.h"
 #include "stack.bpf.h"
 #include "unwind.bpf.h"
 
@@ -21,6 +23,14 @@ SEC("uprobe")
 int cfi_count(struct pt_regs *ctx)
 {
 	probekit_cfi_count_user_stack(ctx, &cfi_stacks, &cfi_counts, 1, 1);
+	return 0;
+}
+
+/* The same at a USDT site (not a function's entry). */
+SEC("usdt")
+int cfi_count_usdt(struct pt_regs *ctx)
+{
+	probekit_cfi_count_user_stack(ctx, &cfi_stacks, &cfi_counts, 0, 1);
 	return 0;
 }
 

@@ -13,6 +13,22 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type CfitestBpfUsdtSpec struct {
+	_    structs.HostLayout
+	Args [12]struct {
+		_           structs.HostLayout
+		ValOff      uint64
+		_           [6]byte /* unsupported bitfield */
+		RegOff      int16
+		ArgSigned   bool
+		ArgBitshift int8
+		_           [6]byte
+	}
+	UsdtCookie uint64
+	ArgCnt     int16
+	_          [6]byte
+}
+
 type CfitestProbekitCfiCount struct {
 	_     structs.HostLayout
 	Count uint64
@@ -79,27 +95,38 @@ type CfitestProbekitStackKey struct {
 	Caller  uint64
 }
 
+type CfitestProbekitUsdtIpKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Ip   int64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	CfitestMapCfiCounts          = "cfi_counts"
-	CfitestMapCfiStacks          = "cfi_stacks"
-	CfitestMapEvents             = "events"
-	CfitestMapFpCounts           = "fp_counts"
-	CfitestMapFpIds              = "fp_ids"
-	CfitestMapFpScratch          = "fp_scratch"
-	CfitestMapProbekitCfiObjects = "probekit_cfi_objects"
-	CfitestMapProbekitCfiProcs   = "probekit_cfi_procs"
-	CfitestMapProbekitCfiRows    = "probekit_cfi_rows"
-	CfitestMapProbekitCfiScratch = "probekit_cfi_scratch"
-	CfitestProgBare              = "bare"
-	CfitestProgCfiCount          = "cfi_count"
-	CfitestProgCfiStack          = "cfi_stack"
-	CfitestProgCfiWalk           = "cfi_walk"
-	CfitestProgFpCount           = "fp_count"
-	CfitestProgFpWalk            = "fp_walk"
-	CfitestVarFramesSeen         = "frames_seen"
+	CfitestMapBpfUsdtIpToSpecId      = "__bpf_usdt_ip_to_spec_id"
+	CfitestMapBpfUsdtSpecs           = "__bpf_usdt_specs"
+	CfitestMapCfiCounts              = "cfi_counts"
+	CfitestMapCfiStacks              = "cfi_stacks"
+	CfitestMapEvents                 = "events"
+	CfitestMapFpCounts               = "fp_counts"
+	CfitestMapFpIds                  = "fp_ids"
+	CfitestMapFpScratch              = "fp_scratch"
+	CfitestMapProbekitCfiObjects     = "probekit_cfi_objects"
+	CfitestMapProbekitCfiProcs       = "probekit_cfi_procs"
+	CfitestMapProbekitCfiRows        = "probekit_cfi_rows"
+	CfitestMapProbekitCfiScratch     = "probekit_cfi_scratch"
+	CfitestProgBare                  = "bare"
+	CfitestProgCfiCount              = "cfi_count"
+	CfitestProgCfiCountUsdt          = "cfi_count_usdt"
+	CfitestProgCfiStack              = "cfi_stack"
+	CfitestProgCfiWalk               = "cfi_walk"
+	CfitestProgFpCount               = "fp_count"
+	CfitestProgFpWalk                = "fp_walk"
+	CfitestVarFramesSeen             = "frames_seen"
+	CfitestVarProbekitUsdtHaveCookie = "probekit_usdt_have_cookie"
 )
 
 // LoadCfitest returns the embedded CollectionSpec for Cfitest.
@@ -144,18 +171,21 @@ type CfitestSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CfitestProgramSpecs struct {
-	Bare     *ebpf.ProgramSpec `ebpf:"bare"`
-	CfiCount *ebpf.ProgramSpec `ebpf:"cfi_count"`
-	CfiStack *ebpf.ProgramSpec `ebpf:"cfi_stack"`
-	CfiWalk  *ebpf.ProgramSpec `ebpf:"cfi_walk"`
-	FpCount  *ebpf.ProgramSpec `ebpf:"fp_count"`
-	FpWalk   *ebpf.ProgramSpec `ebpf:"fp_walk"`
+	Bare         *ebpf.ProgramSpec `ebpf:"bare"`
+	CfiCount     *ebpf.ProgramSpec `ebpf:"cfi_count"`
+	CfiCountUsdt *ebpf.ProgramSpec `ebpf:"cfi_count_usdt"`
+	CfiStack     *ebpf.ProgramSpec `ebpf:"cfi_stack"`
+	CfiWalk      *ebpf.ProgramSpec `ebpf:"cfi_walk"`
+	FpCount      *ebpf.ProgramSpec `ebpf:"fp_count"`
+	FpWalk       *ebpf.ProgramSpec `ebpf:"fp_walk"`
 }
 
 // CfitestMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CfitestMapSpecs struct {
+	BpfUsdtIpToSpecId  *ebpf.MapSpec `ebpf:"__bpf_usdt_ip_to_spec_id"`
+	BpfUsdtSpecs       *ebpf.MapSpec `ebpf:"__bpf_usdt_specs"`
 	CfiCounts          *ebpf.MapSpec `ebpf:"cfi_counts"`
 	CfiStacks          *ebpf.MapSpec `ebpf:"cfi_stacks"`
 	Events             *ebpf.MapSpec `ebpf:"events"`
@@ -172,7 +202,8 @@ type CfitestMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CfitestVariableSpecs struct {
-	FramesSeen *ebpf.VariableSpec `ebpf:"frames_seen"`
+	FramesSeen             *ebpf.VariableSpec `ebpf:"frames_seen"`
+	ProbekitUsdtHaveCookie *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
 }
 
 // CfitestObjects contains all objects after they have been loaded into the kernel.
@@ -195,6 +226,8 @@ func (o *CfitestObjects) Close() error {
 //
 // It can be passed to LoadCfitestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CfitestMaps struct {
+	BpfUsdtIpToSpecId  *ebpf.Map `ebpf:"__bpf_usdt_ip_to_spec_id"`
+	BpfUsdtSpecs       *ebpf.Map `ebpf:"__bpf_usdt_specs"`
 	CfiCounts          *ebpf.Map `ebpf:"cfi_counts"`
 	CfiStacks          *ebpf.Map `ebpf:"cfi_stacks"`
 	Events             *ebpf.Map `ebpf:"events"`
@@ -209,6 +242,8 @@ type CfitestMaps struct {
 
 func (m *CfitestMaps) Close() error {
 	return _CfitestClose(
+		m.BpfUsdtIpToSpecId,
+		m.BpfUsdtSpecs,
 		m.CfiCounts,
 		m.CfiStacks,
 		m.Events,
@@ -226,25 +261,28 @@ func (m *CfitestMaps) Close() error {
 //
 // It can be passed to LoadCfitestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CfitestVariables struct {
-	FramesSeen *ebpf.Variable `ebpf:"frames_seen"`
+	FramesSeen             *ebpf.Variable `ebpf:"frames_seen"`
+	ProbekitUsdtHaveCookie *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
 }
 
 // CfitestPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadCfitestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CfitestPrograms struct {
-	Bare     *ebpf.Program `ebpf:"bare"`
-	CfiCount *ebpf.Program `ebpf:"cfi_count"`
-	CfiStack *ebpf.Program `ebpf:"cfi_stack"`
-	CfiWalk  *ebpf.Program `ebpf:"cfi_walk"`
-	FpCount  *ebpf.Program `ebpf:"fp_count"`
-	FpWalk   *ebpf.Program `ebpf:"fp_walk"`
+	Bare         *ebpf.Program `ebpf:"bare"`
+	CfiCount     *ebpf.Program `ebpf:"cfi_count"`
+	CfiCountUsdt *ebpf.Program `ebpf:"cfi_count_usdt"`
+	CfiStack     *ebpf.Program `ebpf:"cfi_stack"`
+	CfiWalk      *ebpf.Program `ebpf:"cfi_walk"`
+	FpCount      *ebpf.Program `ebpf:"fp_count"`
+	FpWalk       *ebpf.Program `ebpf:"fp_walk"`
 }
 
 func (p *CfitestPrograms) Close() error {
 	return _CfitestClose(
 		p.Bare,
 		p.CfiCount,
+		p.CfiCountUsdt,
 		p.CfiStack,
 		p.CfiWalk,
 		p.FpCount,
