@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -432,4 +433,74 @@ func TestCountPython(t *testing.T) {
 	checkCounts(t, r.counted(t, pid), map[string]uint64{
 		"  PyEval_EvalCode    _PyRun_SimpleFileObject _PyRun_AnyFileObject Py_RunMain Py_BytesMain " + libcStart: 6,
 	})
+}
+
+// A command launched stopped at its exec (procmaps.Launch) has mapped
+// only itself and ld.so when Watch adds it: the shared libraries its
+// hits run through are walked by frame pointers, and libstack_mid.so's
+// mid_call, which keeps none, breaks the stack. Add, once they are
+// mapped, makes it whole.
+func TestLaunchedAddAgain(t *testing.T) {
+	r := newRig(t, "cfi_count")
+	fx := testkit.Fixture("stack_mixed")
+	cmd := exec.Command(fx)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := procmaps.Launch(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.tables.Watch(l); err != nil {
+		l.Finish(err)
+		t.Fatal(err)
+	}
+	pid := l.Process.PID
+	if s := r.tables.Stats(); s.Objects != 2 {
+		l.Finish(nil)
+		t.Errorf("at the exec stop: %+v, want the executable and ld.so", s)
+	}
+	b, err := uprobe.Open(fx)
+	if err != nil {
+		l.Finish(err)
+		t.Fatal(err)
+	}
+	defer b.Close()
+	link, err := b.Entry("leaf", r.coll.Programs["cfi_count"], &uprobe.Options{PID: pid})
+	if err != nil {
+		l.Finish(err)
+		t.Fatal(err)
+	}
+	defer link.Close()
+	if err := l.Finish(nil); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Wait()
+	defer in.Close()
+	lines := bufio.NewScanner(out)
+	fire := func(n int) {
+		t.Helper()
+		fmt.Fprintf(in, "loop mixed %d\n", n)
+		for lines.Scan() && lines.Text() != "done" {
+		}
+	}
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "ready") {
+		t.Fatalf("stack_mixed: %q", lines.Text())
+	}
+	fire(2)
+	whole := "leaf mid_call fire run main " + libcStart
+	before := r.counted(t, pid)
+	if _, ok := before[whole]; ok || len(before) == 0 {
+		t.Errorf("stacks before the libraries were added: %v", before)
+	}
+	r.add(t, pid)
+	fire(3)
+	if c := r.counted(t, pid)[whole]; c.Count != 3 {
+		t.Errorf("stack %q after Add: %d hits, want 3", whole, c.Count)
+	}
 }
