@@ -89,6 +89,16 @@ func (r *rig) add(t testing.TB, pid int) *procmaps.Process {
 	return proc
 }
 
+// started starts fixture fx, adds it and plants prog at the entries of
+// fns for it.
+func (r *rig) started(t testing.TB, fx, prog string, fns ...string) *testkit.Process {
+	t.Helper()
+	p := testkit.Start(t, fx)
+	r.add(t, p.PID())
+	r.attach(t, fx, prog, p.PID(), fns...)
+	return p
+}
+
 // attach plants prog at the entries of fns of fx, for process pid.
 func (r *rig) attach(t testing.TB, fx, prog string, pid int, fns ...string) {
 	t.Helper()
@@ -180,9 +190,7 @@ func checkCounts(t *testing.T, got map[string]bpfunwind.Counted, want map[string
 func TestCountNoFramePointers(t *testing.T) {
 	r := newRig(t, "cfi_count")
 	fx := testkit.Fixture("stack_chain_nofp")
-	p := testkit.Start(t, fx)
-	r.add(t, p.PID())
-	r.attach(t, fx, "cfi_count", p.PID(), "chain_end", "chain_b")
+	p := r.started(t, fx, "cfi_count", "chain_end", "chain_b")
 	p.Fire("chain", 3)
 	p.Loop("chain", 4)
 	checkCounts(t, r.counted(t, p.PID()), map[string]uint64{
@@ -196,9 +204,7 @@ func TestCountNoFramePointers(t *testing.T) {
 func TestCountMixed(t *testing.T) {
 	r := newRig(t, "cfi_count")
 	fx := testkit.Fixture("stack_mixed")
-	p := testkit.Start(t, fx)
-	r.add(t, p.PID())
-	r.attach(t, fx, "cfi_count", p.PID(), "leaf")
+	p := r.started(t, fx, "cfi_count", "leaf")
 	p.Fire("mixed", 5)
 	checkCounts(t, r.counted(t, p.PID()), map[string]uint64{
 		"leaf mid_call fire run main " + libcStart: 5,
@@ -212,9 +218,7 @@ func TestCountMixed(t *testing.T) {
 func TestCountGo(t *testing.T) {
 	r := newRig(t, "cfi_count")
 	fx := testkit.Fixture("goprog")
-	p := testkit.Start(t, fx)
-	r.add(t, p.PID())
-	r.attach(t, fx, "cfi_count", p.PID(), "main.recurse")
+	p := r.started(t, fx, "cfi_count", "main.recurse")
 	const goroutines, rounds, depth = 4, 3, 3
 	p.Do("load 4 3 3")
 	got := r.counted(t, p.PID())
@@ -280,8 +284,8 @@ func TestSameAsUserSpace(t *testing.T) {
 	}
 }
 
-// loadTable reads the CFI of the ELF file at path.
-func loadTable(tb testing.TB, path string) *unwind.Table {
+// openELF reads the ELF file at path.
+func openELF(tb testing.TB, path string) *safeelf.File {
 	tb.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -291,7 +295,13 @@ func loadTable(tb testing.TB, path string) *unwind.Table {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tab, err := unwind.Load(f)
+	return f
+}
+
+// loadTable reads the CFI of the ELF file at path.
+func loadTable(tb testing.TB, path string) *unwind.Table {
+	tb.Helper()
+	tab, err := unwind.Load(openELF(tb, path))
 	if err != nil {
 		tb.Fatal(err)
 	}

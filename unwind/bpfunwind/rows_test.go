@@ -32,14 +32,7 @@ func rowAt(rows []bpfunwind.Row, pc uint64) (bpfunwind.Row, bool) {
 
 func symbolAt(t *testing.T, path, name string) uint64 {
 	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		testkit.Unavailable(t, "%v", err)
-	}
-	f, err := safeelf.NewFile(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := openELF(t, path)
 	syms, err := f.Symbols()
 	if err != nil {
 		t.Fatal(err)
@@ -126,19 +119,6 @@ func TestBuild(t *testing.T) {
 			}
 		}
 	}
-}
-
-func openELF(t *testing.T, path string) *safeelf.File {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		testkit.Unavailable(t, "%v", err)
-	}
-	f, err := safeelf.NewFile(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
 
 // FuzzBuild builds the rows of mutated .eh_frame sections (seeded from
