@@ -79,7 +79,7 @@ test: deps
 # (KERNEL_PKGS), cmd/probekit's stack tests among them; README.md
 # ("Supported kernels") lists what is left out and why. Two VMs at once.
 # The guests run the tests with -short (vmrun).
-KERNEL_PKGS := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe,./usdt/...,./follow,./semaphore,./exporter,./examples/python,./examples/go-latency,./cmd/probekit@^TestTraceStack(Go|Node|Text|LaunchedExits)$$
+KERNEL_PKGS := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe,./usdt/...,./unwind/bpfunwind,./follow,./semaphore,./exporter,./examples/python,./examples/go-latency,./cmd/probekit@^TestTraceStack(Go|Node|Text|LaunchedExits)$$
 KVER  ?= 6.1
 KPKGS ?= ./...
 KRUN  ?=
@@ -155,6 +155,7 @@ testdata: deps $(SDTINC)/sys/sdt.h
 	gcc $(CFLAGS_FX) -o $(BIN)/follow_fork $(TD)/follow_fork.c
 	gcc $(CFLAGS_FX) -fno-omit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_chain $(TD)/stack_chain.c
 	gcc $(CFLAGS_FX) -fomit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_chain_nofp $(TD)/stack_chain.c
+	gcc $(CFLAGS_FX) -fomit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_signal $(TD)/stack_signal.c
 	gcc $(CFLAGS_FX) -o $(BIN)/recurse $(TD)/recurse.c
 	gcc $(CFLAGS_FX) -fno-optimize-sibling-calls -o $(BIN)/latency $(TD)/latency.c
 	gcc $(CFLAGS_FX) -fomit-frame-pointer -fno-inline -fPIC -shared -o $(BIN)/libstack_mid.so $(TD)/stack_mid.c

@@ -134,7 +134,11 @@ func (r *rig) counted(t *testing.T, pid int) map[string]bpfunwind.Counted {
 			// .symtab names Go's assembly functions with their ABI.
 			fns[i] = strings.TrimSuffix(fn, ".abi0")
 		}
-		out[strings.Join(fns, " ")] = c
+		name := strings.Join(fns, " ")
+		if _, dup := out[name]; dup {
+			t.Errorf("two stacks named %q (two call sites of one function)", name)
+		}
+		out[name] = c
 	}
 	return out
 }
@@ -245,6 +249,18 @@ func TestSameAsUserSpace(t *testing.T) {
 	proc := r.add(t, p.PID())
 	r.attach(t, fx, "cfi_stack", p.PID(), "chain_end", "chain_a")
 	p.Fire("chain", 2)
+	for _, fns := range r.walkedTwice(t, proc, 4) {
+		if !slices.Contains(fns, "main") {
+			t.Errorf("stack %v", fns)
+		}
+	}
+}
+
+// walkedTwice reads n events of cfi_stack in process proc, checks that
+// package unwind walks each copied stack to the frames the BPF walk
+// gave, both to the outermost frame, and returns the functions of each.
+func (r *rig) walkedTwice(t *testing.T, proc *procmaps.Process, n int) [][]string {
+	t.Helper()
 	objs, err := unwind.NewCache().Process(proc)
 	if err != nil {
 		t.Fatal(err)
@@ -254,22 +270,22 @@ func TestSameAsUserSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rd.Close()
-	stackSize := 8 + 8*bpfunwind.MaxFrames + 8*3 + 8
+	var out [][]string
 	deadline := time.Now().Add(5 * time.Second)
-	for i := 0; i < 4; i++ {
+	for i := 0; i < n; i++ {
 		rd.SetDeadline(deadline)
 		rec, err := rd.Read()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("%d events within 5s, want 4", i)
+			t.Fatalf("%d events within 5s, want %d", i, n)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, stop, err := bpfunwind.DecodeStack(rec.RawSample[:stackSize])
+		s, stop, err := bpfunwind.DecodeStack(rec.RawSample[:bpfunwind.StackRecordSize])
 		if err != nil {
 			t.Fatal(err)
 		}
-		sample, err := bpf.DecodeStackCopy(rec.RawSample[stackSize:])
+		sample, err := bpf.DecodeStackCopy(rec.RawSample[bpfunwind.StackRecordSize:])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,9 +294,39 @@ func TestSameAsUserSpace(t *testing.T) {
 		if !slices.Equal([]uint64(s), res.Frames) || stop != bpfunwind.StopOutermost || res.Stop != unwind.StopOutermost {
 			t.Errorf("in BPF %#x (%v), in user space %#x (%v)", s, stop, res.Frames, res.Stop)
 		}
-		if fns := names(t, p.PID(), s); !slices.Contains(fns, "main") {
-			t.Errorf("stack %v", fns)
+		out = append(out, names(t, proc.PID, s))
+	}
+	return out
+}
+
+// Through a signal frame: a SIGUSR1 handler's callee, at its entry,
+// walked through glibc's __restore_rt to the code raise interrupted and
+// on to main, the same frames package unwind gives, and counted.
+// __restore_rt's frame is unnamed: its return address minus 1 is the
+// byte before the symbol (its FDE starts there, the symbol does not).
+func TestSignalFrame(t *testing.T) {
+	const sigStack = "in_handler handler  __pthread_kill_implementation __GI_raise fire run main " + libcStart
+	r := newRig(t, "cfi_stack", "cfi_count")
+	fx := testkit.Fixture("stack_signal")
+	p := testkit.Start(t, fx)
+	proc := r.add(t, p.PID())
+	r.attach(t, fx, "cfi_stack", p.PID(), "in_handler")
+	r.attach(t, fx, "cfi_count", p.PID(), "in_handler")
+	p.Fire("signal", 2)
+	for _, fns := range r.walkedTwice(t, proc, 2) {
+		s := strings.Join(fns, " ")
+		if s != sigStack {
+			t.Errorf("stack %q", s)
 		}
+	}
+	got := r.counted(t, p.PID())
+	for s, c := range got {
+		if c.Count != 2 || c.Stop != bpfunwind.StopOutermost || s != sigStack {
+			t.Errorf("counted %q: %d hits (%v), want 2", s, c.Count, c.Stop)
+		}
+	}
+	if len(got) != 1 {
+		t.Errorf("%d stacks counted, want 1", len(got))
 	}
 }
 

@@ -12,8 +12,8 @@
 // relative to the CFA; the return address is at CFA-8 (the psABI's
 // call). Rows equal to the one before are dropped, a gap between FDEs
 // of 16 bytes or more gets a frame-pointer row, _start's undefined
-// return address an outermost row, and what the walk cannot compute an
-// unsupported row. Tables owns three maps and fills them: per process
+// return address an outermost row, a signal trampoline a signal row,
+// and what the walk cannot compute an unsupported row. Tables owns three maps and fills them: per process
 // (a hash by PID) its executable mappings sorted by address, each with
 // its object's id and bias; per object (an array) where its rows are;
 // and one array of every object's rows, each object's sorted. An object
@@ -88,12 +88,16 @@
 //   - JIT code, the vDSO and objects without CFI (Go, which writes no
 //     .eh_frame) are walked by frame pointers; Go's goroutines end at a
 //     zero rbp (StopOutermost).
-//   - Signal frames: a row of a signal trampoline ("S" augmentation,
-//     glibc's __restore_rt) is unsupported: the walk ends there
-//     (StopUnsupported), as at a CFA based on another register
-//     (__longjmp's rdi) or an expression other than .plt's, a return
-//     address not at CFA-8, a CFA offset beyond ±32 KiB or an rbp saved
-//     beyond ±1 KiB of the CFA.
+//   - Signal frames: a signal trampoline's row ("S" augmentation with
+//     glibc's CFA expression, __restore_rt: KindSignal) takes the
+//     interrupted rip, rsp and rbp from the sigcontext the kernel saved
+//     on the stack, and the interrupted instruction is looked up
+//     itself, not minus 1 (TestSignalFrame). Other registers of the
+//     interrupted code are not tracked.
+//   - The walk ends (StopUnsupported) at a CFA based on another
+//     register (__longjmp's rdi) or an expression other than .plt's, a
+//     return address not at CFA-8, a CFA offset beyond ±32 KiB or an
+//     rbp saved beyond ±1 KiB of the CFA.
 //   - _start and thread start routines mark their return address
 //     undefined: the walk ends there with StopOutermost.
 //   - A stack's id is a 63-bit hash of its frames: two stacks with one

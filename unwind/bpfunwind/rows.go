@@ -26,14 +26,17 @@ const (
 	// KindOutermost: the return address is undefined (_start, thread
 	// start routines): the walk ends.
 	KindOutermost
-	// KindUnsupported: a rule the BPF walk does not compute (a signal
-	// frame, a CFA in another register or an expression, a return
-	// address not at CFA-8, an FDE whose instructions failed): the
-	// walk ends.
+	// KindUnsupported: a rule the BPF walk does not compute (a CFA in
+	// another register or an expression, a return address not at
+	// CFA-8, an FDE whose instructions failed): the walk ends.
 	KindUnsupported
+	// KindSignal: a signal trampoline ("S" augmentation, CFA =
+	// *(rsp+160): glibc's __restore_rt): the interrupted rip, rsp and
+	// rbp are in the sigcontext the kernel saved at rsp+40.
+	KindSignal
 )
 
-var kindNames = [...]string{"rsp", "rbp", "plt", "frame-pointer", "outermost", "unsupported"}
+var kindNames = [...]string{"rsp", "rbp", "plt", "frame-pointer", "outermost", "unsupported", "signal"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -68,6 +71,12 @@ var ErrAddressRange = errors.New("code above 4 GiB of link-time address")
 var pltExpr = []byte{0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22}
 
 const pltThreshold = 6
+
+// sigCFA is a signal trampoline's CFA expression on x86-64 Linux:
+// DW_OP_breg7 (rsp) 160, DW_OP_deref: the rsp field of the sigcontext
+// at rsp+40 (struct sigcontext, uapi asm/sigcontext.h: rsp at +120),
+// glibc's for __restore_rt.
+var sigCFA = []byte{0x77, 0xa0, 0x01, 0x06}
 
 // minGap is the smallest gap between FDEs that gets a
 // KindFramePointer row: GCC and clang align functions to 16 bytes.
@@ -131,6 +140,14 @@ func convert(t *unwind.Table, s unwind.Span) Row {
 		return bad
 	}
 	row := s.Row
+	if row.Signal {
+		// The CFA is the interrupted rsp, read from the sigcontext:
+		// the frame's registers all come from there.
+		if row.CFA.Expr.Set() && bytes.Equal(t.ExprBytes(row.CFA.Expr), sigCFA) {
+			return Row{Kind: KindSignal}
+		}
+		return bad
+	}
 	switch ra := row.Regs[unwind.RegRA]; {
 	case ra.Kind == unwind.RuleUndefined:
 		return Row{Kind: KindOutermost}
@@ -139,8 +156,6 @@ func convert(t *unwind.Table, s unwind.Span) Row {
 	}
 	var r Row
 	switch {
-	case row.Signal:
-		return bad
 	case row.CFA.Expr.Set():
 		e := t.ExprBytes(row.CFA.Expr)
 		if len(e) != len(pltExpr) || !bytes.Equal(e[:pltThreshold], pltExpr[:pltThreshold]) ||

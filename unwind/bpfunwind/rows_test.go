@@ -47,7 +47,7 @@ func symbolAt(t *testing.T, path, name string) uint64 {
 
 // The rows of the -fomit-frame-pointer fixture and libc: sorted, the
 // entry rule at chain_end, the .plt rule, _start outermost, glibc's
-// signal trampoline refused, and past the last FDE frame pointers.
+// signal trampoline, and past the last FDE frame pointers.
 func TestBuild(t *testing.T) {
 	fx := testkit.Fixture("stack_chain_nofp")
 	tab := loadTable(t, fx)
@@ -93,7 +93,7 @@ func TestBuild(t *testing.T) {
 		}
 		return restore == 0
 	})
-	if r, _ := rowAt(lrows, restore); restore == 0 || r.Kind != bpfunwind.KindUnsupported {
+	if r, _ := rowAt(lrows, restore); restore == 0 || r.Kind != bpfunwind.KindSignal {
 		t.Errorf("signal frame at %#x: %+v", restore, r)
 	}
 	// Every row agrees with the CFI row at its address: the CFA rule and

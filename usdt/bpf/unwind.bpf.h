@@ -34,8 +34,10 @@
  * frame record (saved rbp at rbp, return address at rbp + 8). The walk
  * ends at an undefined return address (_start, thread start routines),
  * at a zero or unreadable one, where the stack pointer does not grow, at
- * a row it cannot compute (signal frames, CFA in another register), or
- * at PROBEKIT_CFI_MAX_FRAMES.
+ * a row it cannot compute (a CFA in another register), or at
+ * PROBEKIT_CFI_MAX_FRAMES. A signal trampoline's row (glibc's
+ * __restore_rt) takes the interrupted rip, rsp and rbp from the
+ * sigcontext the kernel saved on the stack.
  *
  * The loop is bounded (Linux 5.3 verifies bounded loops), which every
  * supported kernel runs; the scratch record is a per-CPU array value:
@@ -64,6 +66,7 @@
 #define PROBEKIT_CFI_FP 3	 /* no CFI here: the frame record at rbp */
 #define PROBEKIT_CFI_OUTERMOST 4 /* the return address is undefined */
 #define PROBEKIT_CFI_UNSUPPORTED 5
+#define PROBEKIT_CFI_SIGNAL 6	 /* a signal trampoline: the sigcontext at rsp + 40 */
 
 /* Why a walk ended (probekit_cfi_stack.stop; bpfunwind.Stop). */
 #define PROBEKIT_CFI_STOP_OUTERMOST 1	/* undefined or zero return address */
@@ -113,6 +116,8 @@ struct probekit_cfi_stack {
 	__u64 pc, sp, bp;
 	__u32 pid;
 	__u32 at_entry;
+	__u32 exact; /* pc is an interrupted instruction, not a return address */
+	__u32 pad;
 };
 
 /* Sizes are the Go side's: it creates the maps. */
@@ -202,11 +207,12 @@ __probekit_cfi_row(const struct probekit_cfi_object *o, __u64 rel)
 /* One step from the frame at *pc (frame i): the caller's pc, sp and bp;
  * returns 0, or a PROBEKIT_CFI_STOP_*. */
 static __always_inline int __probekit_cfi_step(const struct probekit_cfi_process *p, __u32 i, int at_entry,
-					       __u64 *pc, __u64 *sp, __u64 *bp)
+					       __u64 *pc, __u64 *sp, __u64 *bp, __u32 *exact)
 {
 	/* A return address is looked up at the call: it may be the first
-	 * byte of the next function. */
-	__u64 look = i ? *pc - 1 : *pc;
+	 * byte of the next function. The first frame's address, and one a
+	 * signal interrupted, are instructions themselves. */
+	__u64 look = i && !*exact ? *pc - 1 : *pc;
 	__u8 kind = PROBEKIT_CFI_FP;
 	__s64 cfa_off = 0, rbp_off = 0;
 	__u64 cfa, ra = 0, nbp = *bp;
@@ -261,6 +267,28 @@ static __always_inline int __probekit_cfi_step(const struct probekit_cfi_process
 			return PROBEKIT_CFI_STOP_READ;
 		cfa = *bp + 16;
 		break;
+	case PROBEKIT_CFI_SIGNAL: {
+		/* The handler returned into the trampoline with rsp at the
+		 * ucontext of the kernel's rt_sigframe (arch/x86/include/
+		 * asm/sigframe.h): uc_flags, uc_link and uc_stack (40 bytes),
+		 * then uc_mcontext, a struct sigcontext (uapi asm/sigcontext.h)
+		 * holding the interrupted rbp at +80, rsp at +120, rip at +128.
+		 * The interrupted rsp need not be above the handler's (an
+		 * alternate signal stack): no progress check. */
+		__u64 sc = *sp + 40, nsp = 0;
+
+		if (bpf_probe_read_user(&nbp, 8, (const void *)(sc + 80)) ||
+		    bpf_probe_read_user(&nsp, 8, (const void *)(sc + 120)) ||
+		    bpf_probe_read_user(&ra, 8, (const void *)(sc + 128)))
+			return PROBEKIT_CFI_STOP_READ;
+		if (!ra)
+			return PROBEKIT_CFI_STOP_OUTERMOST;
+		*pc = ra;
+		*sp = nsp;
+		*bp = nbp;
+		*exact = 1;
+		return 0;
+	}
 	case PROBEKIT_CFI_OUTERMOST:
 		return PROBEKIT_CFI_STOP_OUTERMOST;
 	default:
@@ -279,6 +307,7 @@ static __always_inline int __probekit_cfi_step(const struct probekit_cfi_process
 	*pc = ra;
 	*sp = cfa;
 	*bp = nbp;
+	*exact = 0;
 	return 0;
 }
 
@@ -297,7 +326,7 @@ __attribute__((noinline)) int probekit_cfi_step(__u32 i)
 		return PROBEKIT_CFI_STOP_READ;
 	const struct probekit_cfi_process *p = bpf_map_lookup_elem(&probekit_cfi_procs, &s->pid);
 
-	return __probekit_cfi_step(p, i, s->at_entry, &s->pc, &s->sp, &s->bp);
+	return __probekit_cfi_step(p, i, s->at_entry, &s->pc, &s->sp, &s->bp, &s->exact);
 }
 
 /* probekit_cfi_user_stack walks the current thread's user stack into
@@ -323,6 +352,7 @@ static __always_inline struct probekit_cfi_stack *probekit_cfi_user_stack(void *
 #endif
 	s->pid = bpf_get_current_pid_tgid() >> 32;
 	s->at_entry = at_entry;
+	s->exact = 0;
 	s->n = 0;
 	s->stop = PROBEKIT_CFI_STOP_DEPTH;
 	for (__u32 i = 0; i < PROBEKIT_CFI_MAX_FRAMES; i++) {

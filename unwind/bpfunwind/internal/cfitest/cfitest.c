@@ -57,7 +57,7 @@ int cfi_stack(struct pt_regs *ctx)
 		bpf_ringbuf_discard(e, 0);
 		return 0;
 	}
-	probekit_copy_stack_pages(ctx, &e->copy, 2);
+	probekit_copy_stack(ctx, &e->copy);
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }

@@ -80,6 +80,8 @@ type CfitestProbekitCfiStack struct {
 	Bp      uint64
 	Pid     uint32
 	AtEntry uint32
+	Exact   uint32
+	Pad     uint32
 }
 
 type CfitestProbekitStackCount struct {
