@@ -39,8 +39,9 @@
 //
 // Each frame's step is a global BPF function (probekit_cfi_step, Linux
 // 5.6), verified once: the program of 127 frames verifies in about
-// 270,000 instructions of the 1M limit on Linux 6.18, and the tests
-// pass on 5.10 (the kernel-test VMs). No bpf_loop is needed; the frame
+// 316,000 instructions of the 1M limit on Linux 6.18 (most of them the
+// mapping search's paths), and the tests pass on 5.10, 6.1 and 6.12
+// (make test-kernels' VMs). No bpf_loop is needed; the frame
 // loop is bounded (5.3).
 //
 // The other approach, a copy of the stack top unwound in user space
@@ -55,21 +56,22 @@
 // on a loaded 2-CPU VM (Linux 6.18):
 //
 //	                         frame pointers   without (-fomit-frame-pointer)
-//	bare program             89-92 ns         84-87 ns
-//	bpf_get_stack            5,967-6,733 ns   5,110-5,120 ns (2 frames)
+//	bare program             74-87 ns         75-76 ns
+//	bpf_get_stack            5,604-5,786 ns   5,259-5,486 ns (2 frames)
 //	  (8 frames: it stops in libc)
-//	this walk                1,246-1,394 ns   1,271-1,279 ns (10 frames)
-//	counted, bpf_get_stackid 6,751-6,801 ns   5,852-6,363 ns
-//	counted, this walk       1,415-1,541 ns   1,432-1,582 ns
+//	this walk                1,018-1,333 ns   981-987 ns (10 frames)
+//	counted, bpf_get_stackid 5,437-6,053 ns   6,305-6,357 ns
+//	counted, this walk       1,114-1,132 ns   1,388-1,392 ns
 //
 // The walk costs about a fifth of the kernel's frame-pointer walk of
 // the same stack (the goal was at most twice), and gives every
-// frame. The uprobe's trap itself (25-50 µs per hit on that VM) is
-// beyond both.
+// frame; an earlier run of the same benchmark measured 1,246-1,394 ns
+// against 5,967-6,733. The uprobe's trap itself (20-60 µs per hit on
+// that VM, ns/op) is far beyond both.
 //
 // Tables (BenchmarkBuild): Debian 12's libc 23,331 rows (186,648 bytes)
-// from 25,212 CFI rows, built in 59 ms; python3.11 58,511 rows (468,088
-// bytes) from 61,382, 74 ms. A process's mappings take 8,200 bytes.
+// from 25,212 CFI rows, built in 31-59 ms; python3.11 58,511 rows
+// (468,088 bytes) from 61,382, 67-74 ms. A process's mappings take 8,200 bytes.
 //
 // # Limits
 //
