@@ -7,12 +7,15 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/unwind"
 	"github.com/probekit/probekit/unwind/bpfunwind"
+	"github.com/probekit/probekit/usdt/bpf"
 )
 
 const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
@@ -158,4 +161,38 @@ func FuzzBuild(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The Go constants are unwind.bpf.h's: its #defines, read from the
+// header the module embeds.
+func TestHeaderConstants(t *testing.T) {
+	defs := map[string]int64{}
+	for _, line := range strings.Split(string(bpf.UnwindHeader), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[0] == "#define" {
+			if v, err := strconv.ParseInt(f[2], 0, 64); err == nil {
+				defs[f[1]] = v
+			}
+		}
+	}
+	for name, want := range map[string]int64{
+		"PROBEKIT_CFI_MAX_FRAMES":       bpfunwind.MaxFrames,
+		"PROBEKIT_CFI_MAX_MAPPINGS":     bpfunwind.MaxMappings,
+		"PROBEKIT_CFI_RSP":              int64(bpfunwind.KindRSP),
+		"PROBEKIT_CFI_RBP":              int64(bpfunwind.KindRBP),
+		"PROBEKIT_CFI_PLT":              int64(bpfunwind.KindPLT),
+		"PROBEKIT_CFI_FP":               int64(bpfunwind.KindFramePointer),
+		"PROBEKIT_CFI_OUTERMOST":        int64(bpfunwind.KindOutermost),
+		"PROBEKIT_CFI_UNSUPPORTED":      int64(bpfunwind.KindUnsupported),
+		"PROBEKIT_CFI_SIGNAL":           int64(bpfunwind.KindSignal),
+		"PROBEKIT_CFI_STOP_OUTERMOST":   int64(bpfunwind.StopOutermost),
+		"PROBEKIT_CFI_STOP_READ":        int64(bpfunwind.StopRead),
+		"PROBEKIT_CFI_STOP_UNSUPPORTED": int64(bpfunwind.StopUnsupported),
+		"PROBEKIT_CFI_STOP_NO_PROGRESS": int64(bpfunwind.StopNoProgress),
+		"PROBEKIT_CFI_STOP_DEPTH":       int64(bpfunwind.StopDepth),
+	} {
+		if got, ok := defs[name]; !ok || got != want {
+			t.Errorf("%s: header %d (%v), Go %d", name, got, ok, want)
+		}
+	}
 }

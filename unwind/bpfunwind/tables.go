@@ -65,7 +65,6 @@ type Tables struct {
 	opts    Options
 
 	loaded  map[*unwind.Table]*object
-	byID    map[uint32]*object
 	freeIDs []uint32
 	nextID  uint32 // ids from 1: 0 is "no rows"
 	free    []extent
@@ -107,7 +106,7 @@ func New(opts *Options) (*Tables, error) {
 	if o.Cache == nil {
 		o.Cache = unwind.NewCache()
 	}
-	t := &Tables{cache: o.Cache, opts: o, loaded: map[*unwind.Table]*object{}, byID: map[uint32]*object{},
+	t := &Tables{cache: o.Cache, opts: o, loaded: map[*unwind.Table]*object{},
 		nextID: 1, pids: map[int][]*object{}, errs: map[*unwind.Table]error{}}
 	var err error
 	for _, m := range []struct {
@@ -287,7 +286,6 @@ func (t *Tables) load(tab *unwind.Table) *object {
 		return nil
 	}
 	t.loaded[tab] = o
-	t.byID[o.id] = o
 	return o
 }
 
@@ -368,7 +366,6 @@ func (t *Tables) release(objs []*object) {
 				delete(t.loaded, tab)
 			}
 		}
-		delete(t.byID, o.id)
 		// An empty entry first: a walk that still finds the object
 		// id in a stale process value then finds no rows.
 		t.objects.Put(o.id, make([]byte, 8))
