@@ -415,6 +415,20 @@ func TestTablesShared(t *testing.T) {
 	}
 }
 
+// pipes connects cmd's stdin, and its stdout line by line.
+func pipes(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, *bufio.Scanner) {
+	t.Helper()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in, bufio.NewScanner(out)
+}
+
 // pythonScript waits for a line on stdin (the test attaches meanwhile),
 // then calls outer once and inner 5 times (the profile hook makes
 // CPython 3.11 fire function__entry), then waits for another line (the
@@ -449,20 +463,12 @@ func TestCountPython(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(python, script)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, lines := pipes(t, cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
-	lines := bufio.NewScanner(out)
 	if !lines.Scan() || lines.Text() != "ready" {
 		t.Fatalf("python: %q, %v", lines.Text(), lines.Err())
 	}
@@ -500,14 +506,7 @@ func TestLaunchedAddAgain(t *testing.T) {
 	r := newRig(t, "cfi_count")
 	fx := testkit.Fixture("stack_mixed")
 	cmd := exec.Command(fx)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, lines := pipes(t, cmd)
 	l, err := procmaps.Launch(cmd)
 	if err != nil {
 		t.Fatal(err)
@@ -538,7 +537,6 @@ func TestLaunchedAddAgain(t *testing.T) {
 	}
 	defer l.Wait()
 	defer in.Close()
-	lines := bufio.NewScanner(out)
 	fire := func(n int) {
 		t.Helper()
 		fmt.Fprintf(in, "loop mixed %d\n", n)
