@@ -84,6 +84,8 @@
 //     object that does not fit (ErrFull), or whose code lies above
 //     4 GiB of link-time address (ErrAddressRange), is walked by frame
 //     pointers (Tables.Errors).
+//   - A process stays in the maps until Remove: a tracer removes the
+//     processes that exit, or Add fails once Options.Processes are in.
 //   - Objects mapped after Add (dlopen, and a launched command's shared
 //     libraries when it was added at its exec stop) are walked by frame
 //     pointers until the next Add.
