@@ -148,8 +148,8 @@ func TestLibc(t *testing.T) {
 }
 
 // FuzzParse feeds mutated .eh_frame sections (seeded from the fixtures
-// and libc) to Parse and every Find: no panic, corruption is a located
-// *FormatError or ErrUnsupported.
+// and libc) to Parse, every Find and Spans: no panic, corruption is a
+// located *FormatError or ErrUnsupported.
 func FuzzParse(f *testing.F) {
 	paths, _ := filepath.Glob(filepath.Join(testkit.Root(), "testdata", "bin", "*"))
 	for _, p := range paths {
@@ -186,6 +186,19 @@ func FuzzParse(f *testing.F) {
 				}
 			}
 		}
+		// Spans: each from at least one instruction byte (an advance)
+		// or an FDE; errors located or unsupported.
+		n := 0
+		tab.Spans(func(s Span) bool {
+			n++
+			if s.Start >= s.End || n > tab.Len()+len(data) {
+				t.Fatalf("span %d [%#x, %#x) of %d FDEs", n, s.Start, s.End, tab.Len())
+			}
+			if s.Err != nil && !errors.As(s.Err, &fe) && !errors.Is(s.Err, ErrUnsupported) {
+				t.Fatalf("span at %#x: %v", s.Start, s.Err)
+			}
+			return true
+		})
 	})
 }
 

@@ -42,10 +42,19 @@ var USDTHeader []byte
 //go:embed stack.bpf.h
 var StackHeader []byte
 
+// UnwindHeader is unwind.bpf.h: probekit_cfi_user_stack, a thread's
+// user stack unwound in BPF from call-frame information over the maps
+// package unwind/bpfunwind fills, and probekit_cfi_count_user_stack,
+// stacks counted in the kernel.
+//
+//go:embed unwind.bpf.h
+var UnwindHeader []byte
+
 // Headers maps each header's file name to its contents.
 var Headers = map[string][]byte{
-	"usdt.bpf.h":  USDTHeader,
-	"stack.bpf.h": StackHeader,
+	"usdt.bpf.h":   USDTHeader,
+	"stack.bpf.h":  StackHeader,
+	"unwind.bpf.h": UnwindHeader,
 }
 
 // WriteHeaders writes Headers into dir, creating it, and returns the

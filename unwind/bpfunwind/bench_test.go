@@ -1,0 +1,88 @@
+package bpfunwind_test
+
+import (
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/unwind"
+	"github.com/probekit/probekit/unwind/bpfunwind"
+)
+
+// BenchmarkWalk is the BPF run time of one hit (prog-ns/hit, from the
+// kernel's BPF statistics, BPF_STATS_RUN_TIME: Linux 5.8), at the entry
+// of chain_end in the fixture built with frame pointers (stack_chain)
+// and without (stack_chain_nofp): 10 frames down to _start either way.
+// bare does nothing; fp_walk is the kernel's frame-pointer walk
+// (bpf_get_stack, stack.bpf.h's probekit_user_stack), cfi_walk this
+// package's (unwind.bpf.h); fp_count and cfi_count count by stack in
+// the kernel with each. frames/hit is what the walk gave. Run:
+//
+//	go test -run '^$' -bench BenchmarkWalk -benchtime 100000x ./unwind/bpfunwind/
+func BenchmarkWalk(b *testing.B) {
+	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		testkit.Unavailable(b, "BPF statistics: %v", err)
+	}
+	defer stats.Close()
+	for _, fx := range []string{"stack_chain", "stack_chain_nofp"} {
+		for _, prog := range []string{"bare", "fp_walk", "cfi_walk", "fp_count", "cfi_count"} {
+			b.Run(fx+"/"+prog, func(b *testing.B) {
+				r := newRig(b, prog)
+				path := testkit.Fixture(fx)
+				p := testkit.Start(b, path)
+				r.add(b, p.PID())
+				r.attach(b, path, prog, p.PID(), "chain_end")
+				before, err := r.coll.Programs[prog].Stats()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				if err := p.Loop("chain", b.N); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				after, err := r.coll.Programs[prog].Stats()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if n := after.RunCount - before.RunCount; n != uint64(b.N) {
+					b.Fatalf("%d runs, want %d", n, b.N)
+				}
+				b.ReportMetric(float64(after.Runtime-before.Runtime)/float64(b.N), "prog-ns/hit")
+				if v := r.coll.Variables["frames_seen"]; v != nil && (prog == "fp_walk" || prog == "cfi_walk") {
+					var n uint64
+					if err := v.Get(&n); err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(float64(n)/float64(b.N), "frames/hit")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkBuild builds the rows of Debian's libc and python3.11:
+// rows, table-bytes (the BPF map memory: RowSize per row) and the
+// CFI rows they came from (spans).
+func BenchmarkBuild(b *testing.B) {
+	for _, path := range []string{"/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/python3.11"} {
+		b.Run(path, func(b *testing.B) {
+			tab := loadTable(b, path)
+			var rows []bpfunwind.Row
+			for b.Loop() {
+				var err error
+				if rows, err = bpfunwind.Build(tab); err != nil {
+					b.Fatal(err)
+				}
+			}
+			spans := 0
+			tab.Spans(func(unwind.Span) bool { spans++; return true })
+			b.ReportMetric(float64(len(rows)), "rows")
+			b.ReportMetric(float64(len(rows)*bpfunwind.RowSize), "table-bytes")
+			b.ReportMetric(float64(spans), "spans")
+		})
+	}
+}

@@ -1,0 +1,426 @@
+package bpfunwind
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/probekit/probekit/procmaps"
+	"github.com/probekit/probekit/unwind"
+)
+
+// Sizes of unwind.bpf.h's maps.
+const (
+	// MaxMappings is how many executable mappings of one process the
+	// walk knows (PROBEKIT_CFI_MAX_MAPPINGS): a process with more gets
+	// its first MaxMappings (by address); the others are walked by
+	// frame pointers.
+	MaxMappings = 256
+	// DefaultRows is Options.Rows' default: 1Mi rows of RowSize bytes
+	// (8 MiB, preallocated), about 40 times Debian 12's libc.
+	DefaultRows = 1 << 20
+	// DefaultObjects is Options.Objects' default.
+	DefaultObjects = 4096
+	// DefaultProcesses is Options.Processes' default (each process's
+	// value is 8 KiB, allocated as it is added).
+	DefaultProcesses = 1024
+	// maxRows bounds Options.Rows: the BPF search makes
+	// PROBEKIT_CFI_ROW_STEPS (25) halvings, enough for 2^24 rows of
+	// one object.
+	maxRows = 1 << 24
+)
+
+// Map names in unwind.bpf.h.
+const (
+	ProcsMap   = "probekit_cfi_procs"
+	ObjectsMap = "probekit_cfi_objects"
+	RowsMap    = "probekit_cfi_rows"
+)
+
+// ErrFull: the rows or objects map has no room for an object's table.
+var ErrFull = errors.New("unwind tables full")
+
+// Options size the maps; zero fields take the defaults.
+type Options struct {
+	Rows      int
+	Objects   int
+	Processes int
+	// Cache holds the objects' CFI; nil makes one.
+	Cache *unwind.Cache
+}
+
+// Tables owns unwind.bpf.h's maps of processes, objects and rows, and
+// fills them from the CFI of the objects the processes map. A program
+// including unwind.bpf.h uses them once Prepare adjusted its spec and
+// the collection took Replacements. Safe for concurrent use.
+type Tables struct {
+	mu      sync.Mutex
+	cache   *unwind.Cache
+	procs   *ebpf.Map
+	objects *ebpf.Map
+	rows    *ebpf.Map
+	opts    Options
+
+	loaded  map[*unwind.Table]*object
+	freeIDs []uint32
+	nextID  uint32 // ids from 1: 0 is "no rows"
+	free    []extent
+	next    uint32 // first row never used
+	pids    map[int][]*object
+	errs    map[*unwind.Table]error
+}
+
+type object struct {
+	id   uint32
+	ext  extent
+	refs int
+}
+
+type extent struct{ first, count uint32 }
+
+// procValue is struct probekit_cfi_process's size: n, pad, the mappings
+// of 32 bytes.
+const procValue = 8 + MaxMappings*32
+
+// New creates the maps.
+func New(opts *Options) (*Tables, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Rows == 0 {
+		o.Rows = DefaultRows
+	}
+	if o.Objects == 0 {
+		o.Objects = DefaultObjects
+	}
+	if o.Processes == 0 {
+		o.Processes = DefaultProcesses
+	}
+	if o.Rows < 0 || o.Rows > maxRows || o.Objects < 0 || o.Processes < 0 {
+		return nil, fmt.Errorf("bpfunwind: %d rows (at most %d), %d objects, %d processes", o.Rows, maxRows, o.Objects, o.Processes)
+	}
+	if o.Cache == nil {
+		o.Cache = unwind.NewCache()
+	}
+	t := &Tables{cache: o.Cache, opts: o, loaded: map[*unwind.Table]*object{},
+		nextID: 1, pids: map[int][]*object{}, errs: map[*unwind.Table]error{}}
+	var err error
+	for _, m := range []struct {
+		dst  **ebpf.Map
+		spec ebpf.MapSpec
+	}{
+		{&t.procs, ebpf.MapSpec{Name: "pk_cfi_procs", Type: ebpf.Hash, KeySize: 4, ValueSize: procValue, MaxEntries: uint32(o.Processes), Flags: noPrealloc}},
+		{&t.objects, ebpf.MapSpec{Name: "pk_cfi_objects", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: uint32(o.Objects + 1)}},
+		{&t.rows, ebpf.MapSpec{Name: "pk_cfi_rows", Type: ebpf.Array, KeySize: 4, ValueSize: RowSize, MaxEntries: uint32(o.Rows)}},
+	} {
+		if *m.dst, err = ebpf.NewMap(&m.spec); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("bpfunwind: map %s: %w", m.spec.Name, err)
+		}
+	}
+	return t, nil
+}
+
+// noPrealloc is BPF_F_NO_PREALLOC: a process's 8 KiB value is allocated
+// when it is added.
+const noPrealloc = 1
+
+// Close releases the maps (a collection that took them holds its own
+// references).
+func (t *Tables) Close() error {
+	var errs []error
+	for _, m := range []*ebpf.Map{t.procs, t.objects, t.rows} {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Prepare sets the sizes of spec's unwind.bpf.h maps to t's, which
+// ebpf.CollectionOptions.MapReplacements requires, and checks their key
+// and value sizes (a header of another version).
+func (t *Tables) Prepare(spec *ebpf.CollectionSpec) error {
+	for name, m := range t.Replacements() {
+		ms := spec.Maps[name]
+		if ms == nil {
+			return fmt.Errorf("bpfunwind: the collection has no map %s (unwind.bpf.h not included)", name)
+		}
+		if ms.KeySize != m.KeySize() || ms.ValueSize != m.ValueSize() {
+			return fmt.Errorf("bpfunwind: map %s of key %d and value %d bytes, want %d and %d (another unwind.bpf.h)",
+				name, ms.KeySize, ms.ValueSize, m.KeySize(), m.ValueSize())
+		}
+		ms.MaxEntries = m.MaxEntries()
+		ms.Flags = m.Flags()
+	}
+	return nil
+}
+
+// Replacements are the maps for ebpf.CollectionOptions.MapReplacements,
+// by their names in unwind.bpf.h.
+func (t *Tables) Replacements() map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{ProcsMap: t.procs, ObjectsMap: t.objects, RowsMap: t.rows}
+}
+
+// Add reads p's executable mappings and the CFI of the objects there,
+// loads the tables of objects not loaded yet, and sets p's mappings in
+// the process map (again, for objects mapped since: call it after a
+// dlopen, or at a launched command's stops). An object whose table
+// cannot be built or does not fit is walked by frame pointers (Errors
+// says why). The error is p's (unreadable, gone) or the map's.
+func (t *Tables) Add(p *procmaps.Process) error {
+	po, err := t.cache.Process(p)
+	if err != nil {
+		return fmt.Errorf("bpfunwind: %v: %w", p, err)
+	}
+	maps := po.Mappings()
+	if len(maps) > MaxMappings {
+		maps = maps[:MaxMappings]
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	val := make([]byte, procValue)
+	binary.NativeEndian.PutUint32(val, uint32(len(maps)))
+	var refs []*object
+	for i, m := range maps {
+		var id uint32
+		if m.Table != nil {
+			if o := t.load(m.Table); o != nil {
+				o.refs++
+				refs = append(refs, o)
+				id = o.id
+			}
+		}
+		e := val[8+32*i:]
+		binary.NativeEndian.PutUint64(e, m.Start)
+		binary.NativeEndian.PutUint64(e[8:], m.End)
+		binary.NativeEndian.PutUint64(e[16:], m.Bias)
+		binary.NativeEndian.PutUint32(e[24:], id)
+	}
+	err = t.procs.Put(uint32(p.PID), val)
+	t.release(t.pids[p.PID])
+	t.pids[p.PID] = refs
+	if err != nil {
+		return fmt.Errorf("bpfunwind: process %d: %w", p.PID, err)
+	}
+	return nil
+}
+
+// Watch adds a launched command now, and again at its later execs
+// (procmaps.Launched.Watch); call it before l.Finish. Objects the
+// command maps after its exec (its shared libraries, dlopen) are known
+// only after another Add: see the package documentation.
+func (t *Tables) Watch(l *procmaps.Launched) error {
+	err := t.Add(l.Process)
+	l.Watch(func(ev procmaps.LaunchEvent) {
+		if ev == procmaps.LaunchExec {
+			t.Add(l.Process)
+		}
+	})
+	return err
+}
+
+// Remove forgets process pid; the tables of objects no other process
+// maps are freed.
+func (t *Tables) Remove(pid int) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	err := t.procs.Delete(uint32(pid))
+	t.release(t.pids[pid])
+	delete(t.pids, pid)
+	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("bpfunwind: process %d: %w", pid, err)
+	}
+	return nil
+}
+
+// Errors are the tables that could not be loaded, by table (an object
+// whose rows reach above 4 GiB, or that did not fit): their objects are
+// walked by frame pointers.
+func (t *Tables) Errors() []error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []error
+	for _, err := range t.errs {
+		out = append(out, err)
+	}
+	return out
+}
+
+// Stats is what the maps hold.
+type Stats struct {
+	Processes, Objects int
+	// Rows are the rows in use; RowBytes their memory (RowSize each);
+	// RowCapacity the rows map's size.
+	Rows, RowBytes, RowCapacity int
+}
+
+// Stats returns what t holds now.
+func (t *Tables) Stats() Stats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := Stats{Processes: len(t.pids), Objects: len(t.loaded), RowCapacity: t.opts.Rows}
+	for _, o := range t.loaded {
+		s.Rows += int(o.ext.count)
+	}
+	s.RowBytes = s.Rows * RowSize
+	return s
+}
+
+// load returns the loaded object of table tab, loading it (nil when it
+// cannot be built or does not fit). Called with mu held.
+func (t *Tables) load(tab *unwind.Table) *object {
+	if o := t.loaded[tab]; o != nil {
+		return o
+	}
+	if t.errs[tab] != nil {
+		return nil
+	}
+	o, err := t.loadNew(tab)
+	if err != nil {
+		t.errs[tab] = err
+		return nil
+	}
+	t.loaded[tab] = o
+	return o
+}
+
+func (t *Tables) loadNew(tab *unwind.Table) (*object, error) {
+	rows, err := Build(tab)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, unwind.ErrNoCFI
+	}
+	var id uint32
+	if n := len(t.freeIDs); n > 0 {
+		id, t.freeIDs = t.freeIDs[n-1], t.freeIDs[:n-1]
+	} else if t.nextID <= uint32(t.opts.Objects) {
+		id = t.nextID
+		t.nextID++
+	} else {
+		return nil, fmt.Errorf("%w: %d objects", ErrFull, t.opts.Objects)
+	}
+	ext, ok := t.alloc(uint32(len(rows)))
+	if !ok {
+		t.freeIDs = append(t.freeIDs, id)
+		return nil, fmt.Errorf("%w: %d rows, %d of %d in use", ErrFull, len(rows), t.inUse(), t.opts.Rows)
+	}
+	if err := t.putRows(ext.first, rows); err != nil {
+		t.freeExtent(ext)
+		t.freeIDs = append(t.freeIDs, id)
+		return nil, err
+	}
+	ov := binary.NativeEndian.AppendUint32(nil, ext.first)
+	ov = binary.NativeEndian.AppendUint32(ov, ext.count)
+	if err := t.objects.Put(id, ov); err != nil {
+		t.freeExtent(ext)
+		t.freeIDs = append(t.freeIDs, id)
+		return nil, fmt.Errorf("bpfunwind: object %d: %w", id, err)
+	}
+	return &object{id: id, ext: ext}, nil
+}
+
+// putRows writes rows from index first, in batches
+// (BPF_MAP_UPDATE_BATCH, Linux 5.6), one by one where the kernel has no
+// batch operations.
+func (t *Tables) putRows(first uint32, rows []Row) error {
+	const batch = 4096
+	keys := make([]uint32, min(batch, len(rows)))
+	for i := 0; i < len(rows); i += batch {
+		j := min(i+batch, len(rows))
+		k := keys[:j-i]
+		for n := range k {
+			k[n] = first + uint32(i+n)
+		}
+		if _, err := t.rows.BatchUpdate(k, rows[i:j], nil); err != nil {
+			if !errors.Is(err, ebpf.ErrNotSupported) {
+				return fmt.Errorf("bpfunwind: rows: %w", err)
+			}
+			for n := range k {
+				if err := t.rows.Put(k[n], rows[i+n]); err != nil {
+					return fmt.Errorf("bpfunwind: row %d: %w", k[n], err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// release drops one reference of each object; an object without
+// references is freed: its object entry cleared, its rows' extent free
+// for another.
+func (t *Tables) release(objs []*object) {
+	for _, o := range objs {
+		o.refs--
+		if o.refs > 0 {
+			continue
+		}
+		for tab, lo := range t.loaded {
+			if lo == o {
+				delete(t.loaded, tab)
+			}
+		}
+		// An empty entry first: a walk that still finds the object
+		// id in a stale process value then finds no rows.
+		t.objects.Put(o.id, make([]byte, 8))
+		t.freeIDs = append(t.freeIDs, o.id)
+		t.freeExtent(o.ext)
+	}
+}
+
+// alloc finds n free rows: the first free extent that holds them, else
+// the never-used tail.
+func (t *Tables) alloc(n uint32) (extent, bool) {
+	for i, f := range t.free {
+		if f.count >= n {
+			if f.count == n {
+				t.free = append(t.free[:i], t.free[i+1:]...)
+			} else {
+				t.free[i] = extent{f.first + n, f.count - n}
+			}
+			return extent{f.first, n}, true
+		}
+	}
+	if uint64(t.next)+uint64(n) > uint64(t.opts.Rows) {
+		return extent{}, false
+	}
+	e := extent{t.next, n}
+	t.next += n
+	return e, true
+}
+
+// freeExtent returns e to the free list, merged with its neighbours.
+func (t *Tables) freeExtent(e extent) {
+	t.free = append(t.free, e)
+	// Sorted by first, then adjacent extents merged.
+	for i := len(t.free) - 1; i > 0 && t.free[i].first < t.free[i-1].first; i-- {
+		t.free[i], t.free[i-1] = t.free[i-1], t.free[i]
+	}
+	out := t.free[:0]
+	for _, f := range t.free {
+		if n := len(out); n > 0 && out[n-1].first+out[n-1].count == f.first {
+			out[n-1].count += f.count
+			continue
+		}
+		out = append(out, f)
+	}
+	t.free = out
+	if n := len(t.free); n > 0 && t.free[n-1].first+t.free[n-1].count == t.next {
+		t.next = t.free[n-1].first
+		t.free = t.free[:n-1]
+	}
+}
+
+func (t *Tables) inUse() int {
+	n := 0
+	for _, o := range t.loaded {
+		n += int(o.ext.count)
+	}
+	return n
+}
