@@ -124,22 +124,18 @@ type KeyedEntry struct {
 	Count  uint64
 }
 
-// Keyed returns the entries of KeyedMap, summed over the CPUs, in the
-// map's order.
+// Keyed returns the entries of KeyedMap, in the map's order.
 func (o *Objects) Keyed() ([]KeyedEntry, error) {
 	var out []KeyedEntry
 	var k aggKey
-	var per []uint64
+	var c uint64
 	it := o.KeyedMap.Iterate()
-	for it.Next(&k, &per) {
+	for it.Next(&k, &c) {
 		if k.Bucket >= NumBuckets {
 			return nil, fmt.Errorf("record: keyed entry of bucket %d, want below %d", k.Bucket, NumBuckets)
 		}
 		e := KeyedEntry{Key: Key{Probe: k.Probe, Nums: k.Nums, Comm: cString(k.Comm[:]), Str: cString(k.Str[:]),
-			Stack: k.Stack, StackPID: k.StackPID, Caller: k.Caller}, Bucket: int(k.Bucket)}
-		for _, c := range per {
-			e.Count += c
-		}
+			Stack: k.Stack, StackPID: k.StackPID, Caller: k.Caller}, Bucket: int(k.Bucket), Count: c}
 		out = append(out, e)
 	}
 	if err := it.Err(); err != nil {

@@ -71,7 +71,7 @@ const (
 )
 
 // MaxCounted is how many probe indexes ModeCount counts (the size of the
-// per-CPU counts array; TRACE_MAX_COUNTED in trace.c). A hit of a probe
+// counts array; TRACE_MAX_COUNTED in trace.c). A hit of a probe
 // past it counts in Dropped.
 const MaxCounted = 8192
 
@@ -107,19 +107,15 @@ func BucketRange(b int) (low int64, high uint64) {
 type Histogram [NumBuckets]uint64
 
 // Counts returns the hits of probe indexes 0 to n-1 (n at most
-// MaxCounted), summed over the CPUs.
+// MaxCounted).
 func (o *Objects) Counts(n int) ([]uint64, error) {
 	if n > MaxCounted {
 		return nil, fmt.Errorf("record: %d probes counted, at most %d", n, MaxCounted)
 	}
 	out := make([]uint64, n)
-	var per []uint64
 	for i := range n {
-		if err := o.CountsMap.Lookup(uint32(i), &per); err != nil {
+		if err := o.CountsMap.Lookup(uint32(i), &out[i]); err != nil {
 			return nil, fmt.Errorf("read the count of probe %d: %w", i, err)
-		}
-		for _, c := range per {
-			out[i] += c
 		}
 	}
 	return out, nil
@@ -130,20 +126,18 @@ type histKey struct {
 	Probe, Bucket uint32
 }
 
-// Histograms returns the histograms of probe indexes 0 to n-1, summed
-// over the CPUs; a probe without hits has an all-zero histogram.
+// Histograms returns the histograms of probe indexes 0 to n-1; a probe
+// without hits has an all-zero histogram.
 func (o *Objects) Histograms(n int) ([]Histogram, error) {
 	out := make([]Histogram, n)
 	var k histKey
-	var per []uint64
+	var c uint64
 	it := o.HistMap.Iterate()
-	for it.Next(&k, &per) {
+	for it.Next(&k, &c) {
 		if int(k.Probe) >= n || k.Bucket >= NumBuckets {
 			return nil, fmt.Errorf("record: histogram entry of probe %d bucket %d, want below %d and %d", k.Probe, k.Bucket, n, NumBuckets)
 		}
-		for _, c := range per {
-			out[k.Probe][k.Bucket] += c
-		}
+		out[k.Probe][k.Bucket] += c
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read the histograms: %w", err)

@@ -448,19 +448,27 @@ volatile const __u32 probekit_trace_mode = TRACE_EVENTS;
  * load. */
 volatile const __u32 probekit_trace_hist_val = 0;
 
-/* TRACE_COUNT: hits per probe index, per CPU (no atomic add shared
- * between CPUs). 8192 probes is 64 KiB per CPU; uprobe:libc.so.6:* is
- * about 2,600 probes. Keep in sync with MaxCounted in traceprog.go. */
+/* The counters of the aggregating modes (counts, hist, keyed) are one
+ * value for all CPUs, added to atomically, not per-CPU values: a per-CPU
+ * value is in the per-CPU area, away from the map's own memory, and
+ * reaching it cost a hit more than the atomic add (BenchmarkTraceCount:
+ * about 80 ns of a 260 ns count, on a virtual machine where a uprobe's
+ * trap leaves the TLB cold). Hits of the same key on two CPUs at once
+ * share the value's cache line. */
+
+/* TRACE_COUNT: hits per probe index. 8192 probes is 64 KiB;
+ * uprobe:libc.so.6:* is about 2,600 probes. Keep in sync with MaxCounted
+ * in record.go. */
 #define TRACE_MAX_COUNTED 8192
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, TRACE_MAX_COUNTED);
 	__type(key, __u32);
 	__type(value, __u64);
 } counts SEC(".maps");
 
-/* TRACE_HIST: hits per (probe index, log2 bucket), per CPU. Bucket 0
+/* TRACE_HIST: hits per (probe index, log2 bucket). Bucket 0
  * holds negative values, 1 zero, k + 2 the values in [2^k, 2^(k+1)) for
  * k from 0 to 62: 65 buckets (NumBuckets in traceprog.go).
  * A value rarely spans more than 20 buckets: 4096 entries hold a few
@@ -473,7 +481,7 @@ struct hist_key {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, TRACE_HIST_ENTRIES);
 	__type(key, struct hist_key);
 	__type(value, __u64);
@@ -575,12 +583,12 @@ struct agg_key {
 	__u64 caller;
 };
 
-/* TRACE_COUNT and TRACE_HIST with keys: hits per key, per CPU. A hit
+/* TRACE_COUNT and TRACE_HIST with keys: hits per key. A hit
  * that finds the map full counts in key_overflow. */
 #define TRACE_KEYED_ENTRIES 10240
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, TRACE_KEYED_ENTRIES);
 	__type(key, struct agg_key);
 	__type(value, __u64);
@@ -705,27 +713,41 @@ static __noinline int aggregate_keyed(struct pt_regs *ctx, int func, __u64 cooki
 
 /* ---- End of keyed aggregation. ---- */
 
-/* Counts a hit in counts or hist; nothing goes to the ring. */
-static __always_inline int aggregate(struct pt_regs *ctx, int func)
+/* Whether a key part is the probe index. Only then does a keyed hit of
+ * a USDT location need its spec (a function probe's index is in its
+ * cookie); the verifier folds this to a constant. */
+static __always_inline int key_has_probe(void)
+{
+	__u64 spec = probekit_trace_key_spec;
+
+#pragma unroll
+	for (int i = 0; i < TRACE_MAX_KEYS; i++)
+		if (((spec >> (8 * i + 4)) & 0xf) == KEY_PROBE)
+			return 1;
+	return 0;
+}
+
+/* Counts a hit in counts or hist; nothing goes to the ring. cookie: a
+ * function probe's (func), unused for a USDT location. */
+static __always_inline int aggregate(struct pt_regs *ctx, int func, __u64 cookie)
 {
 	struct __bpf_usdt_spec *spec;
 	struct hist_key key;
-	__u64 cookie, one = 1, *n;
-	__u32 probe;
+	__u64 one = 1, *n;
+	__u32 probe = 0;
 	__s64 v = 0;
 	int ok;
 
 	if (func) {
-		cookie = func_cookie(ctx);
 		probe = (__u32)cookie;
-	} else {
+	} else if (!probekit_trace_key_spec || key_has_probe()) {
 		spec = __bpf_usdt_spec(ctx);
 		if (!spec)
 			return 0;
 		probe = (__u32)spec->usdt_cookie;
 	}
 	if (probekit_trace_key_spec && probekit_trace_mode == TRACE_COUNT)
-		return aggregate_keyed(ctx, func, func ? cookie : 0, probe, 0);
+		return aggregate_keyed(ctx, func, cookie, probe, 0);
 	if (probekit_trace_mode == TRACE_COUNT) {
 		n = bpf_map_lookup_elem(&counts, &probe);
 		if (n)
@@ -743,7 +765,7 @@ static __always_inline int aggregate(struct pt_regs *ctx, int func)
 		return 0;
 	}
 	if (probekit_trace_key_spec)
-		return aggregate_keyed(ctx, func, func ? cookie : 0, probe, hist_bucket(v));
+		return aggregate_keyed(ctx, func, cookie, probe, hist_bucket(v));
 	key.probe = probe;
 	key.bucket = hist_bucket(v);
 	n = bpf_map_lookup_elem(&hist, &key);
@@ -751,8 +773,8 @@ static __always_inline int aggregate(struct pt_regs *ctx, int func)
 		__sync_fetch_and_add(n, 1);
 		return 0;
 	}
-	/* A program that preempted this one on this CPU may have added the
-	 * key since the lookup: then add to its entry. */
+	/* A program on another CPU, or one that preempted this one, may
+	 * have added the key since the lookup: then add to its entry. */
 	if (bpf_map_update_elem(&hist, &key, &one, BPF_NOEXIST)) {
 		n = bpf_map_lookup_elem(&hist, &key);
 		if (n)
@@ -1042,9 +1064,9 @@ static __always_inline int lat_bump(void *map, void *key)
 		__sync_fetch_and_add(n, 1);
 		return 1;
 	}
-	/* A program that preempted this one on this CPU may have added the
-	 * key since the lookup: NOEXIST fails then, and the lookup finds
-	 * its entry. */
+	/* A program on another CPU, or one that preempted this one, may
+	 * have added the key since the lookup: NOEXIST fails then, and the
+	 * lookup finds its entry. */
 	if (!bpf_map_update_elem(map, key, &one, BPF_NOEXIST))
 		return 1;
 	n = bpf_map_lookup_elem(map, key);
@@ -1254,7 +1276,7 @@ int trace_usdt(struct pt_regs *ctx)
 	if (probekit_trace_nterms && !filter_pass(ctx, 0, 0))
 		return 0;
 	if (probekit_trace_mode != TRACE_EVENTS)
-		return aggregate(ctx, 0);
+		return aggregate(ctx, 0, 0);
 	return submit(ctx, 0);
 }
 
@@ -1272,6 +1294,6 @@ int trace_func(struct pt_regs *ctx)
 	if (probekit_trace_nterms && !filter_pass(ctx, 1, cookie))
 		return 0;
 	if (probekit_trace_mode != TRACE_EVENTS)
-		return aggregate(ctx, 1);
+		return aggregate(ctx, 1, cookie);
 	return submit(ctx, 1);
 }
