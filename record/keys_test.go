@@ -26,8 +26,8 @@ func TestFilterTermLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := spec.Maps["filter_terms"]
-	if m == nil || int(m.ValueSize) != binary.Size(filterTerm{}) || m.MaxEntries != MaxFilterTerms {
-		t.Fatalf("filter_terms map %+v, want value size %d and %d entries", m, binary.Size(filterTerm{}), MaxFilterTerms)
+	v := spec.Variables[TermsName]
+	if want := binary.Size([MaxFilterTerms]filterTerm{}); v == nil || int(v.Size()) != want {
+		t.Fatalf("%s %+v, want %d bytes", TermsName, v, want)
 	}
 }

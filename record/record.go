@@ -50,6 +50,9 @@ const (
 	// NTermsName is the constant holding how many filter terms apply
 	// (see SetFilter).
 	NTermsName = "probekit_trace_nterms"
+	// TermsName is the constant holding the filter's terms (see
+	// SetFilter).
+	TermsName = "probekit_trace_terms"
 )
 
 // Mode is what the programs do with a hit (enum trace_mode of trace.c).
@@ -468,8 +471,6 @@ type Objects struct {
 	// SetKeys, Keyed); KeyOverflow a one-slot array counting the hits it
 	// had no room for (KeyOverflowCount).
 	KeyedMap, KeyOverflow *ebpf.Map
-	// FilterMap holds the filter's terms (see SetFilter).
-	FilterMap *ebpf.Map
 	// LatStacks, LatKeys and LatLost are ModeLatency's: the threads'
 	// stacks of open starts, the keys of their frames (with SetKeys) and
 	// the counts of hits not timed (see LatencyLost).
@@ -506,7 +507,6 @@ type loadTarget struct {
 	Hist        *ebpf.Map `ebpf:"hist"`
 	Keyed       *ebpf.Map `ebpf:"keyed"`
 	KeyOverflow *ebpf.Map `ebpf:"key_overflow"`
-	Filter      *ebpf.Map `ebpf:"filter_terms"`
 	LatStacks   *ebpf.Map `ebpf:"lat_stacks"`
 	LatKeys     *ebpf.Map `ebpf:"lat_keys"`
 	LatLost     *ebpf.Map `ebpf:"lat_lost"`
@@ -535,7 +535,7 @@ type loadBoth struct {
 // Close releases the program and the maps.
 func (o *Objects) Close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.FilterMap, o.LatStacks, o.LatKeys, o.LatLost, o.StackMap, o.Specs, o.IPToSpecID, o.FuncIPs} {
+	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.LatStacks, o.LatKeys, o.LatLost, o.StackMap, o.Specs, o.IPToSpecID, o.FuncIPs} {
 		errs = append(errs, c.Close()) // nil *Program and *Map close as nothing
 	}
 	return errors.Join(errs...)
@@ -621,7 +621,7 @@ func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
 func (o *Objects) setMaps(l loadTarget) {
 	o.Events, o.Dropped, o.Scratch = l.Events, l.Dropped, l.Scratch
 	o.CountsMap, o.HistMap = l.Counts, l.Hist
-	o.KeyedMap, o.KeyOverflow, o.FilterMap = l.Keyed, l.KeyOverflow, l.Filter
+	o.KeyedMap, o.KeyOverflow = l.Keyed, l.KeyOverflow
 	o.LatStacks, o.LatKeys, o.LatLost = l.LatStacks, l.LatKeys, l.LatLost
 	o.StackMap = l.Stacks
 }

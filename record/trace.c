@@ -786,7 +786,10 @@ static __always_inline int aggregate(struct pt_regs *ctx, int func, __u64 cookie
 }
 
 /* ---- Filters (probekit trace --filter): a table of terms evaluated
- * before a hit is sent or counted. ---- */
+ * before a hit is sent or counted. The table is a constant set before
+ * load, so the verifier knows each term's field, operator and operands
+ * and keeps only the code they take: a term is a few instructions, and
+ * a hit reads only what the terms compare. ---- */
 
 /* At most TRACE_MAX_TERMS terms; strings compared over at most
  * TRACE_KEY_STR_LEN - 1 bytes. */
@@ -825,20 +828,17 @@ struct filter_term {
 	char str[TRACE_KEY_STR_LEN];
 };
 
-/* How many terms of filter_terms apply; 0: every hit passes. Set before
- * load. */
+/* How many terms of probekit_trace_terms apply; 0: every hit passes.
+ * Set before load. */
 volatile const __u32 probekit_trace_nterms = 0;
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, TRACE_MAX_TERMS);
-	__type(key, __u32);
-	__type(value, struct filter_term);
-} filter_terms SEC(".maps");
+/* The terms. Set before load. */
+volatile const struct filter_term probekit_trace_terms[TRACE_MAX_TERMS] = {};
 
 /* Whether the hit satisfies t. A value that cannot be read satisfies no
  * term. */
-static __noinline int filter_term_ok(struct pt_regs *ctx, int func, __u64 cookie, struct filter_term *t)
+static __noinline int filter_term_ok(struct pt_regs *ctx, int func, __u64 cookie,
+				     const volatile struct filter_term *t)
 {
 	char buf[TRACE_KEY_STR_LEN] = {};
 	__s64 v = 0;
@@ -907,19 +907,14 @@ static __noinline int filter_pass(struct pt_regs *ctx, int func, __u64 cookie)
 {
 	int group = 1;
 
-	/* Unrolled: the key is a constant per term (a loop counter spilled
-	 * for the lookup's key pointer makes the verifier see the same state
-	 * on each pass and report an infinite loop). */
+	/* Unrolled: each term is at a constant offset, which the verifier
+	 * needs to know its contents. */
 #pragma unroll
 	for (__u32 i = 0; i < TRACE_MAX_TERMS; i++) {
-		struct filter_term *t;
-		__u32 key = i;
+		const volatile struct filter_term *t = &probekit_trace_terms[i];
 
 		if (i >= probekit_trace_nterms)
 			break;
-		t = bpf_map_lookup_elem(&filter_terms, &key);
-		if (!t)
-			return 0;
 		if (group)
 			group = filter_term_ok(ctx, func, cookie, t);
 		if (t->or_after) {
