@@ -451,10 +451,10 @@ volatile const __u32 probekit_trace_hist_val = 0;
 /* The counters of the aggregating modes (counts, hist, keyed) are one
  * value for all CPUs, added to atomically, not per-CPU values: a per-CPU
  * value is in the per-CPU area, away from the map's own memory, and
- * reaching it cost a hit more than the atomic add (BenchmarkTraceCount:
- * about 80 ns of a 260 ns count, on a virtual machine where a uprobe's
- * trap leaves the TLB cold). Hits of the same key on two CPUs at once
- * share the value's cache line. */
+ * reaching it cost a hit more than the atomic add does (in
+ * BenchmarkTraceCount's prog-ns, about 80 of a --count hit's 260 ns on a
+ * 2-CPU virtual machine). Hits of the same key on two CPUs at once share
+ * the value's cache line. */
 
 /* TRACE_COUNT: hits per probe index. 8192 probes is 64 KiB;
  * uprobe:libc.so.6:* is about 2,600 probes. Keep in sync with MaxCounted
@@ -787,9 +787,9 @@ static __always_inline int aggregate(struct pt_regs *ctx, int func, __u64 cookie
 
 /* ---- Filters (probekit trace --filter): a table of terms evaluated
  * before a hit is sent or counted. The table is a constant set before
- * load, so the verifier knows each term's field, operator and operands
- * and keeps only the code they take: a term is a few instructions, and
- * a hit reads only what the terms compare. ---- */
+ * load: the verifier knows each term's field, operator and operands,
+ * and drops the code that no term takes; a hit reads only what its terms
+ * compare, and no map for the terms. ---- */
 
 /* At most TRACE_MAX_TERMS terms; strings compared over at most
  * TRACE_KEY_STR_LEN - 1 bytes. */
