@@ -593,6 +593,9 @@ func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
 	if err := sizeLatencyMaps(spec); err != nil {
 		return nil, err
 	}
+	// A copy: the caller may set other values and load spec again.
+	spec = spec.Copy()
+	inlineConstants(spec)
 	switch which {
 	case USDTProgram:
 		var l loadUSDT
