@@ -15,8 +15,8 @@ func TestAggKeyLayout(t *testing.T) {
 	if m == nil || int(m.KeySize) != binary.Size(aggKey{}) || m.MaxEntries != MaxKeyed {
 		t.Fatalf("keyed map %+v, want key size %d and %d entries", m, binary.Size(aggKey{}), MaxKeyed)
 	}
-	if m.KeySize != 136 {
-		t.Errorf("key size %d, want 136", m.KeySize)
+	if m.KeySize != 136 || aggKeySize != 136 {
+		t.Errorf("key size %d (aggKeySize %d), want 136", m.KeySize, aggKeySize)
 	}
 }
 

@@ -567,12 +567,16 @@ enum key_kind {
  * Set before load. */
 volatile const __u64 probekit_trace_key_spec = 0;
 
-/* Keep in sync with aggKey in record.go. */
+/* Keep in sync with aggKey in keys.go. The keyed map's key is the
+ * first bytes of it, up to the last field the parts use (SetKeys sets
+ * the map's key size; the hash and compare of a lookup are over those
+ * bytes only): the fields are in the order of the parts that fill
+ * them, the short and frequent first. */
 struct agg_key {
 	__u32 probe;	/* the probe index with a KEY_PROBE part, else 0 */
 	__u32 bucket;	/* the log2 bucket in TRACE_HIST, else 0 */
-	__s64 nums[TRACE_MAX_KEYS];	/* part n's number (arg, pid, tid) */
 	char comm[TRACE_COMM_LEN];
+	__s64 nums[TRACE_MAX_KEYS];	/* part n's number (arg, pid, tid) */
 	char str[TRACE_KEY_STR_LEN];
 	/* KEY_STACK: bpf_get_stackid's id (negative: its error, the stack
 	 * unread), the process whose addresses they are, and the return

@@ -17,8 +17,8 @@ type traceAggKey struct {
 	_        structs.HostLayout
 	Probe    uint32
 	Bucket   uint32
-	Nums     [4]int64
 	Comm     [16]int8
+	Nums     [4]int64
 	Str      [64]int8
 	Stack    int32
 	StackPid uint32
