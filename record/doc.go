@@ -27,9 +27,10 @@
 // KindUprobe, KindUretprobe).
 //
 // With SetMode, the programs send nothing: ModeCount adds each hit to its
-// probe index's slot of a per-CPU array (Counts), ModeHist to a log2
-// bucket (Bucket, BucketRange) of one of its values in a per-CPU hash
-// (Histograms). With SetKeys they count per key tuple instead (Keyed).
+// probe index's slot of an array (Counts), ModeHist to a log2 bucket
+// (Bucket, BucketRange) of one of its values in a hash (Histograms),
+// each counter one value for all CPUs, added to atomically. With
+// SetKeys they count per key tuple instead (Keyed).
 //
 // ModeLatency times pairs of hits: a hit of a probe whose cookie has
 // LatencyEnd set ends its thread's latest open start, and the

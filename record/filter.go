@@ -55,7 +55,8 @@ type FilterTerm struct {
 	Str     string
 }
 
-// filterTerm is struct filter_term of trace.c.
+// filterTerm is struct filter_term of trace.c; TermsName is an array of
+// MaxFilterTerms of them.
 type filterTerm struct {
 	Field, Op, Val, OrAfter uint8
 	Len                     uint32
@@ -71,11 +72,7 @@ func SetFilter(spec *ebpf.CollectionSpec, terms []FilterTerm) error {
 	if len(terms) > MaxFilterTerms {
 		return fmt.Errorf("record: %d filter terms, at most %d", len(terms), MaxFilterTerms)
 	}
-	m := spec.Maps["filter_terms"]
-	if m == nil {
-		return fmt.Errorf("record: no filter_terms map")
-	}
-	m.Contents = nil
+	var table [MaxFilterTerms]filterTerm
 	for i, t := range terms {
 		str := t.Field == FilterStr || t.Field == FilterComm
 		switch {
@@ -89,7 +86,10 @@ func SetFilter(spec *ebpf.CollectionSpec, terms []FilterTerm) error {
 			ft.OrAfter = 1
 		}
 		copy(ft.Str[:], t.Str)
-		m.Contents = append(m.Contents, ebpf.MapKV{Key: uint32(i), Value: ft})
+		table[i] = ft
+	}
+	if err := spec.Variables[TermsName].Set(table); err != nil {
+		return fmt.Errorf("set %s: %w", TermsName, err)
 	}
 	if err := spec.Variables[NTermsName].Set(uint32(len(terms))); err != nil {
 		return fmt.Errorf("set %s: %w", NTermsName, err)

@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -68,7 +69,7 @@ func SetKeys(spec *ebpf.CollectionSpec, parts []KeyPart) error {
 		return fmt.Errorf("record: %d key parts, at most %d", len(parts), MaxKeys)
 	}
 	var v uint64
-	strs := 0
+	strs, size := 0, keyCommOff
 	for i, p := range parts {
 		if p.Kind < KeyArg || p.Kind > KeyStack || p.Val < 0 || p.Val >= MaxArgs {
 			return fmt.Errorf("record: key part %d: kind %d, value %d", i, p.Kind, p.Val)
@@ -79,25 +80,61 @@ func SetKeys(spec *ebpf.CollectionSpec, parts []KeyPart) error {
 			}
 		}
 		v |= uint64(p.Kind)<<4<<(8*i) | uint64(p.Val)<<(8*i)
-		if p.Kind == KeyStack {
+		end := keyNumsOff + 8*(i+1)
+		switch p.Kind {
+		case KeyComm:
+			end = keyNumsOff
+		case KeyProbe:
+			end = keyCommOff
+		case KeyStr:
+			end = keyStackOff
+		case KeyStack:
+			end = aggKeySize
 			spec.Maps[StackMapName].MaxEntries = MaxStacks
 		}
+		size = max(size, end)
 	}
 	if err := spec.Variables[KeySpecName].Set(v); err != nil {
 		return fmt.Errorf("set %s: %w", KeySpecName, err)
 	}
+	// The key is the bytes of agg_key up to the last field used (see
+	// trace.c); its size is no BTF type's.
+	m := spec.Maps["keyed"]
+	m.KeySize, m.Key, m.Value = uint32(size), nil, nil
 	return nil
 }
 
-// aggKey is struct agg_key of trace.c.
+// aggKey is struct agg_key of trace.c, which has no padding: its fields
+// back to back (encoding/binary's layout) are its bytes.
 type aggKey struct {
 	Probe, Bucket uint32
-	Nums          [MaxKeys]int64
 	Comm          [16]byte
+	Nums          [MaxKeys]int64
 	Str           [KeyStrLen]byte
 	Stack         int32
 	StackPID      uint32
 	Caller        uint64
+}
+
+// Offsets in agg_key of the fields after probe and bucket.
+const (
+	keyCommOff  = 8
+	keyNumsOff  = keyCommOff + 16
+	keyStrOff   = keyNumsOff + 8*MaxKeys
+	keyStackOff = keyStrOff + KeyStrLen
+	aggKeySize  = keyStackOff + 16
+)
+
+// UnmarshalBinary decodes a key of KeyedMap: the first bytes of an
+// agg_key, the rest 0.
+func (k *aggKey) UnmarshalBinary(b []byte) error {
+	if len(b) > aggKeySize {
+		return fmt.Errorf("record: keyed map key of %d bytes, at most %d", len(b), aggKeySize)
+	}
+	var full [aggKeySize]byte
+	copy(full[:], b)
+	_, err := binary.Decode(full[:], binary.NativeEndian, k)
+	return err
 }
 
 // Key is one key tuple of a keyed count or histogram: the fields its
@@ -124,22 +161,18 @@ type KeyedEntry struct {
 	Count  uint64
 }
 
-// Keyed returns the entries of KeyedMap, summed over the CPUs, in the
-// map's order.
+// Keyed returns the entries of KeyedMap, in the map's order.
 func (o *Objects) Keyed() ([]KeyedEntry, error) {
 	var out []KeyedEntry
 	var k aggKey
-	var per []uint64
+	var c uint64
 	it := o.KeyedMap.Iterate()
-	for it.Next(&k, &per) {
+	for it.Next(&k, &c) {
 		if k.Bucket >= NumBuckets {
 			return nil, fmt.Errorf("record: keyed entry of bucket %d, want below %d", k.Bucket, NumBuckets)
 		}
 		e := KeyedEntry{Key: Key{Probe: k.Probe, Nums: k.Nums, Comm: cString(k.Comm[:]), Str: cString(k.Str[:]),
-			Stack: k.Stack, StackPID: k.StackPID, Caller: k.Caller}, Bucket: int(k.Bucket)}
-		for _, c := range per {
-			e.Count += c
-		}
+			Stack: k.Stack, StackPID: k.StackPID, Caller: k.Caller}, Bucket: int(k.Bucket), Count: c}
 		out = append(out, e)
 	}
 	if err := it.Err(); err != nil {

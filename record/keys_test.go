@@ -15,8 +15,8 @@ func TestAggKeyLayout(t *testing.T) {
 	if m == nil || int(m.KeySize) != binary.Size(aggKey{}) || m.MaxEntries != MaxKeyed {
 		t.Fatalf("keyed map %+v, want key size %d and %d entries", m, binary.Size(aggKey{}), MaxKeyed)
 	}
-	if m.KeySize != 136 {
-		t.Errorf("key size %d, want 136", m.KeySize)
+	if m.KeySize != 136 || aggKeySize != 136 {
+		t.Errorf("key size %d (aggKeySize %d), want 136", m.KeySize, aggKeySize)
 	}
 }
 
@@ -26,8 +26,47 @@ func TestFilterTermLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := spec.Maps["filter_terms"]
-	if m == nil || int(m.ValueSize) != binary.Size(filterTerm{}) || m.MaxEntries != MaxFilterTerms {
-		t.Fatalf("filter_terms map %+v, want value size %d and %d entries", m, binary.Size(filterTerm{}), MaxFilterTerms)
+	v := spec.Variables[TermsName]
+	if want := binary.Size([MaxFilterTerms]filterTerm{}); v == nil || int(v.Size()) != want {
+		t.Fatalf("%s %+v, want %d bytes", TermsName, v, want)
+	}
+}
+
+// SetKeys sizes the keyed map's key to the fields its parts use, and
+// aggKey decodes such a short key with the rest 0.
+func TestKeySize(t *testing.T) {
+	for _, c := range []struct {
+		parts []KeyPart
+		want  uint32
+	}{
+		{[]KeyPart{{Kind: KeyProbe}}, 8},
+		{[]KeyPart{{Kind: KeyComm}}, 24},
+		{[]KeyPart{{Kind: KeyPID}, {Kind: KeyComm}}, 32},
+		{[]KeyPart{{Kind: KeyComm}, {Kind: KeyProbe}, {Kind: KeyTID}, {Kind: KeyArg, Val: 5}}, 56},
+		{[]KeyPart{{Kind: KeyStr, Val: 1}}, 120},
+		{[]KeyPart{{Kind: KeyStack}, {Kind: KeyComm}}, 136},
+	} {
+		spec, err := Spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := SetKeys(spec, c.parts); err != nil {
+			t.Fatal(err)
+		}
+		if got := spec.Maps["keyed"].KeySize; got != c.want {
+			t.Errorf("%v: key size %d, want %d", c.parts, got, c.want)
+		}
+	}
+	b := make([]byte, 32)
+	b[0], b[4], b[8], b[9], b[24] = 7, 3, 'h', 'i', 42
+	var k aggKey
+	if err := k.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if k.Probe != 7 || k.Bucket != 3 || cString(k.Comm[:]) != "hi" || k.Nums != [MaxKeys]int64{42} || k.Caller != 0 {
+		t.Errorf("decoded %+v", k)
+	}
+	if err := k.UnmarshalBinary(make([]byte, aggKeySize+1)); err == nil {
+		t.Error("a key longer than agg_key decoded")
 	}
 }

@@ -130,7 +130,7 @@ type KeyedHistogram struct {
 }
 
 // KeyedHistograms returns KeyedMap's entries as one histogram per key,
-// summed over the CPUs, in the order the map yields the keys.
+// in the order the map yields the keys.
 func (o *Objects) KeyedHistograms() ([]KeyedHistogram, error) {
 	entries, err := o.Keyed()
 	if err != nil {

@@ -18,6 +18,22 @@ const modeEventsWakeup Mode = 99
 // filter: every part of its start's code live.
 const modeLatencyKeyed Mode = 98
 
+// modeCountFiltered is ModeCount with keys and a filter of
+// MaxFilterTerms terms, of every field and every operator: the most
+// filter code the verifier keeps.
+const modeCountFiltered Mode = 97
+
+var everyTerm = []FilterTerm{
+	{Field: FilterStr, Op: FilterPrefix, Val: 0, Str: "x"},
+	{Field: FilterArg, Op: FilterGT, Val: 3, Num: 1},
+	{Field: FilterPID, Op: FilterNE, Num: 1, OrAfter: true},
+	{Field: FilterComm, Op: FilterEQ, Str: "y"},
+	{Field: FilterTID, Op: FilterLE, Num: -1},
+	{Field: FilterStr, Op: FilterNotPrefix, Val: 1, Str: "abc"},
+	{Field: FilterArg, Op: FilterLT, Val: 11, Num: 5, OrAfter: true},
+	{Field: FilterComm, Op: FilterNE, Str: "a-name-of-15-ch"},
+}
+
 // Every combination of the choices made before load verifies on the
 // running kernel: program (USDT, function), spec ids by cookie or IP
 // map (a USDT spec's, a function probe's FuncIPs entry), stack on or off, strings read or not, mode. The verifier of each
@@ -33,7 +49,7 @@ func TestLoadEveryMode(t *testing.T) {
 	for _, which := range []Programs{USDTProgram, FuncProgram} {
 		for _, cookie := range []bool{true, false} {
 			for _, stack := range []bool{false, true} {
-				for _, mode := range []Mode{ModeEvents, ModeCount, ModeHist, ModeLatency, modeEventsWakeup, modeLatencyKeyed} {
+				for _, mode := range []Mode{ModeEvents, ModeCount, ModeHist, ModeLatency, modeEventsWakeup, modeLatencyKeyed, modeCountFiltered} {
 					name := fmt.Sprintf("prog%d/cookie=%v/stack=%v/mode%d", which, cookie, stack, mode)
 					t.Run(name, func(t *testing.T) {
 						if cookie {
@@ -65,6 +81,16 @@ func TestLoadEveryMode(t *testing.T) {
 								t.Fatal(err)
 							}
 							if err := SetFilter(spec, []FilterTerm{{Field: FilterStr, Op: FilterPrefix, Val: 0, Str: "x"}, {Field: FilterArg, Op: FilterGT, Val: 3, Num: 1, OrAfter: true}, {Field: FilterComm, Op: FilterEQ, Str: "y"}}); err != nil {
+								t.Fatal(err)
+							}
+						} else if mode == modeCountFiltered {
+							if err := SetMode(spec, ModeCount, 0); err != nil {
+								t.Fatal(err)
+							}
+							if err := SetKeys(spec, []KeyPart{{Kind: KeyStr, Val: 2}, {Kind: KeyArg, Val: 1}, {Kind: KeyComm}, {Kind: KeyProbe}}); err != nil {
+								t.Fatal(err)
+							}
+							if err := SetFilter(spec, everyTerm); err != nil {
 								t.Fatal(err)
 							}
 						} else if err := SetMode(spec, mode, 1); err != nil {

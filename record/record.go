@@ -50,6 +50,9 @@ const (
 	// NTermsName is the constant holding how many filter terms apply
 	// (see SetFilter).
 	NTermsName = "probekit_trace_nterms"
+	// TermsName is the constant holding the filter's terms (see
+	// SetFilter).
+	TermsName = "probekit_trace_terms"
 )
 
 // Mode is what the programs do with a hit (enum trace_mode of trace.c).
@@ -71,7 +74,7 @@ const (
 )
 
 // MaxCounted is how many probe indexes ModeCount counts (the size of the
-// per-CPU counts array; TRACE_MAX_COUNTED in trace.c). A hit of a probe
+// counts array; TRACE_MAX_COUNTED in trace.c). A hit of a probe
 // past it counts in Dropped.
 const MaxCounted = 8192
 
@@ -107,19 +110,15 @@ func BucketRange(b int) (low int64, high uint64) {
 type Histogram [NumBuckets]uint64
 
 // Counts returns the hits of probe indexes 0 to n-1 (n at most
-// MaxCounted), summed over the CPUs.
+// MaxCounted).
 func (o *Objects) Counts(n int) ([]uint64, error) {
 	if n > MaxCounted {
 		return nil, fmt.Errorf("record: %d probes counted, at most %d", n, MaxCounted)
 	}
 	out := make([]uint64, n)
-	var per []uint64
 	for i := range n {
-		if err := o.CountsMap.Lookup(uint32(i), &per); err != nil {
+		if err := o.CountsMap.Lookup(uint32(i), &out[i]); err != nil {
 			return nil, fmt.Errorf("read the count of probe %d: %w", i, err)
-		}
-		for _, c := range per {
-			out[i] += c
 		}
 	}
 	return out, nil
@@ -130,20 +129,18 @@ type histKey struct {
 	Probe, Bucket uint32
 }
 
-// Histograms returns the histograms of probe indexes 0 to n-1, summed
-// over the CPUs; a probe without hits has an all-zero histogram.
+// Histograms returns the histograms of probe indexes 0 to n-1; a probe
+// without hits has an all-zero histogram.
 func (o *Objects) Histograms(n int) ([]Histogram, error) {
 	out := make([]Histogram, n)
 	var k histKey
-	var per []uint64
+	var c uint64
 	it := o.HistMap.Iterate()
-	for it.Next(&k, &per) {
+	for it.Next(&k, &c) {
 		if int(k.Probe) >= n || k.Bucket >= NumBuckets {
 			return nil, fmt.Errorf("record: histogram entry of probe %d bucket %d, want below %d and %d", k.Probe, k.Bucket, n, NumBuckets)
 		}
-		for _, c := range per {
-			out[k.Probe][k.Bucket] += c
-		}
+		out[k.Probe][k.Bucket] += c
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read the histograms: %w", err)
@@ -474,8 +471,6 @@ type Objects struct {
 	// SetKeys, Keyed); KeyOverflow a one-slot array counting the hits it
 	// had no room for (KeyOverflowCount).
 	KeyedMap, KeyOverflow *ebpf.Map
-	// FilterMap holds the filter's terms (see SetFilter).
-	FilterMap *ebpf.Map
 	// LatStacks, LatKeys and LatLost are ModeLatency's: the threads'
 	// stacks of open starts, the keys of their frames (with SetKeys) and
 	// the counts of hits not timed (see LatencyLost).
@@ -512,7 +507,6 @@ type loadTarget struct {
 	Hist        *ebpf.Map `ebpf:"hist"`
 	Keyed       *ebpf.Map `ebpf:"keyed"`
 	KeyOverflow *ebpf.Map `ebpf:"key_overflow"`
-	Filter      *ebpf.Map `ebpf:"filter_terms"`
 	LatStacks   *ebpf.Map `ebpf:"lat_stacks"`
 	LatKeys     *ebpf.Map `ebpf:"lat_keys"`
 	LatLost     *ebpf.Map `ebpf:"lat_lost"`
@@ -541,7 +535,7 @@ type loadBoth struct {
 // Close releases the program and the maps.
 func (o *Objects) Close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.FilterMap, o.LatStacks, o.LatKeys, o.LatLost, o.StackMap, o.Specs, o.IPToSpecID, o.FuncIPs} {
+	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.LatStacks, o.LatKeys, o.LatLost, o.StackMap, o.Specs, o.IPToSpecID, o.FuncIPs} {
 		errs = append(errs, c.Close()) // nil *Program and *Map close as nothing
 	}
 	return errors.Join(errs...)
@@ -599,6 +593,9 @@ func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
 	if err := sizeLatencyMaps(spec); err != nil {
 		return nil, err
 	}
+	// A copy: the caller may set other values and load spec again.
+	spec = spec.Copy()
+	inlineConstants(spec)
 	switch which {
 	case USDTProgram:
 		var l loadUSDT
@@ -627,7 +624,7 @@ func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
 func (o *Objects) setMaps(l loadTarget) {
 	o.Events, o.Dropped, o.Scratch = l.Events, l.Dropped, l.Scratch
 	o.CountsMap, o.HistMap = l.Counts, l.Hist
-	o.KeyedMap, o.KeyOverflow, o.FilterMap = l.Keyed, l.KeyOverflow, l.Filter
+	o.KeyedMap, o.KeyOverflow = l.Keyed, l.KeyOverflow
 	o.LatStacks, o.LatKeys, o.LatLost = l.LatStacks, l.LatKeys, l.LatLost
 	o.StackMap = l.Stacks
 }

@@ -448,19 +448,27 @@ volatile const __u32 probekit_trace_mode = TRACE_EVENTS;
  * load. */
 volatile const __u32 probekit_trace_hist_val = 0;
 
-/* TRACE_COUNT: hits per probe index, per CPU (no atomic add shared
- * between CPUs). 8192 probes is 64 KiB per CPU; uprobe:libc.so.6:* is
- * about 2,600 probes. Keep in sync with MaxCounted in traceprog.go. */
+/* The counters of the aggregating modes (counts, hist, keyed) are one
+ * value for all CPUs, added to atomically, not per-CPU values: a per-CPU
+ * value is in the per-CPU area, away from the map's own memory, and
+ * reaching it cost a hit more than the atomic add does (in
+ * BenchmarkTraceCount's prog-ns, about 80 of a --count hit's 260 ns on a
+ * 2-CPU virtual machine). Hits of the same key on two CPUs at once share
+ * the value's cache line. */
+
+/* TRACE_COUNT: hits per probe index. 8192 probes is 64 KiB;
+ * uprobe:libc.so.6:* is about 2,600 probes. Keep in sync with MaxCounted
+ * in record.go. */
 #define TRACE_MAX_COUNTED 8192
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, TRACE_MAX_COUNTED);
 	__type(key, __u32);
 	__type(value, __u64);
 } counts SEC(".maps");
 
-/* TRACE_HIST: hits per (probe index, log2 bucket), per CPU. Bucket 0
+/* TRACE_HIST: hits per (probe index, log2 bucket). Bucket 0
  * holds negative values, 1 zero, k + 2 the values in [2^k, 2^(k+1)) for
  * k from 0 to 62: 65 buckets (NumBuckets in traceprog.go).
  * A value rarely spans more than 20 buckets: 4096 entries hold a few
@@ -473,7 +481,7 @@ struct hist_key {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, TRACE_HIST_ENTRIES);
 	__type(key, struct hist_key);
 	__type(value, __u64);
@@ -559,12 +567,16 @@ enum key_kind {
  * Set before load. */
 volatile const __u64 probekit_trace_key_spec = 0;
 
-/* Keep in sync with aggKey in record.go. */
+/* Keep in sync with aggKey in keys.go. The keyed map's key is the
+ * first bytes of it, up to the last field the parts use (SetKeys sets
+ * the map's key size; the hash and compare of a lookup are over those
+ * bytes only): the fields are in the order of the parts that fill
+ * them, the short and frequent first. */
 struct agg_key {
 	__u32 probe;	/* the probe index with a KEY_PROBE part, else 0 */
 	__u32 bucket;	/* the log2 bucket in TRACE_HIST, else 0 */
-	__s64 nums[TRACE_MAX_KEYS];	/* part n's number (arg, pid, tid) */
 	char comm[TRACE_COMM_LEN];
+	__s64 nums[TRACE_MAX_KEYS];	/* part n's number (arg, pid, tid) */
 	char str[TRACE_KEY_STR_LEN];
 	/* KEY_STACK: bpf_get_stackid's id (negative: its error, the stack
 	 * unread), the process whose addresses they are, and the return
@@ -575,12 +587,12 @@ struct agg_key {
 	__u64 caller;
 };
 
-/* TRACE_COUNT and TRACE_HIST with keys: hits per key, per CPU. A hit
+/* TRACE_COUNT and TRACE_HIST with keys: hits per key. A hit
  * that finds the map full counts in key_overflow. */
 #define TRACE_KEYED_ENTRIES 10240
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, TRACE_KEYED_ENTRIES);
 	__type(key, struct agg_key);
 	__type(value, __u64);
@@ -705,27 +717,41 @@ static __noinline int aggregate_keyed(struct pt_regs *ctx, int func, __u64 cooki
 
 /* ---- End of keyed aggregation. ---- */
 
-/* Counts a hit in counts or hist; nothing goes to the ring. */
-static __always_inline int aggregate(struct pt_regs *ctx, int func)
+/* Whether a key part is the probe index. Only then does a keyed hit of
+ * a USDT location need its spec (a function probe's index is in its
+ * cookie); the verifier folds this to a constant. */
+static __always_inline int key_has_probe(void)
+{
+	__u64 spec = probekit_trace_key_spec;
+
+#pragma unroll
+	for (int i = 0; i < TRACE_MAX_KEYS; i++)
+		if (((spec >> (8 * i + 4)) & 0xf) == KEY_PROBE)
+			return 1;
+	return 0;
+}
+
+/* Counts a hit in counts or hist; nothing goes to the ring. cookie: a
+ * function probe's (func), unused for a USDT location. */
+static __always_inline int aggregate(struct pt_regs *ctx, int func, __u64 cookie)
 {
 	struct __bpf_usdt_spec *spec;
 	struct hist_key key;
-	__u64 cookie, one = 1, *n;
-	__u32 probe;
+	__u64 one = 1, *n;
+	__u32 probe = 0;
 	__s64 v = 0;
 	int ok;
 
 	if (func) {
-		cookie = func_cookie(ctx);
 		probe = (__u32)cookie;
-	} else {
+	} else if (!probekit_trace_key_spec || key_has_probe()) {
 		spec = __bpf_usdt_spec(ctx);
 		if (!spec)
 			return 0;
 		probe = (__u32)spec->usdt_cookie;
 	}
 	if (probekit_trace_key_spec && probekit_trace_mode == TRACE_COUNT)
-		return aggregate_keyed(ctx, func, func ? cookie : 0, probe, 0);
+		return aggregate_keyed(ctx, func, cookie, probe, 0);
 	if (probekit_trace_mode == TRACE_COUNT) {
 		n = bpf_map_lookup_elem(&counts, &probe);
 		if (n)
@@ -743,7 +769,7 @@ static __always_inline int aggregate(struct pt_regs *ctx, int func)
 		return 0;
 	}
 	if (probekit_trace_key_spec)
-		return aggregate_keyed(ctx, func, func ? cookie : 0, probe, hist_bucket(v));
+		return aggregate_keyed(ctx, func, cookie, probe, hist_bucket(v));
 	key.probe = probe;
 	key.bucket = hist_bucket(v);
 	n = bpf_map_lookup_elem(&hist, &key);
@@ -751,8 +777,8 @@ static __always_inline int aggregate(struct pt_regs *ctx, int func)
 		__sync_fetch_and_add(n, 1);
 		return 0;
 	}
-	/* A program that preempted this one on this CPU may have added the
-	 * key since the lookup: then add to its entry. */
+	/* A program on another CPU, or one that preempted this one, may
+	 * have added the key since the lookup: then add to its entry. */
 	if (bpf_map_update_elem(&hist, &key, &one, BPF_NOEXIST)) {
 		n = bpf_map_lookup_elem(&hist, &key);
 		if (n)
@@ -764,7 +790,10 @@ static __always_inline int aggregate(struct pt_regs *ctx, int func)
 }
 
 /* ---- Filters (probekit trace --filter): a table of terms evaluated
- * before a hit is sent or counted. ---- */
+ * before a hit is sent or counted. The table is a constant set before
+ * load: the verifier knows each term's field, operator and operands,
+ * and drops the code that no term takes; a hit reads only what its terms
+ * compare, and no map for the terms. ---- */
 
 /* At most TRACE_MAX_TERMS terms; strings compared over at most
  * TRACE_KEY_STR_LEN - 1 bytes. */
@@ -803,20 +832,17 @@ struct filter_term {
 	char str[TRACE_KEY_STR_LEN];
 };
 
-/* How many terms of filter_terms apply; 0: every hit passes. Set before
- * load. */
+/* How many terms of probekit_trace_terms apply; 0: every hit passes.
+ * Set before load. */
 volatile const __u32 probekit_trace_nterms = 0;
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, TRACE_MAX_TERMS);
-	__type(key, __u32);
-	__type(value, struct filter_term);
-} filter_terms SEC(".maps");
+/* The terms. Set before load. */
+volatile const struct filter_term probekit_trace_terms[TRACE_MAX_TERMS] = {};
 
 /* Whether the hit satisfies t. A value that cannot be read satisfies no
  * term. */
-static __noinline int filter_term_ok(struct pt_regs *ctx, int func, __u64 cookie, struct filter_term *t)
+static __noinline int filter_term_ok(struct pt_regs *ctx, int func, __u64 cookie,
+				     const volatile struct filter_term *t)
 {
 	char buf[TRACE_KEY_STR_LEN] = {};
 	__s64 v = 0;
@@ -885,19 +911,14 @@ static __noinline int filter_pass(struct pt_regs *ctx, int func, __u64 cookie)
 {
 	int group = 1;
 
-	/* Unrolled: the key is a constant per term (a loop counter spilled
-	 * for the lookup's key pointer makes the verifier see the same state
-	 * on each pass and report an infinite loop). */
+	/* Unrolled: each term is at a constant offset, which the verifier
+	 * needs to know its contents. */
 #pragma unroll
 	for (__u32 i = 0; i < TRACE_MAX_TERMS; i++) {
-		struct filter_term *t;
-		__u32 key = i;
+		const volatile struct filter_term *t = &probekit_trace_terms[i];
 
 		if (i >= probekit_trace_nterms)
 			break;
-		t = bpf_map_lookup_elem(&filter_terms, &key);
-		if (!t)
-			return 0;
 		if (group)
 			group = filter_term_ok(ctx, func, cookie, t);
 		if (t->or_after) {
@@ -1042,9 +1063,9 @@ static __always_inline int lat_bump(void *map, void *key)
 		__sync_fetch_and_add(n, 1);
 		return 1;
 	}
-	/* A program that preempted this one on this CPU may have added the
-	 * key since the lookup: NOEXIST fails then, and the lookup finds
-	 * its entry. */
+	/* A program on another CPU, or one that preempted this one, may
+	 * have added the key since the lookup: NOEXIST fails then, and the
+	 * lookup finds its entry. */
 	if (!bpf_map_update_elem(map, key, &one, BPF_NOEXIST))
 		return 1;
 	n = bpf_map_lookup_elem(map, key);
@@ -1254,7 +1275,7 @@ int trace_usdt(struct pt_regs *ctx)
 	if (probekit_trace_nterms && !filter_pass(ctx, 0, 0))
 		return 0;
 	if (probekit_trace_mode != TRACE_EVENTS)
-		return aggregate(ctx, 0);
+		return aggregate(ctx, 0, 0);
 	return submit(ctx, 0);
 }
 
@@ -1272,6 +1293,6 @@ int trace_func(struct pt_regs *ctx)
 	if (probekit_trace_nterms && !filter_pass(ctx, 1, cookie))
 		return 0;
 	if (probekit_trace_mode != TRACE_EVENTS)
-		return aggregate(ctx, 1);
+		return aggregate(ctx, 1, cookie);
 	return submit(ctx, 1);
 }

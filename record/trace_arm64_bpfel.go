@@ -17,8 +17,8 @@ type traceAggKey struct {
 	_        structs.HostLayout
 	Probe    uint32
 	Bucket   uint32
-	Nums     [4]int64
 	Comm     [16]int8
+	Nums     [4]int64
 	Str      [64]int8
 	Stack    int32
 	StackPid uint32
@@ -131,7 +131,6 @@ const (
 	traceMapCounts                   = "counts"
 	traceMapDropped                  = "dropped"
 	traceMapEvents                   = "events"
-	traceMapFilterTerms              = "filter_terms"
 	traceMapFuncIps                  = "func_ips"
 	traceMapHist                     = "hist"
 	traceMapKeyOverflow              = "key_overflow"
@@ -150,6 +149,7 @@ const (
 	traceVarProbekitTraceNterms      = "probekit_trace_nterms"
 	traceVarProbekitTraceStack       = "probekit_trace_stack"
 	traceVarProbekitTraceStrMask     = "probekit_trace_str_mask"
+	traceVarProbekitTraceTerms       = "probekit_trace_terms"
 	traceVarProbekitTraceWakeupBytes = "probekit_trace_wakeup_bytes"
 	traceVarProbekitUsdtHaveCookie   = "probekit_usdt_have_cookie"
 )
@@ -209,7 +209,6 @@ type traceMapSpecs struct {
 	Counts            *ebpf.MapSpec `ebpf:"counts"`
 	Dropped           *ebpf.MapSpec `ebpf:"dropped"`
 	Events            *ebpf.MapSpec `ebpf:"events"`
-	FilterTerms       *ebpf.MapSpec `ebpf:"filter_terms"`
 	FuncIps           *ebpf.MapSpec `ebpf:"func_ips"`
 	Hist              *ebpf.MapSpec `ebpf:"hist"`
 	KeyOverflow       *ebpf.MapSpec `ebpf:"key_overflow"`
@@ -232,6 +231,7 @@ type traceVariableSpecs struct {
 	ProbekitTraceNterms      *ebpf.VariableSpec `ebpf:"probekit_trace_nterms"`
 	ProbekitTraceStack       *ebpf.VariableSpec `ebpf:"probekit_trace_stack"`
 	ProbekitTraceStrMask     *ebpf.VariableSpec `ebpf:"probekit_trace_str_mask"`
+	ProbekitTraceTerms       *ebpf.VariableSpec `ebpf:"probekit_trace_terms"`
 	ProbekitTraceWakeupBytes *ebpf.VariableSpec `ebpf:"probekit_trace_wakeup_bytes"`
 	ProbekitUsdtHaveCookie   *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
 }
@@ -261,7 +261,6 @@ type traceMaps struct {
 	Counts            *ebpf.Map `ebpf:"counts"`
 	Dropped           *ebpf.Map `ebpf:"dropped"`
 	Events            *ebpf.Map `ebpf:"events"`
-	FilterTerms       *ebpf.Map `ebpf:"filter_terms"`
 	FuncIps           *ebpf.Map `ebpf:"func_ips"`
 	Hist              *ebpf.Map `ebpf:"hist"`
 	KeyOverflow       *ebpf.Map `ebpf:"key_overflow"`
@@ -280,7 +279,6 @@ func (m *traceMaps) Close() error {
 		m.Counts,
 		m.Dropped,
 		m.Events,
-		m.FilterTerms,
 		m.FuncIps,
 		m.Hist,
 		m.KeyOverflow,
@@ -304,6 +302,7 @@ type traceVariables struct {
 	ProbekitTraceNterms      *ebpf.Variable `ebpf:"probekit_trace_nterms"`
 	ProbekitTraceStack       *ebpf.Variable `ebpf:"probekit_trace_stack"`
 	ProbekitTraceStrMask     *ebpf.Variable `ebpf:"probekit_trace_str_mask"`
+	ProbekitTraceTerms       *ebpf.Variable `ebpf:"probekit_trace_terms"`
 	ProbekitTraceWakeupBytes *ebpf.Variable `ebpf:"probekit_trace_wakeup_bytes"`
 	ProbekitUsdtHaveCookie   *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
 }
