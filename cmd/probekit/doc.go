@@ -178,7 +178,7 @@
 // the caller at a function's entry.
 //
 // --count and --hist count in the kernel instead of sending each hit to
-// probekit: a hit adds 1 to its probe's slot of a per-CPU map, and
+// probekit: a hit adds 1 to its probe's slot of a map (atomically), and
 // nothing else happens until probekit reads the maps at exit (and every
 // -i SECONDS, printing the totals so far). --count prints the hits of
 // each probe by name (a USDT probe's locations add up; each function a
@@ -205,7 +205,7 @@
 // bucket) pairs.
 //
 // --by KEY[,KEY...] counts (or draws a histogram) per key tuple instead
-// of per probe, in the kernel: a per-CPU hash keyed by the tuple, read at
+// of per probe, in the kernel: a hash keyed by the tuple, read at
 // exit. KEY is arg N or str N (argument N from 1, as a number or as the
 // string it points to, up to 63 bytes; at most one str key), ret (a
 // uretprobe's value), pid, tid, comm, probe (the probe's name) or func
@@ -301,8 +301,9 @@
 // counter of hits, a histogram of an argument (value: N, from 1, or ret)
 // or of the latency from the probe to an end probe on the same thread,
 // and labels read from arguments (at most max_series value combinations;
-// the rest count under "other"). Each metric is its own BPF program that
-// aggregates in per-CPU maps, read at scrape time: no event per hit. A
+// the rest count under "other"). The metrics of a config share one BPF
+// collection that aggregates in per-CPU maps, read at scrape time: no
+// event per hit. A
 // probe on a named TARGET is attached by path, in every process that maps
 // the file, those started later included; a USDT probe whose TARGET is *
 // or a glob ('*:python:function__entry') follows every process on the host
