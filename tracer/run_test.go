@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -217,24 +216,6 @@ func TestRunOnProfile(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Without BPF cookies (before Linux 5.15; forced off here) a trace of
 // every process cannot attach a position-independent file path-wide: it
 // watches the host and attaches in each process that maps the file, so
@@ -248,7 +229,7 @@ func TestRunHostNoCookie(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := testkit.Start(t, fixture)
-	var warn lockedBuffer
+	var warn testkit.Buffer
 	var args [][]int64
 	var pids []uint32
 	cfg := &tracer.Config{

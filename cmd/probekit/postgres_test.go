@@ -24,7 +24,7 @@ type pgCluster struct {
 	dir, sock  string
 	cred       *syscall.Credential
 	postmaster *exec.Cmd
-	log        syncBuffer
+	log        testkit.Buffer
 	stopOnce   sync.Once
 }
 

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,40 +14,21 @@ import (
 	"github.com/probekit/probekit/procmaps"
 )
 
-// lockedBuffer is a bytes.Buffer written by the command's goroutine and
-// read by the test's.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // streamRun runs probekit with args reading stdin from a pipe; it returns
 // the pipe's writer, the output and a channel with the exit code.
-func streamRun(t *testing.T, args ...string) (*io.PipeWriter, *lockedBuffer, *lockedBuffer, chan int) {
+func streamRun(t *testing.T, args ...string) (*io.PipeWriter, *testkit.Buffer, *testkit.Buffer, chan int) {
 	t.Helper()
 	pr, pw := io.Pipe()
 	symbolizeStdin = pr
 	t.Cleanup(func() { pw.Close(); symbolizeStdin = os.Stdin })
-	out, errb := &lockedBuffer{}, &lockedBuffer{}
+	out, errb := &testkit.Buffer{}, &testkit.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(args, out, errb) }()
 	return pw, out, errb, done
 }
 
 // waitOutput waits until out contains want, by deadline.
-func waitOutput(t *testing.T, out *lockedBuffer, want string) {
+func waitOutput(t *testing.T, out *testkit.Buffer, want string) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(out.String(), want); {
 		if time.Now().After(deadline) {

@@ -18,7 +18,7 @@ func TestTraceFollowPostgres(t *testing.T) {
 	pm := c.postmaster
 	psql := c.psql
 
-	var out, errOut syncBuffer
+	var out, errOut testkit.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run([]string{"trace", "--json", "-f", "--str", "1", "-p", strconv.Itoa(pm.Process.Pid), postgresBin + "/postgres:postgresql:query__start"}, &out, &errOut)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -9,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -155,25 +153,6 @@ func TestTraceFollowLaunch(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer for one writer and a reader on another
-// goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestTraceFollowPID: -f -p PID sees the calls of children the process
 // forks after the trace started.
 func TestTraceFollowPID(t *testing.T) {
@@ -191,7 +170,7 @@ func TestTraceFollowPID(t *testing.T) {
 		cmd.Wait()
 	}()
 	pid := cmd.Process.Pid
-	var out, errOut syncBuffer
+	var out, errOut testkit.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run([]string{"trace", "--json", "-f", "--str", "1,2", "-p", strconv.Itoa(pid), followPython + ":python:function__entry"}, &out, &errOut)
@@ -256,7 +235,7 @@ func TestTraceFollowDlopen(t *testing.T) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	}()
-	var out, errOut syncBuffer
+	var out, errOut testkit.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run([]string{"trace", "--json", "-p", strconv.Itoa(cmd.Process.Pid), "*:python:function__entry", "*:sample:libonly"}, &out, &errOut)

@@ -64,7 +64,7 @@ func benchTraceLatency(b *testing.B, fixture, command string, probes ...string) 
 // histogram of the first start probe.
 func traceLatencyPID(tb testing.TB, p *testkit.Process, probes ...string) (finish func() latLine) {
 	tb.Helper()
-	var out, errOut syncBuffer
+	var out, errOut testkit.Buffer
 	done := make(chan int, 1)
 	go func() {
 		args := append([]string{"trace", "--json", "--latency", "-i", "1", "-p", itoa(p.PID())}, probes...)
@@ -165,7 +165,7 @@ func runBpftrace(b *testing.B, cmd *exec.Cmd, p *testkit.Process, command, unit 
 		}
 	}()
 	var attached atomic.Bool
-	var mu syncBuffer
+	var mu testkit.Buffer
 	read := make(chan struct{})
 	go func() {
 		defer close(read)

@@ -146,7 +146,7 @@ func TestTraceLatencyPostgres(t *testing.T) {
 	if err := unix.SchedSetAttr(pm.Process.Pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 10}, 0); err != nil {
 		t.Fatalf("SCHED_FIFO for the postmaster: %v", err)
 	}
-	var out, errOut syncBuffer
+	var out, errOut testkit.Buffer
 	done := make(chan int, 1)
 	pg := postgresBin + "/postgres:postgresql:"
 	go func() {

@@ -28,7 +28,7 @@ func TestTraceStackPostgres(t *testing.T) {
 	testkit.RequireKernel(t)
 	c := startPostgres(t)
 	pm := c.postmaster
-	var out, errOut syncBuffer
+	var out, errOut testkit.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run([]string{"trace", "--json", "-f", "-p", strconv.Itoa(pm.Process.Pid), "--stack=cfi",
