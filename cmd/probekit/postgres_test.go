@@ -6,6 +6,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -105,4 +106,36 @@ func (c *pgCluster) run(t *testing.T, prog string, args ...string) string {
 		t.Fatalf("%s %v: %v\n%s", prog, args, err, out)
 	}
 	return string(out)
+}
+
+// trace runs probekit trace --json -f -p POSTMASTER ARGS..., calls work
+// (given the output so far) once the postmaster is attached, then stops
+// the postmaster (SIGINT: the trace ends with it) and returns the output
+// and the errors. Signal only: the trace follows the postmaster with
+// ptrace from this process, so waiting for it (c.stop, at cleanup) must
+// come after the trace let it go.
+func (c *pgCluster) trace(t *testing.T, work func(out *testkit.Buffer), args ...string) (out, errOut string) {
+	t.Helper()
+	pm := c.postmaster
+	var o, e testkit.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(append([]string{"trace", "--json", "-f", "-p", strconv.Itoa(pm.Process.Pid)}, args...), &o, &e)
+	}()
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(o.String(), `"kind":"attach","pid":`+strconv.Itoa(pm.Process.Pid)); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("postmaster not attached within 20s: %s", e.String())
+		}
+	}
+	work(&o)
+	pm.Process.Signal(syscall.SIGINT)
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, e.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("trace did not end with the postmaster")
+	}
+	return o.String(), e.String()
 }

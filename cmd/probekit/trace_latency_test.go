@@ -5,9 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -146,40 +144,22 @@ func TestTraceLatencyPostgres(t *testing.T) {
 	if err := unix.SchedSetAttr(pm.Process.Pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 10}, 0); err != nil {
 		t.Fatalf("SCHED_FIFO for the postmaster: %v", err)
 	}
-	var out, errOut testkit.Buffer
-	done := make(chan int, 1)
 	pg := postgresBin + "/postgres:postgresql:"
-	go func() {
-		done <- run([]string{"trace", "--json", "-f", "-p", strconv.Itoa(pm.Process.Pid), "--latency", "--by", "str1",
-			pg + "query__start", pg + "query__done"}, &out, &errOut)
-	}()
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), `"kind":"attach","pid":`+strconv.Itoa(pm.Process.Pid)); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("postmaster not attached within 20s: %s", errOut.String())
-		}
-	}
 	queries := map[string]struct {
 		n      uint64
 		bucket int
 	}{"select pg_sleep(0.02)": {3, record.Bucket(1 << 24)}, "select pg_sleep(0.05)": {2, record.Bucket(1 << 25)}}
-	for q, w := range queries {
-		for range w.n {
-			if err := c.psql(q); err != nil {
-				t.Fatal(err)
+	out, errOut := c.trace(t, func(*testkit.Buffer) {
+		for q, w := range queries {
+			for range w.n {
+				if err := c.psql(q); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-	}
-	pm.Process.Signal(syscall.SIGINT)
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errOut.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("trace did not end with the postmaster")
-	}
+	}, "--latency", "--by", "str1", pg+"query__start", pg+"query__done")
 	seen := 0
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if !strings.HasPrefix(line, `{"key":`) {
 			continue
 		}
@@ -203,7 +183,7 @@ func TestTraceLatencyPostgres(t *testing.T) {
 		}
 	}
 	if seen != len(queries) {
-		t.Errorf("%d of the %d queries seen:\n%s\n%s", seen, len(queries), out.String(), errOut.String())
+		t.Errorf("%d of the %d queries seen:\n%s\n%s", seen, len(queries), out, errOut)
 	}
 }
 

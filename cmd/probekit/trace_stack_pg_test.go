@@ -4,11 +4,8 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/probekit/probekit/internal/test/testkit"
 )
@@ -28,35 +25,16 @@ func TestTraceStackPostgres(t *testing.T) {
 	testkit.RequireKernel(t)
 	c := startPostgres(t)
 	pm := c.postmaster
-	var out, errOut testkit.Buffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run([]string{"trace", "--json", "-f", "-p", strconv.Itoa(pm.Process.Pid), "--stack=cfi",
-			postgresBin + "/postgres:postgresql:query__start"}, &out, &errOut)
-	}()
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), `"kind":"attach","pid":`+strconv.Itoa(pm.Process.Pid)); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("postmaster not attached within 20s: %s", errOut.String())
+	out, errOut := c.trace(t, func(*testkit.Buffer) {
+		if err := c.psql("select 4242 as probekit_stack"); err != nil {
+			t.Fatal(err)
 		}
-	}
-	const query = "select 4242 as probekit_stack"
-	if err := c.psql(query); err != nil {
-		t.Fatal(err)
-	}
-	pm.Process.Signal(syscall.SIGINT)
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errOut.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("trace did not end with the postmaster")
-	}
+	}, "--stack=cfi", postgresBin+"/postgres:postgresql:query__start")
 	// From the probe's function outwards, "" for the static functions.
 	want := []string{"", "PostgresMain", "", "PostmasterMain", "main",
 		"__libc_start_call_main", "__libc_start_main_impl", "_start"}
 	found := false
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if !strings.Contains(line, `"name":"query__start"`) {
 			continue
 		}
@@ -80,6 +58,6 @@ func TestTraceStackPostgres(t *testing.T) {
 		found = true
 	}
 	if !found {
-		t.Fatalf("no query__start hit with a stack in\n%s\n%s", out.String(), errOut.String())
+		t.Fatalf("no query__start hit with a stack in\n%s\n%s", out, errOut)
 	}
 }
