@@ -79,7 +79,7 @@ test: deps
 # (KERNEL_PKGS), cmd/probekit's stack tests among them; README.md
 # ("Supported kernels") lists what is left out and why. Two VMs at once.
 # The guests run the tests with -short (vmrun).
-KERNEL_PKGS := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe,./usdt/...,./unwind/bpfunwind,./follow,./tracer,./semaphore,./exporter,./examples/python,./examples/go-latency,./cmd/probekit@^TestTraceStack(Go|Node|Text|LaunchedExits)$$
+KERNEL_PKGS := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe,./usdt/...,./bpfunwind,./follow,./tracer,./semaphore,./exporter,./examples/python,./examples/go-latency,./cmd/probekit@^TestTraceStack(Go|Node|Text|LaunchedExits)$$
 KVER  ?= 6.1
 KPKGS ?= ./...
 KRUN  ?=
@@ -99,11 +99,11 @@ test-kernels: deps vmrun
 # processes, the trace engine) and that passed on all three kernels under
 # emulation (-short, one VM at a time: 5.10 3m9s for the first six and
 # 2m0s for follow, 6.1 6m6s and 6.12 3m56s for uprobe, usdt and follow;
-# tracer about 40 s on 5.10 and 6.1; unwind/bpfunwind green on all three);
+# tracer about 40 s on 5.10 and 6.1; bpfunwind green on all three);
 # the rest of
 # KERNEL_PKGS is run by test-kernels, outside CI, until each has a green
 # run on every kernel (README.md, "Supported kernels").
-KERNEL_PKGS_CI := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe,./usdt,./unwind/bpfunwind,./follow,./tracer
+KERNEL_PKGS_CI := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe,./usdt,./bpfunwind,./follow,./tracer
 
 test-kernels-ci: deps vmrun
 	./bin/vmrun -j 2 '5.10=$(KERNEL_PKGS_CI)' '6.1=$(KERNEL_PKGS_CI)' '6.12=$(KERNEL_PKGS_CI)'

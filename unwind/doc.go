@@ -12,7 +12,7 @@
 // in user space with each mapped object's CFI, as perf's
 // --call-graph dwarf does with PERF_SAMPLE_STACK_USER. The other
 // approach, unwinding inside BPF from tables kept in maps (package
-// unwind/bpfunwind, which counts stacks in the kernel), costs tables
+// bpfunwind, which counts stacks in the kernel), costs tables
 // per object in kernel memory, built before the hits; copying needs no per-object preparation on the BPF side, so objects
 // mapped later (dlopen) need only ProcessObjects.Refresh before their
 // hits are unwound; Processes does that for a tracer, per PID, and

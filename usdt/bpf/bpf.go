@@ -44,7 +44,7 @@ var StackHeader []byte
 
 // UnwindHeader is unwind.bpf.h: probekit_cfi_user_stack, a thread's
 // user stack unwound in BPF from call-frame information over the maps
-// package unwind/bpfunwind fills, and probekit_cfi_count_user_stack,
+// package bpfunwind fills, and probekit_cfi_count_user_stack,
 // stacks counted in the kernel.
 //
 //go:embed unwind.bpf.h

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /* unwind.bpf.h: the user stack of the thread that hit a uprobe or a USDT
  * probe, unwound inside BPF from call-frame information, for x86-64 code
- * built with or without frame pointers. Package unwind/bpfunwind (Go)
+ * built with or without frame pointers. Package bpfunwind (Go)
  * builds the tables from each object's .eh_frame and fills the maps this
  * header declares; it owns them, and the program's collection takes them
  * through ebpf.CollectionOptions.MapReplacements (Tables.Replacements).

@@ -7,5 +7,5 @@
 // for arm64.
 package cfitest
 
-//go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target amd64 Cfitest cfitest.c -- -I/usr/include -I/usr/include/x86_64-linux-gnu -I../../../../usdt/bpf -Wall -Werror
-//go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target arm64 Cfitest cfitest.c -- -I/usr/include -I/usr/aarch64-linux-gnu/include -I../../../../usdt/bpf -Wall -Werror
+//go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target amd64 Cfitest cfitest.c -- -I/usr/include -I/usr/include/x86_64-linux-gnu -I../../../usdt/bpf -Wall -Werror
+//go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target arm64 Cfitest cfitest.c -- -I/usr/include -I/usr/aarch64-linux-gnu/include -I../../../usdt/bpf -Wall -Werror

@@ -8,7 +8,7 @@ import (
 
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/unwind"
-	"github.com/probekit/probekit/unwind/bpfunwind"
+	"github.com/probekit/probekit/bpfunwind"
 )
 
 // BenchmarkWalk is the BPF run time of one hit (prog-ns/hit, from the
@@ -20,7 +20,7 @@ import (
 // package's (unwind.bpf.h); fp_count and cfi_count count by stack in
 // the kernel with each. frames/hit is what the walk gave. Run:
 //
-//	go test -run '^$' -bench BenchmarkWalk -benchtime 100000x ./unwind/bpfunwind/
+//	go test -run '^$' -bench BenchmarkWalk -benchtime 100000x ./bpfunwind/
 func BenchmarkWalk(b *testing.B) {
 	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
 	if err != nil {

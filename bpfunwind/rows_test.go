@@ -14,7 +14,7 @@ import (
 	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/unwind"
-	"github.com/probekit/probekit/unwind/bpfunwind"
+	"github.com/probekit/probekit/bpfunwind"
 	"github.com/probekit/probekit/usdt/bpf"
 )
 
