@@ -6,9 +6,9 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/probekit/probekit/bpfunwind"
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/unwind"
-	"github.com/probekit/probekit/bpfunwind"
 )
 
 // BenchmarkWalk is the BPF run time of one hit (prog-ns/hit, from the

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/probekit/probekit/bpfunwind"
 	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/unwind"
-	"github.com/probekit/probekit/bpfunwind"
 	"github.com/probekit/probekit/usdt/bpf"
 )
 
