@@ -546,10 +546,12 @@ func keepArg(binDir string) string {
 			}
 		}
 	}
-	// The checkout stays writable through an overlay; only a tmpfs
-	// would hide it.
+	// The checkout too: under /root or /var the overlay would give its
+	// files another device than the one /proc/PID/maps names (every
+	// kernel test of a fixture failed "not the mapped file" from a
+	// checkout under /var/tmp); kept, it is read-only, as under /tmp.
 	if out, err := exec.Command("go", "env", "GOMOD").Output(); err == nil {
-		keep(filepath.Dir(strings.TrimSpace(string(out))), "/tmp/", "/run/")
+		keep(filepath.Dir(strings.TrimSpace(string(out))), "/tmp/", "/run/", "/root/", "/var/")
 	}
 	keep(binDir, "/tmp/", "/run/", "/root/", "/var/")
 	if len(hiddenDirs) == 0 {
