@@ -9,29 +9,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probekit/probekit/internal/safeelf"
+	"github.com/probekit/probekit/internal/test/elftest"
 	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 var miniFixture = filepath.Join(testkit.Root(), "testdata", "debuginfo", "bin", "mini")
 
-func openSafe(t testing.TB, path string) *safeelf.File {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := safeelf.NewFile(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 // miniSection returns the fixture's .gnu_debugdata bytes.
 func miniSection(t testing.TB) []byte {
 	t.Helper()
-	f := openSafe(t, miniFixture)
+	f := elftest.Open(t, miniFixture)
 	s := f.Section(".gnu_debugdata")
 	if s == nil {
 		t.Fatal("fixture has no .gnu_debugdata")
@@ -47,7 +34,7 @@ func miniSection(t testing.TB) []byte {
 // address of the full .symtab, and the function table of the stripped
 // object gains it (FunctionsFrom names the section as its source).
 func TestMiniDebugInfo(t *testing.T) {
-	ef := openSafe(t, miniFixture)
+	ef := elftest.Open(t, miniFixture)
 	mini, err := MiniDebugInfo(ef)
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +61,7 @@ func TestMiniDebugInfo(t *testing.T) {
 	}
 
 	// An object without the section.
-	if _, err := MiniDebugInfo(openSafe(t, testkit.Fixture("usdt_sample"))); !errors.Is(err, ErrNoMiniDebugInfo) {
+	if _, err := MiniDebugInfo(elftest.Open(t, testkit.Fixture("usdt_sample"))); !errors.Is(err, ErrNoMiniDebugInfo) {
 		t.Fatalf("usdt_sample: %v, want ErrNoMiniDebugInfo", err)
 	}
 }

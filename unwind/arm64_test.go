@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/probekit/probekit/internal/test/elftest"
 )
 
 // TestUnwindArm64 walks a real arm64 stack: testdata/arm64_chain.c,
@@ -52,7 +54,7 @@ func TestUnwindArm64(t *testing.T) {
 			}
 			s.Stack = StackCopy{Addr: s.SP, Data: out[40:]}
 
-			f := openELF(t, bin)
+			f := elftest.Open(t, bin)
 			tab, err := Load(f)
 			if err != nil {
 				t.Fatal(err)

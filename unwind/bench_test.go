@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/probekit/probekit/internal/test/elftest"
 )
 
 // BenchmarkLoad loads the CFI of Debian's libc, python3.11 and
@@ -15,7 +17,7 @@ func BenchmarkLoad(b *testing.B) {
 			if _, err := os.Stat(path); err != nil {
 				b.Skip(err)
 			}
-			f := openELF(b, path)
+			f := elftest.Open(b, path)
 			var t *Table
 			for b.Loop() {
 				var err error
@@ -32,7 +34,7 @@ func BenchmarkLoad(b *testing.B) {
 // BenchmarkFind is one row look-up in libc's table, over its FDEs in
 // turn (the CIE's and the FDE's instructions run up to the address).
 func BenchmarkFind(b *testing.B) {
-	t, err := Load(openELF(b, libc))
+	t, err := Load(elftest.Open(b, libc))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,23 +9,11 @@ import (
 	"testing"
 
 	"github.com/probekit/probekit/internal/safeelf"
+	"github.com/probekit/probekit/internal/test/elftest"
 	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }
-
-func openELF(t testing.TB, path string) *safeelf.File {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := safeelf.NewFile(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
 
 func symbol(t testing.TB, f *safeelf.File, name string) uint64 {
 	t.Helper()
@@ -61,7 +49,7 @@ func hdrCount(t *testing.T, f *safeelf.File) int {
 // at the first instruction the CIE's rule holds (CFA = rsp+8, return
 // address at CFA-8), and the FDE count equals .eh_frame_hdr's.
 func TestFixtureTable(t *testing.T) {
-	f := openELF(t, testkit.Fixture("stack_chain_nofp"))
+	f := elftest.Open(t, testkit.Fixture("stack_chain_nofp"))
 	tab, err := Load(f)
 	if err != nil {
 		t.Fatal(err)
@@ -96,11 +84,11 @@ func TestFixtureTable(t *testing.T) {
 // Without section headers the table is found through PT_GNU_EH_FRAME
 // and is the same.
 func TestNoSectionHeaders(t *testing.T) {
-	a, err := Load(openELF(t, testkit.Fixture("usdt_sample")))
+	a, err := Load(elftest.Open(t, testkit.Fixture("usdt_sample")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Load(openELF(t, testkit.Fixture("usdt_sample_noshdr")))
+	b, err := Load(elftest.Open(t, testkit.Fixture("usdt_sample_noshdr")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +108,7 @@ const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 // every FDE computes (the zPLR and zRS CIEs included); the signal
 // trampoline __restore_rt is marked and its CFA is an expression.
 func TestLibc(t *testing.T) {
-	f := openELF(t, libc)
+	f := elftest.Open(t, libc)
 	tab, err := Load(f)
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +193,7 @@ func FuzzParse(f *testing.F) {
 // The .plt FDE's CFA expression (rsp+8, 8 more once rip&15 >= 11, past
 // the push of the lazy-binding stub) evaluates as its formula says.
 func TestPLTExpression(t *testing.T) {
-	f := openELF(t, libc)
+	f := elftest.Open(t, libc)
 	tab, err := Load(f)
 	if err != nil {
 		t.Fatal(err)

@@ -1,12 +1,16 @@
 package unwind
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/probekit/probekit/internal/test/elftest"
+)
 
 // Spans gives, over each FDE, contiguous rows in address order, each
 // equal to what Find computes at its first and last addresses.
 func TestSpans(t *testing.T) {
 	for _, path := range []string{libc, "/usr/bin/python3.11"} {
-		tab, err := Load(openELF(t, path))
+		tab, err := Load(elftest.Open(t, path))
 		if err != nil {
 			t.Fatal(err)
 		}

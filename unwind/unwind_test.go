@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/probekit/probekit/internal/test/elftest"
 	"github.com/probekit/probekit/internal/test/testkit"
 )
 
@@ -38,7 +39,7 @@ func stack(addr uint64, words ...uint64) StackCopy {
 // the next word. The last return address lies in code without CFI and
 // is walked by the frame pointer, whose record's return address is 0.
 func TestUnwindSynthetic(t *testing.T) {
-	f := openELF(t, testkit.Fixture("stack_chain_nofp"))
+	f := elftest.Open(t, testkit.Fixture("stack_chain_nofp"))
 	tab, err := Load(f)
 	if err != nil {
 		t.Fatal(err)
