@@ -86,9 +86,10 @@
 //     pointers (Tables.Errors).
 //   - A process stays in the maps until Remove: a tracer removes the
 //     processes that exit, or Add fails once Options.Processes are in.
-//   - Objects mapped after Add (dlopen, and a launched command's shared
-//     libraries when it was added at its exec stop) are walked by frame
-//     pointers until the next Add.
+//   - Objects mapped after Add (dlopen) are walked by frame pointers
+//     until the next Add. Watch adds a launched command again at its
+//     program's entry point (procmaps.LaunchEntry), where its shared
+//     libraries are mapped and its own code has not run.
 //   - JIT code, the vDSO and objects without CFI (Go, which writes no
 //     .eh_frame) are walked by frame pointers; Go's goroutines end at a
 //     zero rbp (StopOutermost).

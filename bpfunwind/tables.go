@@ -210,14 +210,15 @@ func (t *Tables) Add(p *procmaps.Process) error {
 	return nil
 }
 
-// Watch adds a launched command now, and again at its later execs
-// (procmaps.Launched.Watch); call it before l.Finish. Objects the
-// command maps after its exec (its shared libraries, dlopen) are known
-// only after another Add: see the package documentation.
+// Watch adds a launched command now, again at its program's entry
+// point (its shared libraries mapped) and at its later execs
+// (procmaps.Launched.Watch); call it before l.Finish. Objects it maps
+// later (dlopen) are known only after another Add: see the package
+// documentation.
 func (t *Tables) Watch(l *procmaps.Launched) error {
 	err := t.Add(l.Process)
 	l.Watch(func(ev procmaps.LaunchEvent) {
-		if ev == procmaps.LaunchExec {
+		if ev == procmaps.LaunchExec || ev == procmaps.LaunchEntry {
 			t.Add(l.Process)
 		}
 	})

@@ -122,6 +122,12 @@ func TestRunRefusesConfig(t *testing.T) {
 			t.Errorf("%+v: no error", c)
 		}
 	}
+	// Counted CFI stacks need the processes whose tables the walk uses.
+	stack := []tracer.Key{{KeyPart: record.KeyPart{Kind: record.KeyStack}, Name: "stack"}}
+	c := tracer.Config{Probes: []probe.Spec{spec}, Mode: record.ModeCount, Keys: stack, Stack: true, CFI: true}
+	if err := tracer.Run(context.Background(), &c); err == nil || !strings.Contains(err.Error(), "needs a process or a command") {
+		t.Errorf("CFI stacks host-wide: %v", err)
+	}
 }
 
 // A trace that ends before its command (here at Limit) ends the command

@@ -179,7 +179,7 @@ func TestTraceStackFlags(t *testing.T) {
 		{[]string{"--count", "--pprof", "x", "f:p:n"}, nil},
 		{[]string{"--folded", "f:p:n"}, nil},
 		{[]string{"--stack", "--folded", "f:p:n"}, nil},
-		{[]string{"--count", "--stack=cfi", "f:p:n"}, nil},
+		{[]string{"--count", "--stack=cfi", "f:p:n"}, []string{"stack"}},
 		{[]string{"--hist", "1", "--stack", "f:p:n"}, nil},
 		{[]string{"--stack=dwarf", "f:p:n"}, nil},
 		{[]string{"--count", "--by", "stack 1", "f:p:n"}, nil},

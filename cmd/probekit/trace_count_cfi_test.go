@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/probekit/probekit/internal/test/testkit"
+)
+
+// The two counted call paths of stack_chain_nofp (no frame pointers) at
+// chain_end and chain_b, folded, as the CFI walk gives them down to
+// _start; per round one hit of each.
+func chainNoFPFolded(rounds int) []string {
+	const base = "_start;__libc_start_main_impl;__libc_start_call_main;main;run;fire;chain_a;chain_b"
+	n := " " + itoa(rounds)
+	return []string{base + n, base + ";chain_c;chain_end" + n}
+}
+
+// --count --stack=cfi counts by stacks unwound inside BPF from CFI: a
+// launched stack_chain_nofp, which exits right after its hits, gives its
+// two paths whole with their exact counts, libc's frames included
+// (libc's tables are loaded at the program's entry point, after the
+// dynamic linker mapped it). The kernel's frame-pointer walk (--count
+// --stack) of the same hits stops at the first caller.
+func TestTraceCountStackCFI(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	fx := testkit.Fixture("stack_chain_nofp")
+	probes := []string{"uprobe:" + fx + ":chain_end", "uprobe:" + fx + ":chain_b"}
+	args := append(append([]string{"--count", "--stack=cfi", "--folded"}, probes...), "--", fx, "--loop", "chain", "7")
+	r := runTraceCmd(args...)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	got := strings.Split(strings.TrimSpace(r.out), "\n")
+	if want := chainNoFPFolded(7); !slices.Equal(got, want) {
+		t.Errorf("folded:\n%s\nwant:\n%s", r.out, strings.Join(want, "\n"))
+	}
+	if r.errOut != "" {
+		t.Errorf("warnings: %s", r.errOut)
+	}
+
+	// The frame-pointer walk of the same program: chain_end's caller is
+	// found (at the function's entry the return address is at the stack
+	// pointer), the frames above it are not.
+	args = append(append([]string{"--count", "--stack", "--folded"}, probes[0]), "--", fx, "--loop", "chain", "7")
+	if r = runTraceCmd(args...); r.code != 0 || strings.Contains(r.out, "main") {
+		t.Errorf("frame pointers: exit %d, %q (%s), want a stack short of main", r.code, r.out, r.errOut)
+	}
+}
+
+// -p with a glob target (follow.WatchProcess): a running
+// stack_chain_nofp, its tables read when its probes are attached; its
+// USDT probe stack:leaf in chain_c counted by CFI stack, printed once it
+// exits.
+func TestTraceCountStackCFIPID(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	fx := testkit.Fixture("stack_chain_nofp")
+	p := testkit.Start(t, fx)
+	var out bytes.Buffer
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"trace", "--count", "--stack=cfi", "--folded", "-p", itoa(p.PID()), "stack_chain_n*:stack:leaf"}, &out, pw)
+		pw.Close()
+	}()
+	attached := make(chan struct{})
+	var errOut strings.Builder
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(pr)
+		once := false
+		for sc.Scan() {
+			switch l := sc.Text(); {
+			case strings.HasPrefix(l, "attach "):
+				if !once {
+					once = true
+					close(attached)
+				}
+			case strings.HasPrefix(l, "detach "):
+			default:
+				errOut.WriteString(l + "\n")
+			}
+		}
+	}()
+	select {
+	case <-attached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("not attached within 30s")
+	}
+	p.Fire("chain", 5)
+	p.Stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	<-read
+	want := "_start;__libc_start_main_impl;__libc_start_call_main;main;run;fire;chain_a;chain_b;chain_c 5\n"
+	if out.String() != want {
+		t.Errorf("folded %q, want %q", out.String(), want)
+	}
+	if errOut.Len() > 0 {
+		t.Errorf("stderr: %s", errOut.String())
+	}
+}
