@@ -8,13 +8,14 @@ import (
 	"syscall"
 )
 
-// entryStop is the breakpoint that stops a launched command at its
-// program's entry point (LaunchEntry): an int3 written over the first
+// EntryStop is a breakpoint that stops a traced process at its
+// program's entry point (as LaunchEntry): an int3 written over the first
 // byte of the instruction at AT_ENTRY (PTRACE_POKETEXT writes to a
 // private copy of the page, as a debugger's breakpoint does), removed
-// at the first stop there. All its methods run on the tracer thread
-// while the command is stopped.
-type entryStop struct {
+// at the first stop there. For a ptrace tracer: its methods run on the
+// tracer thread while the process is stopped. The zero value is
+// unarmed.
+type EntryStop struct {
 	addr  uint64
 	orig  [8]byte // the word at addr before the breakpoint
 	armed bool
@@ -27,33 +28,37 @@ const atEntry = 9
 // its instruction pointer after it.
 const int3 = 0xcc
 
-// arm plants the breakpoint in pid, stopped right after an execve. Where
-// it cannot (not x86-64, no AT_ENTRY, a breakpoint there already: a
-// uprobe at the entry point), the entry stop does not come.
-func (e *entryStop) arm(pid int) {
+// Arm plants the breakpoint in pid, stopped right after an execve, and
+// reports whether it did. Where it cannot (not x86-64, no AT_ENTRY, a
+// breakpoint there already: a uprobe at the entry point), the entry stop
+// does not come.
+func (e *EntryStop) Arm(pid int) bool {
+	*e = EntryStop{}
 	if runtime.GOARCH != "amd64" {
-		return
+		return false
 	}
 	addr, err := auxvEntry(pid)
 	if err != nil || addr == 0 {
-		return
+		return false
 	}
 	var w [8]byte
 	if n, err := syscall.PtracePeekText(pid, uintptr(addr), w[:]); err != nil || n != len(w) || w[0] == int3 {
-		return
+		return false
 	}
 	b := w
 	b[0] = int3
 	if _, err := syscall.PtracePokeText(pid, uintptr(addr), b[:]); err != nil {
-		return
+		return false
 	}
-	*e = entryStop{addr: addr, orig: w, armed: true}
+	*e = EntryStop{addr: addr, orig: w, armed: true}
+	return true
 }
 
-// hit reports whether pid's SIGTRAP stop is the breakpoint's; it then
-// puts the instruction back and the instruction pointer on it, so the
-// program runs on as if never stopped.
-func (e *entryStop) hit(pid int) bool {
+// Hit reports whether pid's SIGTRAP signal-delivery stop is the
+// breakpoint's; it then puts the instruction back and the instruction
+// pointer on it, so that the program runs on as if never stopped when
+// resumed without the signal.
+func (e *EntryStop) Hit(pid int) bool {
 	if !e.armed {
 		return false
 	}

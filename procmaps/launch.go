@@ -32,7 +32,7 @@ type Launched struct {
 	// command still traced (hooks).
 	traced bool
 	// entry is the breakpoint of LaunchEntry, on the tracer thread.
-	entry entryStop
+	entry EntryStop
 }
 
 // LaunchEvent is what a Watch hook is called for.
@@ -171,7 +171,7 @@ func (l *Launched) Finish(err error) error {
 				if err := unix.PtraceSetOptions(pid, opts); err != nil {
 					return fmt.Errorf("resume pid %d: PTRACE_SETOPTIONS: %w", pid, err)
 				}
-				l.entry.arm(pid)
+				l.entry.Arm(pid)
 				if err := syscall.PtraceCont(pid, 0); err != nil {
 					return fmt.Errorf("resume pid %d: %w", pid, err)
 				}
@@ -259,10 +259,9 @@ func (l *Launched) hold(pid int) {
 				h(LaunchExec)
 			}
 			// A new image: its own entry point.
-			l.entry = entryStop{}
-			l.entry.arm(pid)
+			l.entry.Arm(pid)
 			sig = 0
-		case sig == syscall.SIGTRAP && l.entry.hit(pid):
+		case sig == syscall.SIGTRAP && l.entry.Hit(pid):
 			for _, h := range l.hooks {
 				h(LaunchEntry)
 			}

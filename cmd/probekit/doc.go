@@ -188,8 +188,8 @@
 // It needs -p PID or -- CMD (x86-64): the walk knows the objects of the
 // processes it was given, read for -p PID at the start, for a launched
 // command at its exec stop and again at its program's entry point (its
-// shared libraries mapped, none of its code run), for -f at each
-// process's start and exec, and for a target "*" or a glob at each
+// shared libraries mapped, none of its code run), for -f the same for
+// each process of the tree, and for a target "*" or a glob at each
 // change of the link map; a library a process maps after that (dlopen
 // without -f or a glob) is walked by frame pointers.
 //

@@ -109,3 +109,20 @@ func TestTraceCountStackCFIPID(t *testing.T) {
 		t.Errorf("stderr: %s", errOut.String())
 	}
 }
+
+// -f: the processes of a tree are given to the walk at their exec and
+// again at their program's entry point (follow.Options.Hold), so two
+// stack_chain_nofp run by a shell are counted whole, libc included.
+func TestTraceCountStackCFIFollow(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	fx := testkit.Fixture("stack_chain_nofp")
+	r := runTraceCmd("-f", "--count", "--stack=cfi", "--folded", "uprobe:"+fx+":chain_end", "--",
+		"/bin/sh", "-c", fx+" --loop chain 5; "+fx+" --loop chain 2")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	if want := chainNoFPFolded(7)[1] + "\n"; r.out != want {
+		t.Errorf("folded %q, want %q", r.out, want)
+	}
+}
