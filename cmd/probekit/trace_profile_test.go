@@ -537,6 +537,43 @@ func BenchmarkTraceStackCount(b *testing.B) {
 	b.ReportMetric((stack-none)/(bt-none), "stack/bpftrace-over-none")
 }
 
+// BenchmarkTraceStackCountCFI is the cost of a hit at chain_end counted
+// by stack, to the traced program, in one run: on stack_chain (frame
+// pointers) by the kernel's frame-pointer walk (--count --stack), by
+// the CFI walk in BPF (--count --stack=cfi) and by bpftrace's
+// @[ustack] = count(); on stack_chain_nofp (none) by the CFI walk and by
+// bpftrace (whose walk stops at the first caller there). cpu-ns/hit of
+// each, each less the program's time without a probe (over-none), and
+// the ratios: CFI to bpftrace on each build (goal: at most 1), and the
+// CFI walk of the no-frame-pointer build to the frame-pointer walk of
+// the other (goal: at most 2). Run:
+//
+//	go test -run '^$' -bench BenchmarkTraceStackCountCFI -benchtime 100000x ./cmd/probekit/
+func BenchmarkTraceStackCountCFI(b *testing.B) {
+	testkit.RequireKernel(b)
+	requireAMD64(b)
+	fp, nofp := testkit.Fixture("stack_chain"), testkit.Fixture("stack_chain_nofp")
+	probe := func(fx string) string { return "uprobe:" + fx + ":chain_end" }
+	p := testkit.Start(b, fp)
+	b.ResetTimer()
+	none := chainCPU(b, p, b.N)
+	fpStack := tracedChainCPU(b, fp, "--count", "--stack", "--folded", "-i", "1", probe(fp))
+	fpCFI := tracedChainCPU(b, fp, "--count", "--stack=cfi", "--folded", "-i", "1", probe(fp))
+	fpBt := bpftraceChainCPU(b, fp)
+	nofpCFI := tracedChainCPU(b, nofp, "--count", "--stack=cfi", "--folded", "-i", "1", probe(nofp))
+	nofpBt := bpftraceChainCPU(b, nofp)
+	b.StopTimer()
+	for _, m := range []struct {
+		ns   float64
+		name string
+	}{{none, "none"}, {fpStack, "fp_stack"}, {fpCFI, "fp_cfi"}, {fpBt, "fp_bpftrace"}, {nofpCFI, "nofp_cfi"}, {nofpBt, "nofp_bpftrace"}} {
+		b.ReportMetric(m.ns, m.name+"-ns/hit")
+	}
+	b.ReportMetric((fpCFI-none)/(fpBt-none), "fp_cfi/bpftrace-over-none")
+	b.ReportMetric((nofpCFI-none)/(nofpBt-none), "nofp_cfi/bpftrace-over-none")
+	b.ReportMetric((nofpCFI-none)/(fpStack-none), "nofp_cfi/fp_stack-over-none")
+}
+
 // BenchmarkTraceStackHit is the cost of a hit at chain_end in
 // stack_chain_nofp printed with its stack, in one run: trace --stack
 // (the kernel's frame-pointer walk, which stops early there) and trace
