@@ -558,3 +558,39 @@ func TestLaunchedEntry(t *testing.T) {
 		t.Errorf("stacks after Add: %v, want %q 5 times", got, whole)
 	}
 }
+
+// Refresh adds the processes again: stack_dlopen's libstack_mid.so,
+// loaded after the Add, is walked by frame pointers until then (mid_call
+// keeps none: the stack breaks), by its CFI after. A process that has
+// exited is removed, its tables freed.
+func TestRefresh(t *testing.T) {
+	r := newRig(t, "cfi_count")
+	fx := testkit.Fixture("stack_dlopen")
+	p := r.started(t, fx, "cfi_count", "leaf")
+	other := testkit.Start(t, fx)
+	r.add(t, other.PID())
+	p.Loop("dl", 2)
+	whole := "leaf mid_call fire run main " + libcStart
+	if got := r.counted(t, p.PID()); len(got) == 0 || got[whole].Count != 0 {
+		t.Errorf("stacks before Refresh: %v, want none whole", got)
+	}
+	if err := r.tables.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	p.Loop("dl", 3)
+	if c := r.counted(t, p.PID())[whole]; c.Count != 3 {
+		t.Errorf("stack %q after Refresh: %d hits, want 3", whole, c.Count)
+	}
+	// The executable, libstack_mid.so, libc and ld.so.
+	if s := r.tables.Stats(); s.Processes != 2 || s.Objects != 4 {
+		t.Errorf("after Refresh: %+v, want 2 processes, 4 objects", s)
+	}
+	p.Stop()
+	other.Stop()
+	if err := r.tables.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.tables.Stats(); s.Processes != 0 || s.Objects != 0 || s.Rows != 0 {
+		t.Errorf("after the processes exited: %+v, want nothing", s)
+	}
+}

@@ -84,10 +84,10 @@
 //     object that does not fit (ErrFull), or whose code lies above
 //     4 GiB of link-time address (ErrAddressRange), is walked by frame
 //     pointers (Tables.Errors).
-//   - A process stays in the maps until Remove: a tracer removes the
-//     processes that exit, or Add fails once Options.Processes are in.
+//   - A process stays in the maps until Remove or a Refresh after it
+//     exited; Add fails once Options.Processes are in.
 //   - Objects mapped after Add (dlopen) are walked by frame pointers
-//     until the next Add. Watch adds a launched command again at its
+//     until the next Add or Refresh (which adds every process again). Watch adds a launched command again at its
 //     program's entry point (procmaps.LaunchEntry), where its shared
 //     libraries are mapped and its own code has not run.
 //   - JIT code, the vDSO and objects without CFI (Go, which writes no

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -36,6 +37,38 @@ func (cfg *Config) countsCFI() bool {
 		}
 	}
 	return false
+}
+
+// tablesRefresh is how often the CFI walk's tables are read again from
+// the traced processes (bpfunwind.Tables.Refresh): a library one maps
+// (dlopen) is walked by frame pointers until then, and the tables of
+// processes that exited are freed.
+const tablesRefresh = time.Second
+
+// refreshTables refreshes tables every tablesRefresh until the returned
+// function is called.
+func (t *tracer) refreshTables(tables *bpfunwind.Tables) (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(tablesRefresh)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if err := tables.Refresh(); err != nil {
+					t.warnf("%v", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
 }
 
 // tablesWarnings says which objects the CFI walk could not load tables

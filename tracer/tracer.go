@@ -84,8 +84,8 @@ type Config struct {
 	// (package unwind), counted stacks inside BPF (package bpfunwind,
 	// x86-64, with a Process or a Command: the walk knows the objects of
 	// the processes it was given, read at the start, at each exec and
-	// link-map change a trace sees, and at the entry point of a
-	// launched command).
+	// link-map change a trace sees, at the entry point of a launched
+	// command, and every second).
 	Stack, CFI bool
 	// Pprof, when set, is the file ModeCount's counted stacks are written
 	// to as a pprof profile; Folded prints them folded instead of as a
@@ -364,6 +364,7 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 	if tables != nil {
 		t.stacks.tables = tables
 		defer t.tablesWarnings(tables)
+		defer t.refreshTables(tables)()
 	}
 	// Without BPF cookies (before Linux 5.15) a position-independent
 	// file's sites are found by their runtime address in a process: a

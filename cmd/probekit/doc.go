@@ -190,8 +190,10 @@
 // command at its exec stop and again at its program's entry point (its
 // shared libraries mapped, none of its code run), for -f the same for
 // each process of the tree, and for a target "*" or a glob at each
-// change of the link map; a library a process maps after that (dlopen
-// without -f or a glob) is walked by frame pointers.
+// change of the link map; and every process again each second, which
+// also frees the tables of those that exited. A library a process maps
+// otherwise unseen (dlopen without -f or a glob) is walked by frame
+// pointers until that refresh.
 //
 // --count and --hist count in the kernel instead of sending each hit to
 // probekit: a hit adds 1 to its probe's slot of a map (atomically), and

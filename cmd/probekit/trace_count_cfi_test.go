@@ -126,3 +126,59 @@ func TestTraceCountStackCFIFollow(t *testing.T) {
 		t.Errorf("folded %q, want %q", r.out, want)
 	}
 }
+
+// -p with a library loaded later (dlopen, not seen without -f or a
+// glob): its tables join at the next refresh of the walk's tables, after
+// which stack_dlopen's stacks through libstack_mid.so (no frame
+// pointers) are whole. fire's entry, hit by a round of an unknown
+// command (which loads nothing), shows the trace attached first.
+func TestTraceCountStackCFIDlopen(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	fx := testkit.Fixture("stack_dlopen")
+	p := testkit.Start(t, fx)
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	var errOut bytes.Buffer
+	go func() {
+		done <- run([]string{"trace", "--count", "--stack=cfi", "--folded", "-i", "1", "-p", itoa(p.PID()),
+			"uprobe:" + fx + ":leaf", "uprobe:" + fx + ":fire"}, pw, &errOut)
+		pw.Close()
+	}()
+	const start = "_start;__libc_start_main_impl;__libc_start_call_main;main;run;fire"
+	attached, found := make(chan struct{}), make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pr)
+		var a, f bool
+		for sc.Scan() {
+			switch l := sc.Text(); {
+			case !a && strings.HasPrefix(l, start+" "):
+				a = true
+				close(attached)
+			case !f && strings.HasPrefix(l, start+";mid_call;leaf "):
+				f = true
+				close(found)
+			}
+		}
+	}()
+	wait := func(c <-chan struct{}, what, cmd string) {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		for {
+			select {
+			case <-c:
+				return
+			case <-deadline:
+				t.Fatalf("no %s within 20s: %s", what, errOut.String())
+			case <-time.After(20 * time.Millisecond):
+				p.Loop(cmd, 1)
+			}
+		}
+	}
+	wait(attached, "count of fire", "none")
+	wait(found, "whole stack through the dlopened library", "dl")
+	p.Stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+}
