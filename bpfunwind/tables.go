@@ -72,7 +72,7 @@ type Tables struct {
 	pids    map[int][]*object
 	// added are the processes as Add was given them, for Refresh.
 	added map[int]*procmaps.Process
-	errs    map[*unwind.Table]error
+	errs  map[*unwind.Table]error
 }
 
 type object struct {
