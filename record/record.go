@@ -612,6 +612,9 @@ func LoadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.Colle
 	// A copy: the caller may set other values and load spec again.
 	spec = spec.Copy()
 	inlineConstants(spec)
+	if cfiPart == 0 {
+		dropCFIWalk(spec)
+	}
 	switch which {
 	case USDTProgram:
 		var l loadUSDT
