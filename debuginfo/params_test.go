@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/probekit/probekit/internal/safeelf"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 func paramsFixture(name string) string { return "../testdata/params/bin/" + name }
@@ -369,5 +371,53 @@ func TestSignaturesSup(t *testing.T) {
 				t.Fatalf("without the supplementary file emit reads %s", got)
 			}
 		})
+	}
+}
+
+// TestSignaturesSupLoop: a hostile common file whose const of const
+// char (<0x71>, DW_AT_type <0x6a> as one DW_FORM_ref_udata byte at
+// .debug_info+0x72) refers to itself ends at the depth bound: emit's
+// name reads as a bounded chain of consts ending in "?", its other
+// parameter as before.
+func TestSignaturesSupLoop(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile(paramsFixture("params_dwz.sup"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sef, err := safeelf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := sef.Section(".debug_info").Offset + 0x72
+	if b[at] != 0x6a {
+		t.Fatalf("params_dwz.sup: %#x at .debug_info+0x72, want 0x6a (readelf -wi: <0x71> DW_TAG_const_type)", b[at])
+	}
+	b[at] = 0x71
+	path := filepath.Join(dir, "params_dwz")
+	testkit.CopyFile(t, paramsFixture("params_dwz"), path)
+	if err := os.WriteFile(path+".sup", b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, ef := openFixtureELF(t, path)
+	sup, err := OpenSup(&File{File: f, Path: path}, ef, &Options{DebugDirs: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenSignaturesELFWith(ef, &SignaturesOptions{Sup: sup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, funcs := openSigs(t, paramsFixture("params_O2"))
+	sig, err := s.At(funcAddr(t, funcs, "emit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sig.Params) != 2 || sigString(elf.EM_X86_64, &Signature{Params: sig.Params[:1]}) != "(int i/signed/4@rdi)" {
+		t.Fatalf("emit: %s", sigString(elf.EM_X86_64, sig))
+	}
+	name := sig.Params[1].Type.Name
+	if !strings.HasPrefix(name, "const const const") || !strings.Contains(name, "?") || len(name) > 8*maxTypeDepth || sig.Params[1].Type.Kind != KindPointer {
+		t.Fatalf("name's type %q (%v)", name, sig.Params[1].Type.Kind)
 	}
 }
