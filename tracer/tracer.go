@@ -112,7 +112,8 @@ type Config struct {
 }
 
 // Hit is one hit given to Config.OnHit: the decoded record and the site
-// its cookie names. Both are valid until OnHit returns.
+// its cookie names. Both are valid until OnHit returns. Params gives a
+// function's values named and typed by its DWARF (params.go).
 type Hit struct {
 	*record.Event
 	Site *Site
