@@ -61,52 +61,13 @@ func TestTraceCountStackCFI(t *testing.T) {
 func TestTraceCountStackCFIPID(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	fx := testkit.Fixture("stack_chain_nofp")
-	p := testkit.Start(t, fx)
-	var out bytes.Buffer
-	pr, pw := io.Pipe()
-	done := make(chan int, 1)
-	go func() {
-		done <- run([]string{"trace", "--count", "--stack=cfi", "--folded", "-p", itoa(p.PID()), "stack_chain_n*:stack:leaf"}, &out, pw)
-		pw.Close()
-	}()
-	attached := make(chan struct{})
-	var errOut strings.Builder
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		sc := bufio.NewScanner(pr)
-		once := false
-		for sc.Scan() {
-			switch l := sc.Text(); {
-			case strings.HasPrefix(l, "attach "):
-				if !once {
-					once = true
-					close(attached)
-				}
-			case strings.HasPrefix(l, "detach "):
-			default:
-				errOut.WriteString(l + "\n")
-			}
-		}
-	}()
-	select {
-	case <-attached:
-	case <-time.After(30 * time.Second):
-		t.Fatal("not attached within 30s")
-	}
-	p.Fire("chain", 5)
-	p.Stop()
-	if code := <-done; code != 0 {
-		t.Fatalf("exit %d", code)
-	}
-	<-read
+	out, errOut := countStackGlob(t, "stack_chain_nofp", "--stack=cfi")
 	want := "_start;__libc_start_main_impl;__libc_start_call_main;main;run;fire;chain_a;chain_b;chain_c 5\n"
-	if out.String() != want {
-		t.Errorf("folded %q, want %q", out.String(), want)
+	if out != want {
+		t.Errorf("folded %q, want %q", out, want)
 	}
-	if errOut.Len() > 0 {
-		t.Errorf("stderr: %s", errOut.String())
+	if errOut != "" {
+		t.Errorf("stderr: %s", errOut)
 	}
 }
 

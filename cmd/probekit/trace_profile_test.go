@@ -601,23 +601,45 @@ func BenchmarkTraceStackHit(b *testing.B) {
 func TestTraceCountStackGlob(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	fx := testkit.Fixture("stack_chain")
-	p := testkit.Start(t, fx)
+	out, _ := countStackGlob(t, "stack_chain", "--stack")
+	want := "__libc_start_call_main;main;run;fire;chain_a;chain_b;chain_c 5\n"
+	if out != want {
+		t.Errorf("folded %q, want %q", out, want)
+	}
+}
+
+// countStackGlob runs trace --count STACKFLAG --folded -p PID on a new
+// fixture process with the target stack_ch*:stack:leaf, fires chain 5
+// times once the first attach line shows, stops the process, and
+// returns the output and the other lines of standard error (attach and
+// detach lines left out).
+func countStackGlob(t *testing.T, fixture, stackFlag string) (string, string) {
+	t.Helper()
+	p := testkit.Start(t, testkit.Fixture(fixture))
 	var out bytes.Buffer
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		done <- run([]string{"trace", "--count", "--stack", "--folded", "-p", itoa(p.PID()), "stack_ch*:stack:leaf"}, &out, pw)
+		done <- run([]string{"trace", "--count", stackFlag, "--folded", "-p", itoa(p.PID()), "stack_ch*:stack:leaf"}, &out, pw)
 		pw.Close()
 	}()
 	attached := make(chan struct{})
+	var errOut strings.Builder
+	read := make(chan struct{})
 	go func() {
+		defer close(read)
 		sc := bufio.NewScanner(pr)
 		once := false
 		for sc.Scan() {
-			if !once && strings.HasPrefix(sc.Text(), "attach ") {
-				once = true
-				close(attached)
+			switch l := sc.Text(); {
+			case strings.HasPrefix(l, "attach "):
+				if !once {
+					once = true
+					close(attached)
+				}
+			case strings.HasPrefix(l, "detach "):
+			default:
+				errOut.WriteString(l + "\n")
 			}
 		}
 	}()
@@ -631,8 +653,6 @@ func TestTraceCountStackGlob(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	want := "__libc_start_call_main;main;run;fire;chain_a;chain_b;chain_c 5\n"
-	if out.String() != want {
-		t.Errorf("folded %q, want %q", out.String(), want)
-	}
+	<-read
+	return out.String(), errOut.String()
 }
