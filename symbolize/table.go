@@ -25,6 +25,8 @@ type table struct {
 	// lines is the DWARF of the file or of its debug file (nil when
 	// neither has any, and for Go, whose lines come from goTab).
 	lines *debuginfo.Lines
+	// index answers for lines from a line index (then lines is nil).
+	index *debuginfo.LineIndex
 	loads safeelf.Segments
 	// buildID is the file's GNU build ID, in hex; "" without one.
 	buildID string
@@ -57,6 +59,8 @@ type debugSource struct {
 	obj  *os.File
 	path string
 	opts debuginfo.Options
+	// index is the line index cache, nil for none.
+	index *debuginfo.IndexCache
 }
 
 // linesShare is the fraction of Options.MaxTableBytes one file's DWARF
@@ -64,48 +68,134 @@ type debugSource struct {
 // charged its DWARF sections plus that ceiling.
 const linesShare = 16
 
-// openSup opens the DWARF of the supplementary file (dwz's common file)
-// that the debug file d (dbg, as an ELF file) refers to; nil when it
-// refers to none or it is not found, said to Options.DebugInfo.Warn:
-// names kept there are then missing.
-func openSup(dbg *safeelf.File, d *debuginfo.File, src *debugSource) *debuginfo.Lines {
-	warn := func(err error) {
-		if src.opts.Warn != nil {
-			src.opts.Warn(err)
-		}
-	}
+// findSup finds the supplementary file (dwz's common file) that the
+// debug file d (dbg, as an ELF file) refers to: nil when it refers to
+// none or it is not found, said to Options.DebugInfo.Warn (names kept
+// there are then missing). The caller closes it.
+func findSup(dbg *safeelf.File, d *debuginfo.File, src *debugSource) (*debuginfo.File, *debuginfo.SupLink) {
 	link, err := debuginfo.ReadSupLink(dbg)
 	if err != nil {
-		warn(fmt.Errorf("%s: %w", d.Path, err))
-		return nil
+		src.warn(fmt.Errorf("%s: %w", d.Path, err))
+		return nil, nil
 	}
 	if link == nil {
-		return nil
+		return nil, nil
 	}
 	// Refused candidates are said as they come; "not found" only when
 	// nothing was.
 	warned := false
 	opts := src.opts
-	opts.Warn = func(err error) { warned = true; warn(err) }
+	opts.Warn = func(err error) { warned = true; src.warn(err) }
 	sf, err := debuginfo.FindSup(d, link, &opts)
 	if err != nil {
 		if !warned {
-			warn(err)
+			src.warn(err)
 		}
-		return nil
+		return nil, nil
 	}
-	defer sf.Close()
+	return sf, link
+}
+
+func (src *debugSource) warn(err error) {
+	if src.opts.Warn != nil {
+		src.opts.Warn(err)
+	}
+}
+
+// openSup opens the DWARF of the supplementary file sf; nil when it does
+// not read (said to Options.DebugInfo.Warn).
+func openSup(sf *debuginfo.File, src *debugSource) *debuginfo.Lines {
 	sef, err := safeelf.NewFile(sf)
 	if err != nil {
-		warn(fmt.Errorf("%s: %w", sf.Path, err))
+		src.warn(fmt.Errorf("%s: %w", sf.Path, err))
 		return nil
 	}
 	l, err := debuginfo.OpenLinesELF(sef, nil)
 	if err != nil {
-		warn(fmt.Errorf("%s: %w", sf.Path, err))
+		src.warn(fmt.Errorf("%s: %w", sf.Path, err))
 		return nil
 	}
 	return l
+}
+
+// indexKey is the identity of the DWARF of the object with build ID id
+// read from the debug file d (dbg as an ELF file) and the supplementary
+// file sf (nil for none, link its link); ok false when the object has
+// no build ID or a file's identity is unreadable: such DWARF is not
+// indexed.
+func indexKey(id []byte, dbg *safeelf.File, d *debuginfo.File, sf *debuginfo.File, link *debuginfo.SupLink) (*debuginfo.IndexKey, bool) {
+	if len(id) == 0 {
+		return nil, false
+	}
+	k := &debuginfo.IndexKey{BuildID: id, SupSize: -1}
+	st, err := d.Stat()
+	if err != nil {
+		return nil, false
+	}
+	k.DebugSize = st.Size()
+	if k.DebugID, err = dbg.BuildID(); err != nil {
+		return nil, false
+	}
+	if sf != nil {
+		st, err := sf.Stat()
+		if err != nil {
+			return nil, false
+		}
+		k.SupID, k.SupSize = link.ID, st.Size()
+	}
+	return k, true
+}
+
+// openLines gives t the DWARF lines of the object (build ID id) from
+// the debug file d (dbg as an ELF file): the cached line index when one
+// of the same DWARF is there, else the DWARF, read and then indexed into
+// the cache (the index then serves t: its lookups are faster).
+func (t *table) openLines(id []byte, dbg *safeelf.File, d *debuginfo.File, src *debugSource, maxBytes int64) {
+	sf, link := findSup(dbg, d, src)
+	if sf != nil {
+		defer sf.Close()
+	}
+	var key *debuginfo.IndexKey
+	if src.index != nil {
+		var ok bool
+		if key, ok = indexKey(id, dbg, d, sf, link); ok {
+			x, err := src.index.Load(key)
+			if err == nil {
+				t.index = x
+				t.bytes += x.Size()
+				return
+			}
+			if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, debuginfo.ErrIndexKey) {
+				src.warn(fmt.Errorf("%s: %w", d.Path, err))
+			}
+		}
+	}
+	var sup *debuginfo.Lines
+	if sf != nil {
+		sup = openSup(sf, src)
+	}
+	// A file whose DWARF does not read keeps its functions.
+	lmax := max(maxBytes/linesShare, 1<<20)
+	l, err := debuginfo.OpenLinesELF(dbg, &debuginfo.LinesOptions{MaxBytes: lmax, Sup: sup})
+	if err != nil {
+		return
+	}
+	if key != nil {
+		x, err := src.index.Store(key, l)
+		if err != nil {
+			src.warn(fmt.Errorf("%s: line index not stored: %w", d.Path, err))
+		}
+		if x != nil {
+			t.index = x
+			t.bytes += x.Size()
+			return
+		}
+	}
+	t.lines = l
+	t.bytes += l.SectionBytes() + lmax
+	if sup != nil {
+		t.bytes += sup.SectionBytes()
+	}
 }
 
 // loadTable reads the function table of the ELF file f (left open: the
@@ -166,16 +256,8 @@ func loadTable(id procmaps.FileID, f io.ReaderAt, src *debugSource, maxBytes int
 		}
 	}
 	if t.goTab == nil && dbg != nil {
-		// A file whose DWARF does not read keeps its functions.
-		lmax := max(maxBytes/linesShare, 1<<20)
-		sup := openSup(dbg, dbgFile, src)
-		if l, err := debuginfo.OpenLinesELF(dbg, &debuginfo.LinesOptions{MaxBytes: lmax, Sup: sup}); err == nil {
-			t.lines = l
-			t.bytes += l.SectionBytes() + lmax
-			if sup != nil {
-				t.bytes += sup.SectionBytes()
-			}
-		}
+		id, _ := ef.BuildID()
+		t.openLines(id, dbg, dbgFile, src, maxBytes)
 	}
 	syms := ef
 	switch {
@@ -234,11 +316,17 @@ func (t *table) frames(dst []Frame, base Frame, vaddr uint64, dem bool) []Frame 
 	if t.goTab != nil {
 		return t.goFrames(dst, fr, vaddr, ok)
 	}
-	if t.lines == nil {
+	var buf [8]debuginfo.SourceFrame
+	var sfs []debuginfo.SourceFrame
+	var err error
+	switch {
+	case t.index != nil:
+		sfs, err = t.index.Frames(buf[:0], vaddr)
+	case t.lines != nil:
+		sfs, err = t.lines.Frames(buf[:0], vaddr)
+	default:
 		return append(dst, fr)
 	}
-	var buf [8]debuginfo.SourceFrame
-	sfs, err := t.lines.Frames(buf[:0], vaddr)
 	if err != nil || len(sfs) == 0 {
 		return append(dst, fr)
 	}

@@ -1,0 +1,480 @@
+package debuginfo
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"slices"
+	"unsafe"
+)
+
+// A line index is what Lines.Frames answers for every address of one
+// file, written out flat: the addresses where the answer may change (the
+// bounds of every unit range, line row, function range and inlined-call
+// range), each with the answer from there to the next one. The answer of
+// an address is then a binary search and a few loads away, with no DWARF
+// decompressed or decoded: symbolize keeps one per build ID in a cache
+// directory (IndexCache) so that a second run starts from it.
+//
+// Every comparison Lines.Frames makes of an address is with one of those
+// bounds, so its answer is the same from one bound to the next: the index
+// holds, for each, the answer Lines.Frames gave at it, and answers every
+// address exactly as the Lines it was built from (TestLineIndexSame).
+//
+// Layout (little-endian; counts and lengths are u32):
+//
+//	magic "PKLINDX\n", version, key length, intervals, frames, chains,
+//	strings, string bytes, bucket shift, buckets, 0, bucket base u64 (56 bytes)
+//	key                 the caller's identity of the DWARF it was built from, padded to 8
+//	addrs   [intervals] u64, strictly increasing from 0: an interval's start
+//	buckets [buckets+1] bucket i: how many addrs are at or below base + i<<shift
+//	recs    [intervals] {chain, file, line}: chain noChain for no frames
+//	chains  [chains+1]  the first frame of each chain in frames; the last is frames
+//	frames  [frames]    {name, file, line, flags, entry u64}: a chain is its
+//	                    frames innermost first; the innermost's file and line
+//	                    are the interval's
+//	strs    [strings+1] the start of each string in the string bytes; the last is their length
+//	bytes               the string bytes
+//	crc                 CRC-32C (Castagnoli) of everything before it
+//
+// An index is a parser input: ReadLineIndex checks its size against its
+// counts before anything else, its checksum, and every reference in it,
+// so that lookups need no checks but Go's own; it allocates nothing by
+// its counts (the tables are views of the bytes given).
+
+const (
+	lineIndexMagic = "PKLINDX\n"
+	// LineIndexVersion is the format version of a line index: an index
+	// of another version is rebuilt.
+	LineIndexVersion = 1
+
+	lineIndexHeader = 56
+	recSize         = 12
+	frameSize       = 24
+	// noChain is the chain of an interval without frames.
+	noChain = math.MaxUint32
+	// maxIndexChain bounds a chain (Lines.Frames gives at most 32).
+	maxIndexChain = 64
+	// maxIndexKey bounds the key: build IDs and file sizes.
+	maxIndexKey = 4 << 10
+
+	frameInlined = 1 // SourceFrame.Inlined
+	frameError   = 2 // a LinesError: name is Msg, file Section, entry Off
+)
+
+// ErrIndexKey indicates a line index built from other DWARF than the
+// key given names (another build, another debug file): it is rebuilt.
+var ErrIndexKey = errors.New("line index is of other debug information")
+
+// IndexError is a malformed line index: the offset in it and what was
+// wrong.
+type IndexError struct {
+	Off uint64
+	Msg string
+}
+
+func (e *IndexError) Error() string {
+	return fmt.Sprintf("malformed line index at %#x: %s", e.Off, e.Msg)
+}
+
+// LineIndex answers Frames from a line index. It is immutable and safe
+// for concurrent use; the strings it returns share its bytes.
+type LineIndex struct {
+	b                            []byte
+	addrs, recs, chains, frames  []byte
+	strs, strBytes               []byte
+	nAddrs, nChains, nFrames, nS int
+	// buckets narrow the search of addrs (see bucketTable).
+	buckets  []byte
+	base     uint64
+	shift    uint
+	nBuckets int
+}
+
+// ReadLineIndex checks b, a line index, and returns it; b is kept and
+// must not change. key must be the key it was written with: another is
+// ErrIndexKey. A malformed index is an *IndexError.
+func ReadLineIndex(b []byte, key []byte) (*LineIndex, error) {
+	return readLineIndex(b, key, true)
+}
+
+// readLineIndex is ReadLineIndex; without sums, the checksum and the key
+// are not checked (for the fuzz test, whose inputs get past them only
+// by chance).
+func readLineIndex(b []byte, key []byte, sums bool) (*LineIndex, error) {
+	if len(b) < lineIndexHeader+4 || string(b[:8]) != lineIndexMagic {
+		return nil, &IndexError{0, "not a line index"}
+	}
+	le := binary.LittleEndian
+	if v := le.Uint32(b[8:]); v != LineIndexVersion {
+		return nil, fmt.Errorf("%w: format version %d, want %d", ErrIndexKey, v, LineIndexVersion)
+	}
+	var c [9]uint64
+	for i := range c {
+		c[i] = uint64(le.Uint32(b[12+4*i:]))
+	}
+	keyLen, nAddrs, nFrames, nChains, nStrs, nBytes, shift, nBuckets := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+	if shift >= 64 {
+		return nil, &IndexError{40, fmt.Sprintf("bucket shift %d", shift)}
+	}
+	// Each count is below 2^32, so no sum below overflows.
+	off := uint64(lineIndexHeader)
+	at := func(n uint64) uint64 { o := off; off += n; return o }
+	keyOff := at((keyLen + 7) &^ 7)
+	addrsOff := at(8 * nAddrs)
+	bucketsOff := at(4 * (nBuckets + 1))
+	recsOff := at(recSize * nAddrs)
+	chainsOff := at(4 * (nChains + 1))
+	framesOff := at(frameSize * nFrames)
+	strsOff := at(4 * (nStrs + 1))
+	bytesOff := at(nBytes)
+	if off+4 != uint64(len(b)) {
+		return nil, &IndexError{12, fmt.Sprintf("counts give %d bytes, the index has %d", off+4, len(b))}
+	}
+	if sums && crc32.Checksum(b[:off], castagnoli) != le.Uint32(b[off:]) {
+		return nil, &IndexError{off, "checksum mismatch"}
+	}
+	if sums && string(b[keyOff:keyOff+keyLen]) != string(key) {
+		return nil, ErrIndexKey
+	}
+	x := &LineIndex{
+		b:        b,
+		addrs:    b[addrsOff:bucketsOff],
+		buckets:  b[bucketsOff:recsOff],
+		base:     le.Uint64(b[48:]),
+		shift:    uint(shift),
+		nBuckets: int(nBuckets),
+		recs:     b[recsOff:chainsOff],
+		chains:   b[chainsOff:framesOff],
+		frames:   b[framesOff:strsOff],
+		strs:     b[strsOff:bytesOff],
+		strBytes: b[bytesOff:off],
+		nAddrs:   int(nAddrs), nChains: int(nChains), nFrames: int(nFrames), nS: int(nStrs),
+	}
+	if err := x.check(addrsOff, recsOff, chainsOff, framesOff, strsOff); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// check checks every reference of x: what lookups then index by.
+func (x *LineIndex) check(addrsOff, recsOff, chainsOff, framesOff, strsOff uint64) error {
+	le := binary.LittleEndian
+	if x.nAddrs == 0 || le.Uint64(x.addrs) != 0 {
+		return &IndexError{addrsOff, "the first interval does not start at 0"}
+	}
+	for i := 1; i < x.nAddrs; i++ {
+		if le.Uint64(x.addrs[8*i:]) <= le.Uint64(x.addrs[8*i-8:]) {
+			return &IndexError{addrsOff + 8*uint64(i), "interval starts out of order"}
+		}
+	}
+	// The buckets must be the addresses' own: checked by counting.
+	k := 0
+	for i := 0; i <= x.nBuckets; i++ {
+		start := x.base + uint64(i)<<x.shift
+		if i > 0 && start>>x.shift != x.base>>x.shift+uint64(i) {
+			return &IndexError{40, "buckets past the address space"}
+		}
+		for k < x.nAddrs && le.Uint64(x.addrs[8*k:]) <= start {
+			k++
+		}
+		if int(le.Uint32(x.buckets[4*i:])) != k {
+			return &IndexError{recsOff - 4*uint64(x.nBuckets+1-i), "bucket count is not the addresses'"}
+		}
+	}
+	prev := uint32(0)
+	for i := 0; i <= x.nS; i++ {
+		s := le.Uint32(x.strs[4*i:])
+		if s < prev || i == 0 && s != 0 || i == x.nS && int(s) != len(x.strBytes) {
+			return &IndexError{strsOff + 4*uint64(i), "string bounds out of order or past the bytes"}
+		}
+		prev = s
+	}
+	prev = 0
+	for i := 0; i <= x.nChains; i++ {
+		s := le.Uint32(x.chains[4*i:])
+		if i == 0 && s != 0 || i > 0 && (s <= prev || s-prev > maxIndexChain) || i == x.nChains && int(s) != x.nFrames {
+			return &IndexError{chainsOff + 4*uint64(i), "chain bounds out of order or past the frames"}
+		}
+		prev = s
+	}
+	for i := 0; i < x.nFrames; i++ {
+		f := x.frames[frameSize*i:]
+		if le.Uint32(f) >= uint32(x.nS) || le.Uint32(f[4:]) >= uint32(x.nS) || le.Uint32(f[8:]) > math.MaxInt32 || le.Uint32(f[12:]) > frameInlined|frameError {
+			return &IndexError{framesOff + frameSize*uint64(i), "frame names a string past the table, or bad line or flags"}
+		}
+	}
+	for i := 0; i < x.nAddrs; i++ {
+		r := x.recs[recSize*i:]
+		if c := le.Uint32(r); c != noChain && c >= uint32(x.nChains) || le.Uint32(r[4:]) >= uint32(x.nS) || le.Uint32(r[8:]) > math.MaxInt32 {
+			return &IndexError{recsOff + recSize*uint64(i), "interval names a chain or string past the tables, or bad line"}
+		}
+	}
+	return nil
+}
+
+// Intervals is the number of intervals of constant answer.
+func (x *LineIndex) Intervals() int { return x.nAddrs }
+
+// Size is the size of the index in bytes.
+func (x *LineIndex) Size() int64 { return int64(len(x.b)) }
+
+func (x *LineIndex) str(i uint32) string {
+	le := binary.LittleEndian
+	lo, hi := le.Uint32(x.strs[4*i:]), le.Uint32(x.strs[4*i+4:])
+	if lo == hi {
+		return ""
+	}
+	return unsafe.String(&x.strBytes[lo], int(hi-lo))
+}
+
+// Frames is Lines.Frames from the index: the inline chain of the
+// link-time address pc appended to dst, innermost first.
+func (x *LineIndex) Frames(dst []SourceFrame, pc uint64) ([]SourceFrame, error) {
+	le := binary.LittleEndian
+	lo, hi := 0, x.nAddrs
+	// Bucket i holds base + i<<shift; the answer (the first address
+	// above pc) lies between the counts at pc's bucket and the next.
+	switch {
+	case pc < x.base:
+		hi = int(le.Uint32(x.buckets))
+	case (pc-x.base)>>x.shift < uint64(x.nBuckets):
+		b := int((pc - x.base) >> x.shift)
+		lo, hi = int(le.Uint32(x.buckets[4*b:])), int(le.Uint32(x.buckets[4*b+4:]))
+	default:
+		lo = int(le.Uint32(x.buckets[4*x.nBuckets:]))
+	}
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if le.Uint64(x.addrs[8*m:]) <= pc {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	r := x.recs[recSize*(lo-1):]
+	c := le.Uint32(r)
+	if c == noChain {
+		return dst, nil
+	}
+	first, end := le.Uint32(x.chains[4*c:]), le.Uint32(x.chains[4*c+4:])
+	for k := first; k < end; k++ {
+		f := x.frames[frameSize*k:]
+		flags := le.Uint32(f[12:])
+		if flags&frameError != 0 {
+			return dst, &LinesError{Section: x.str(le.Uint32(f[4:])), Off: le.Uint64(f[16:]), Msg: x.str(le.Uint32(f))}
+		}
+		sf := SourceFrame{Function: x.str(le.Uint32(f)), Inlined: flags&frameInlined != 0, Entry: le.Uint64(f[16:])}
+		if k == first {
+			sf.File, sf.Line = x.str(le.Uint32(r[4:])), int(le.Uint32(r[8:]))
+		} else {
+			sf.File, sf.Line = x.str(le.Uint32(f[4:])), int(le.Uint32(f[8:]))
+		}
+		dst = append(dst, sf)
+	}
+	return dst, nil
+}
+
+// AppendIndex appends the line index of l, with key, to b and returns
+// it. It reads every unit of l (under LinesOptions.MaxBytes, units read
+// again when dropped) and asks Frames at every bound.
+func (l *Lines) AppendIndex(b []byte, key []byte) ([]byte, error) {
+	if len(key) > maxIndexKey {
+		return nil, fmt.Errorf("line index key of %d bytes, more than %d", len(key), maxIndexKey)
+	}
+	bounds := l.bounds()
+	w := indexWriter{strs: map[string]uint32{}, chainIDs: map[string]uint32{}}
+	w.str("")
+	var buf []SourceFrame
+	prev := [3]uint32{noChain - 1}
+	for _, pc := range bounds {
+		var err error
+		buf, err = l.Frames(buf[:0], pc)
+		rec := w.answer(buf, err)
+		if rec == prev {
+			continue
+		}
+		prev = rec
+		w.addrs = append(w.addrs, pc)
+		w.recs = append(w.recs, rec)
+	}
+	if len(w.addrs) >= math.MaxUint32 || len(w.frames) >= math.MaxUint32 || len(w.strBytes) >= math.MaxUint32 {
+		return nil, errors.New("line index too large")
+	}
+	le := binary.LittleEndian
+	base, shift, buckets := bucketTable(w.addrs)
+	start := len(b)
+	b = slices.Grow(b, lineIndexHeader+len(key)+8+len(w.addrs)*(8+recSize)+4*len(buckets)+4*len(w.chains)+4+
+		frameSize*len(w.frames)+4*len(w.strOffs)+4+len(w.strBytes)+4)
+	b = append(b, lineIndexMagic...)
+	for _, v := range []int{LineIndexVersion, len(key), len(w.addrs), len(w.frames), len(w.chains), len(w.strOffs), len(w.strBytes), int(shift), len(buckets) - 1, 0} {
+		b = le.AppendUint32(b, uint32(v))
+	}
+	b = le.AppendUint64(b, base)
+	b = append(b, key...)
+	for (len(b)-start)%8 != 0 {
+		b = append(b, 0)
+	}
+	for _, a := range w.addrs {
+		b = le.AppendUint64(b, a)
+	}
+	for _, n := range buckets {
+		b = le.AppendUint32(b, n)
+	}
+	for _, r := range w.recs {
+		b = le.AppendUint32(le.AppendUint32(le.AppendUint32(b, r[0]), r[1]), r[2])
+	}
+	for _, c := range w.chains {
+		b = le.AppendUint32(b, c)
+	}
+	b = le.AppendUint32(b, uint32(len(w.frames)))
+	for _, f := range w.frames {
+		b = le.AppendUint32(le.AppendUint32(le.AppendUint32(le.AppendUint32(b, f.name), f.file), f.line), f.flags)
+		b = le.AppendUint64(b, f.entry)
+	}
+	for _, s := range w.strOffs {
+		b = le.AppendUint32(b, s)
+	}
+	b = le.AppendUint32(b, uint32(len(w.strBytes)))
+	b = append(b, w.strBytes...)
+	return le.AppendUint32(b, crc32.Checksum(b[start:], castagnoli)), nil
+}
+
+// bucketTable cuts the span of addrs (ascending, from 0) above the
+// first into about one bucket per two addresses: the first address
+// above pc is then searched among a few, where a binary search of
+// libc's 141,000 takes a cache miss at each of its last steps. It
+// returns the base, the shift and, for each bucket i and one past the
+// last, how many addrs are at or below base + i<<shift.
+func bucketTable(addrs []uint64) (base uint64, shift uint, counts []uint32) {
+	n := len(addrs)
+	if n > 1 {
+		base = addrs[1]
+	}
+	span := addrs[n-1] - base
+	for span>>shift >= uint64(max(n/2, 1)) {
+		shift++
+	}
+	nb := int(span>>shift) + 1
+	counts = make([]uint32, 0, nb+1)
+	k := 0
+	for i := range nb + 1 {
+		start := base + uint64(i)<<shift
+		if i > 0 && start>>shift != base>>shift+uint64(i) {
+			break // past 2^64: the last bucket runs to the end
+		}
+		for k < n && addrs[k] <= start {
+			k++
+		}
+		counts = append(counts, uint32(k))
+	}
+	return base, shift, counts
+}
+
+// bounds returns, sorted and without repeats, 0 and every address at
+// which a comparison of Frames may change: the bounds of the unit ranges
+// and, of every unit, of its line rows, functions and inlined calls.
+func (l *Lines) bounds() []uint64 {
+	bs := make([]uint64, 1, 2*len(l.ranges)+1<<16)
+	for _, r := range l.ranges {
+		bs = append(bs, r.lo, r.hi)
+	}
+	for u := range l.units {
+		t, err := l.table(u)
+		if err != nil {
+			continue
+		}
+		bs = append(bs, t.addrs...)
+		for _, f := range t.funcs {
+			bs = append(bs, f.lo, f.hi)
+		}
+		for _, nd := range t.nodes {
+			if !nd.more {
+				bs = append(bs, nd.lo, nd.hi)
+			}
+		}
+		for _, r := range t.more {
+			bs = append(bs, r[0], r[1])
+		}
+	}
+	slices.Sort(bs)
+	return slices.Compact(bs)
+}
+
+type indexFrame struct {
+	name, file, line, flags uint32
+	entry                   uint64
+}
+
+// indexWriter interns the strings and chains of an index being built.
+type indexWriter struct {
+	addrs    []uint64
+	recs     [][3]uint32
+	chains   []uint32 // first frame of each
+	frames   []indexFrame
+	strOffs  []uint32
+	strBytes []byte
+	strs     map[string]uint32
+	chainIDs map[string]uint32
+	key      []byte
+}
+
+func (w *indexWriter) str(s string) uint32 {
+	if id, ok := w.strs[s]; ok {
+		return id
+	}
+	id := uint32(len(w.strOffs))
+	w.strs[s] = id
+	w.strOffs = append(w.strOffs, uint32(len(w.strBytes)))
+	w.strBytes = append(w.strBytes, s...)
+	return id
+}
+
+// answer interns what Frames gave and returns the interval's record.
+func (w *indexWriter) answer(fs []SourceFrame, err error) [3]uint32 {
+	var chain []indexFrame
+	var file, line uint32
+	var le *LinesError
+	switch {
+	case err != nil && errors.As(err, &le):
+		chain = []indexFrame{{name: w.str(le.Msg), file: w.str(le.Section), flags: frameError, entry: le.Off}}
+	case err != nil:
+		chain = []indexFrame{{name: w.str(err.Error()), file: w.str(""), flags: frameError}}
+	case len(fs) == 0:
+		return [3]uint32{noChain, 0, 0}
+	case len(fs) > maxIndexChain:
+		return [3]uint32{noChain, 0, 0} // not given by Lines (32 at most)
+	default:
+		file, line = w.str(fs[0].File), uint32(max(fs[0].Line, 0))
+		for k, f := range fs {
+			xf := indexFrame{name: w.str(f.Function), entry: f.Entry}
+			if f.Inlined {
+				xf.flags = frameInlined
+			}
+			if k > 0 {
+				xf.file, xf.line = w.str(f.File), uint32(max(f.Line, 0))
+			}
+			chain = append(chain, xf)
+		}
+	}
+	w.key = w.key[:0]
+	for _, f := range chain {
+		w.key = binary.LittleEndian.AppendUint32(w.key, f.name)
+		w.key = binary.LittleEndian.AppendUint32(w.key, f.file)
+		w.key = binary.LittleEndian.AppendUint32(w.key, f.line)
+		w.key = binary.LittleEndian.AppendUint32(w.key, f.flags)
+		w.key = binary.LittleEndian.AppendUint64(w.key, f.entry)
+	}
+	id, ok := w.chainIDs[string(w.key)]
+	if !ok {
+		id = uint32(len(w.chains))
+		w.chainIDs[string(w.key)] = id
+		w.chains = append(w.chains, uint32(len(w.frames)))
+		w.frames = append(w.frames, chain...)
+	}
+	return [3]uint32{id, file, line}
+}
