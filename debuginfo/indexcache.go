@@ -15,11 +15,12 @@ import (
 )
 
 // IndexCache is a per-user directory of line indexes (see LineIndex), one
-// file per build ID: DIR/HEX.lines. The first symbolization of an
+// file per build ID: DIR/lines/HEX, DIR the probekit cache directory
+// (DefaultIndexDir). The first symbolization of an
 // object's DWARF writes its index there; the next ones read it and
 // decode no DWARF.
 //
-// The directory is created 0700 and must be owned by the effective user
+// The directory DIR/lines is created 0700 and must be owned by the effective user
 // and writable by no one else; an index file must be a regular file of
 // the same owner, writable by no one else, and is opened without
 // following a symbolic link, relative to the directory already checked.
@@ -49,7 +50,7 @@ func (e *IndexCacheError) Error() string {
 	return fmt.Sprintf("line index cache %s: %s (not used; the DWARF is read)", e.Path, e.Msg)
 }
 
-// DefaultIndexDir is the cache directory when none is given:
+// DefaultIndexDir is the probekit cache directory when none is given:
 // $PROBEKIT_CACHE_DIR, else $XDG_CACHE_HOME/probekit, else
 // $HOME/.cache/probekit; "" when none can be named.
 func DefaultIndexDir() string {
@@ -65,18 +66,19 @@ func DefaultIndexDir() string {
 	return ""
 }
 
-// NewIndexCache returns the cache in dir (DefaultIndexDir when ""). The
-// directory is created when an index is first stored.
+// NewIndexCache returns the cache in dir/lines, dir the probekit cache
+// directory (DefaultIndexDir when ""). The directories are created when
+// an index is first stored.
 func NewIndexCache(dir string) (*IndexCache, error) {
 	if dir == "" {
 		if dir = DefaultIndexDir(); dir == "" {
 			return nil, errors.New("line index cache: no directory (set PROBEKIT_CACHE_DIR)")
 		}
 	}
-	return &IndexCache{dir: dir}, nil
+	return &IndexCache{dir: filepath.Join(dir, "lines")}, nil
 }
 
-// Dir is the cache's directory.
+// Dir is the directory of the index files (dir/lines).
 func (c *IndexCache) Dir() string { return c.dir }
 
 // IndexKey is what a line index was built from: an index is used only
@@ -105,7 +107,7 @@ func (k *IndexKey) bytes() []byte {
 	return le.AppendUint64(b, uint64(k.SupSize))
 }
 
-func (k *IndexKey) name() string { return hex.EncodeToString(k.BuildID) + ".lines" }
+func (k *IndexKey) name() string { return hex.EncodeToString(k.BuildID) }
 
 // openDir opens and checks the cache directory.
 func (c *IndexCache) openDir() (int, error) {

@@ -225,4 +225,3 @@ func FuzzLineIndex(f *testing.F) {
 		}
 	})
 }
-

@@ -204,7 +204,7 @@ func threadCPU() int64 {
 }
 
 // libcTextAddrs returns n random addresses in libc's .text.
-func libcTextAddrs(b *testing.B, n int, seed uint64) []uint64 {
+func libcTextAddrs(b testing.TB, n int, seed uint64) []uint64 {
 	ef, err := elf.Open(libcPath)
 	if err != nil {
 		b.Skip(err)

@@ -165,8 +165,18 @@ func (t *table) openLines(id []byte, dbg *safeelf.File, d *debuginfo.File, src *
 				t.bytes += x.Size()
 				return
 			}
-			if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, debuginfo.ErrIndexKey) {
+			var bad *debuginfo.IndexError
+			switch {
+			case errors.Is(err, os.ErrNotExist) || errors.Is(err, debuginfo.ErrIndexKey):
+				// None yet, or of other DWARF: built below.
+			case errors.As(err, &bad):
+				src.warn(fmt.Errorf("%s: %w (rebuilt)", d.Path, err))
+			default:
+				// The cache is refused or unreadable: the DWARF
+				// serves, and no index is built that could not be
+				// stored.
 				src.warn(fmt.Errorf("%s: %w", d.Path, err))
+				key = nil
 			}
 		}
 	}
