@@ -49,6 +49,9 @@ func runSymbolize(args []string, stdout, stderr io.Writer) error {
 	if (*pid == 0) == (*exe == "") {
 		return usagef("give exactly one of -p PID and -e FILE")
 	}
+	if *noCache && *cacheDir != "" {
+		return usagef("give at most one of --cache-dir and --no-cache")
+	}
 	var addrs []uint64
 	for _, a := range pos {
 		v, err := parseAddr(a)
