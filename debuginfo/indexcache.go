@@ -205,14 +205,14 @@ func (c *IndexCache) Load(k *IndexKey) (*LineIndex, error) {
 	return x, nil
 }
 
-// Store builds the index of l for k, writes it to the cache (replacing
+// Store builds the index of l (and of syms, if given) for k, writes it to the cache (replacing
 // the one there) and returns it. An index that cannot be written is
 // still returned, with the error.
-func (c *IndexCache) Store(k *IndexKey, l *Lines) (*LineIndex, error) {
+func (c *IndexCache) Store(k *IndexKey, l *Lines, syms *IndexSymbols) (*LineIndex, error) {
 	if len(k.BuildID) == 0 {
 		return nil, errors.New("line index: no build ID")
 	}
-	b, err := l.AppendIndex(nil, k.bytes())
+	b, err := l.AppendIndex(nil, k.bytes(), syms)
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ func TestIndexCacheRoundTrip(t *testing.T) {
 	if _, err := c.Load(k); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("empty cache: %v, want ErrNotExist", err)
 	}
-	stored, err := c.Store(k, l)
+	stored, err := c.Store(k, l, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestIndexCacheRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Store(k, l); err != nil {
+		if _, err := c.Store(k, l, nil); err != nil {
 			t.Fatal(err)
 		}
 		return c, filepath.Join(c.Dir(), "ab")
@@ -138,7 +138,7 @@ func TestIndexCacheRefused(t *testing.T) {
 		if _, err := c.Load(k); !errors.As(err, &ie) {
 			t.Fatalf("%v, want an IndexError", err)
 		}
-		if _, err := c.Store(k, l); err != nil {
+		if _, err := c.Store(k, l, nil); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.Load(k); err != nil {
@@ -162,7 +162,7 @@ func TestIndexCacheConcurrent(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for range 5 {
-				if _, err := c.Store(k, l); err != nil {
+				if _, err := c.Store(k, l, nil); err != nil {
 					errs <- err
 				}
 			}

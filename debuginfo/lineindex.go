@@ -26,11 +26,14 @@ import (
 // Layout (little-endian; counts and lengths are u32):
 //
 //	magic "PKLINDX\n", version, key length, intervals, frames, chains,
-//	strings, string bytes, bucket shift, buckets, 0, bucket base u64 (56 bytes)
+//	strings, string bytes, bucket shift, buckets, symbols, bucket base u64,
+//	flags, 0 (64 bytes)
 //	key                 the caller's identity of the DWARF it was built from, padded to 8
 //	addrs   [intervals] u64, strictly increasing from 0: an interval's start
 //	buckets [buckets+1] bucket i: how many addrs are at or below base + i<<shift
-//	recs    [intervals] {chain, file, line}: chain noChain for no frames
+//	recs    [intervals] {chain, file, line, symbol}: chain noChain for no
+//	                    frames, symbol noChain for none
+//	syms    [symbols]   {name, 0, start u64}: a function of the symbol table
 //	chains  [chains+1]  the first frame of each chain in frames; the last is frames
 //	frames  [frames]    {name, file, line, flags, entry u64}: a chain is its
 //	                    frames innermost first; the innermost's file and line
@@ -50,9 +53,13 @@ const (
 	// of another version is rebuilt.
 	LineIndexVersion = 1
 
-	lineIndexHeader = 56
-	recSize         = 12
-	frameSize       = 24
+	lineIndexHeader = 64
+	recSize         = 16
+	symSize         = 16
+	// flagSymbols says the index holds the symbol table's answers
+	// (IndexSymbols).
+	flagSymbols = 1
+	frameSize   = 24
 	// noChain is the chain of an interval without frames.
 	noChain = math.MaxUint32
 	// maxIndexChain bounds a chain (Lines.Frames gives at most 32).
@@ -86,6 +93,9 @@ type LineIndex struct {
 	addrs, recs, chains, frames  []byte
 	strs, strBytes               []byte
 	nAddrs, nChains, nFrames, nS int
+	syms                         []byte
+	nSyms                        int
+	withSymbols                  bool
 	// buckets narrow the search of addrs (see bucketTable).
 	buckets  []byte
 	base     uint64
@@ -111,11 +121,15 @@ func readLineIndex(b []byte, key []byte, sums bool) (*LineIndex, error) {
 	if v := le.Uint32(b[8:]); v != LineIndexVersion {
 		return nil, fmt.Errorf("%w: format version %d, want %d", ErrIndexKey, v, LineIndexVersion)
 	}
-	var c [9]uint64
+	var c [10]uint64
 	for i := range c {
 		c[i] = uint64(le.Uint32(b[12+4*i:]))
 	}
-	keyLen, nAddrs, nFrames, nChains, nStrs, nBytes, shift, nBuckets := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+	keyLen, nAddrs, nFrames, nChains, nStrs, nBytes, shift, nBuckets, nSyms := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]
+	flags := le.Uint32(b[56:])
+	if flags&^flagSymbols != 0 || le.Uint32(b[60:]) != 0 {
+		return nil, &IndexError{56, fmt.Sprintf("flags %#x", flags)}
+	}
 	if shift >= 64 {
 		return nil, &IndexError{40, fmt.Sprintf("bucket shift %d", shift)}
 	}
@@ -126,6 +140,7 @@ func readLineIndex(b []byte, key []byte, sums bool) (*LineIndex, error) {
 	addrsOff := at(8 * nAddrs)
 	bucketsOff := at(4 * (nBuckets + 1))
 	recsOff := at(recSize * nAddrs)
+	symsOff := at(symSize * nSyms)
 	chainsOff := at(4 * (nChains + 1))
 	framesOff := at(frameSize * nFrames)
 	strsOff := at(4 * (nStrs + 1))
@@ -140,20 +155,23 @@ func readLineIndex(b []byte, key []byte, sums bool) (*LineIndex, error) {
 		return nil, ErrIndexKey
 	}
 	x := &LineIndex{
-		b:        b,
-		addrs:    b[addrsOff:bucketsOff],
-		buckets:  b[bucketsOff:recsOff],
-		base:     le.Uint64(b[48:]),
-		shift:    uint(shift),
-		nBuckets: int(nBuckets),
-		recs:     b[recsOff:chainsOff],
-		chains:   b[chainsOff:framesOff],
-		frames:   b[framesOff:strsOff],
-		strs:     b[strsOff:bytesOff],
-		strBytes: b[bytesOff:off],
-		nAddrs:   int(nAddrs), nChains: int(nChains), nFrames: int(nFrames), nS: int(nStrs),
+		b:           b,
+		addrs:       b[addrsOff:bucketsOff],
+		buckets:     b[bucketsOff:recsOff],
+		base:        le.Uint64(b[48:]),
+		shift:       uint(shift),
+		nBuckets:    int(nBuckets),
+		recs:        b[recsOff:symsOff],
+		syms:        b[symsOff:chainsOff],
+		nSyms:       int(nSyms),
+		withSymbols: flags&flagSymbols != 0,
+		chains:      b[chainsOff:framesOff],
+		frames:      b[framesOff:strsOff],
+		strs:        b[strsOff:bytesOff],
+		strBytes:    b[bytesOff:off],
+		nAddrs:      int(nAddrs), nChains: int(nChains), nFrames: int(nFrames), nS: int(nStrs),
 	}
-	if err := x.check(addrsOff, recsOff, chainsOff, framesOff, strsOff); err != nil {
+	if err := x.check(addrsOff, recsOff, symsOff, chainsOff, framesOff, strsOff); err != nil {
 		return nil, err
 	}
 	return x, nil
@@ -162,7 +180,7 @@ func readLineIndex(b []byte, key []byte, sums bool) (*LineIndex, error) {
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // check checks every reference of x: what lookups then index by.
-func (x *LineIndex) check(addrsOff, recsOff, chainsOff, framesOff, strsOff uint64) error {
+func (x *LineIndex) check(addrsOff, recsOff, symsOff, chainsOff, framesOff, strsOff uint64) error {
 	le := binary.LittleEndian
 	if x.nAddrs == 0 || le.Uint64(x.addrs) != 0 {
 		return &IndexError{addrsOff, "the first interval does not start at 0"}
@@ -208,10 +226,16 @@ func (x *LineIndex) check(addrsOff, recsOff, chainsOff, framesOff, strsOff uint6
 			return &IndexError{framesOff + frameSize*uint64(i), "frame names a string past the table, or bad line or flags"}
 		}
 	}
+	for i := 0; i < x.nSyms; i++ {
+		if le.Uint32(x.syms[symSize*i:]) >= uint32(x.nS) || le.Uint32(x.syms[symSize*i+4:]) != 0 {
+			return &IndexError{symsOff + symSize*uint64(i), "symbol names a string past the table"}
+		}
+	}
 	for i := 0; i < x.nAddrs; i++ {
 		r := x.recs[recSize*i:]
-		if c := le.Uint32(r); c != noChain && c >= uint32(x.nChains) || le.Uint32(r[4:]) >= uint32(x.nS) || le.Uint32(r[8:]) > math.MaxInt32 {
-			return &IndexError{recsOff + recSize*uint64(i), "interval names a chain or string past the tables, or bad line"}
+		if c := le.Uint32(r); c != noChain && c >= uint32(x.nChains) || le.Uint32(r[4:]) >= uint32(x.nS) || le.Uint32(r[8:]) > math.MaxInt32 ||
+			le.Uint32(r[12:]) != noChain && le.Uint32(r[12:]) >= uint32(x.nSyms) {
+			return &IndexError{recsOff + recSize*uint64(i), "interval names a chain, string or symbol past the tables, or bad line"}
 		}
 	}
 	return nil
@@ -235,6 +259,34 @@ func (x *LineIndex) str(i uint32) string {
 // Frames is Lines.Frames from the index: the inline chain of the
 // link-time address pc appended to dst, innermost first.
 func (x *LineIndex) Frames(dst []SourceFrame, pc uint64) ([]SourceFrame, error) {
+	return x.chainOf(dst, x.rec(pc))
+}
+
+// IndexSymbol is a function of the symbol table an index holds.
+type IndexSymbol struct {
+	Name  string
+	Start uint64
+}
+
+// HasSymbols reports whether the index holds the symbol table's answers
+// (AppendIndex was given IndexSymbols).
+func (x *LineIndex) HasSymbols() bool { return x.withSymbols }
+
+// Lookup is Frames and the symbol table's function holding pc at once;
+// ok is false when no function holds pc (or the index holds no
+// symbols).
+func (x *LineIndex) Lookup(dst []SourceFrame, pc uint64) (frames []SourceFrame, sym IndexSymbol, ok bool, err error) {
+	r := x.rec(pc)
+	if s := binary.LittleEndian.Uint32(r[12:]); s != noChain {
+		e := x.syms[symSize*s:]
+		sym, ok = IndexSymbol{x.str(binary.LittleEndian.Uint32(e)), binary.LittleEndian.Uint64(e[8:])}, true
+	}
+	frames, err = x.chainOf(dst, r)
+	return frames, sym, ok, err
+}
+
+// rec returns the record of the interval holding pc.
+func (x *LineIndex) rec(pc uint64) []byte {
 	le := binary.LittleEndian
 	lo, hi := 0, x.nAddrs
 	// Bucket i holds base + i<<shift; the answer (the first address
@@ -256,7 +308,11 @@ func (x *LineIndex) Frames(dst []SourceFrame, pc uint64) ([]SourceFrame, error) 
 			hi = m
 		}
 	}
-	r := x.recs[recSize*(lo-1):]
+	return x.recs[recSize*(lo-1):]
+}
+
+func (x *LineIndex) chainOf(dst []SourceFrame, r []byte) ([]SourceFrame, error) {
+	le := binary.LittleEndian
 	c := le.Uint32(r)
 	if c == noChain {
 		return dst, nil
@@ -279,22 +335,46 @@ func (x *LineIndex) Frames(dst []SourceFrame, pc uint64) ([]SourceFrame, error) 
 	return dst, nil
 }
 
+// IndexSymbols is a symbol table an index answers for besides the
+// DWARF (LineIndex.Lookup), so that its user need not read it either.
+type IndexSymbols struct {
+	// Bounds are the addresses where At's answer may change: the start
+	// and end of every function.
+	Bounds []uint64
+	// At is the function holding pc: its name and start.
+	At func(pc uint64) (name string, start uint64, ok bool)
+}
+
 // AppendIndex appends the line index of l, with key, to b and returns
-// it. It reads every unit of l (under LinesOptions.MaxBytes, units read
-// again when dropped) and asks Frames at every bound.
-func (l *Lines) AppendIndex(b []byte, key []byte) ([]byte, error) {
+// it; with syms, the index holds its answers too. It reads every unit of
+// l (under LinesOptions.MaxBytes, units read again when dropped) and asks
+// Frames (and syms.At) at every bound.
+func (l *Lines) AppendIndex(b []byte, key []byte, syms *IndexSymbols) ([]byte, error) {
 	if len(key) > maxIndexKey {
 		return nil, fmt.Errorf("line index key of %d bytes, more than %d", len(key), maxIndexKey)
 	}
 	bounds := l.bounds()
-	w := indexWriter{strs: map[string]uint32{}, chainIDs: map[string]uint32{}}
+	flags := uint32(0)
+	if syms != nil {
+		flags = flagSymbols
+		bounds = append(bounds, syms.Bounds...)
+		slices.Sort(bounds)
+		bounds = slices.Compact(bounds)
+	}
+	w := indexWriter{strs: map[string]uint32{}, chainIDs: map[string]uint32{}, symIDs: map[indexSym]uint32{}}
 	w.str("")
 	var buf []SourceFrame
-	prev := [3]uint32{noChain - 1}
+	prev := [4]uint32{noChain - 1}
 	for _, pc := range bounds {
 		var err error
 		buf, err = l.Frames(buf[:0], pc)
 		rec := w.answer(buf, err)
+		rec[3] = noChain
+		if syms != nil {
+			if name, start, ok := syms.At(pc); ok {
+				rec[3] = w.symbol(name, start)
+			}
+		}
 		if rec == prev {
 			continue
 		}
@@ -302,19 +382,20 @@ func (l *Lines) AppendIndex(b []byte, key []byte) ([]byte, error) {
 		w.addrs = append(w.addrs, pc)
 		w.recs = append(w.recs, rec)
 	}
-	if len(w.addrs) >= math.MaxUint32 || len(w.frames) >= math.MaxUint32 || len(w.strBytes) >= math.MaxUint32 {
+	if len(w.addrs) >= math.MaxUint32 || len(w.frames) >= math.MaxUint32 || len(w.strBytes) >= math.MaxUint32 || len(w.syms) >= math.MaxUint32 {
 		return nil, errors.New("line index too large")
 	}
 	le := binary.LittleEndian
 	base, shift, buckets := bucketTable(w.addrs)
 	start := len(b)
-	b = slices.Grow(b, lineIndexHeader+len(key)+8+len(w.addrs)*(8+recSize)+4*len(buckets)+4*len(w.chains)+4+
+	b = slices.Grow(b, lineIndexHeader+len(key)+8+len(w.addrs)*(8+recSize)+symSize*len(w.syms)+4*len(buckets)+4*len(w.chains)+4+
 		frameSize*len(w.frames)+4*len(w.strOffs)+4+len(w.strBytes)+4)
 	b = append(b, lineIndexMagic...)
-	for _, v := range []int{LineIndexVersion, len(key), len(w.addrs), len(w.frames), len(w.chains), len(w.strOffs), len(w.strBytes), int(shift), len(buckets) - 1, 0} {
+	for _, v := range []int{LineIndexVersion, len(key), len(w.addrs), len(w.frames), len(w.chains), len(w.strOffs), len(w.strBytes), int(shift), len(buckets) - 1, len(w.syms)} {
 		b = le.AppendUint32(b, uint32(v))
 	}
 	b = le.AppendUint64(b, base)
+	b = le.AppendUint32(le.AppendUint32(b, flags), 0)
 	b = append(b, key...)
 	for (len(b)-start)%8 != 0 {
 		b = append(b, 0)
@@ -326,7 +407,10 @@ func (l *Lines) AppendIndex(b []byte, key []byte) ([]byte, error) {
 		b = le.AppendUint32(b, n)
 	}
 	for _, r := range w.recs {
-		b = le.AppendUint32(le.AppendUint32(le.AppendUint32(b, r[0]), r[1]), r[2])
+		b = le.AppendUint32(le.AppendUint32(le.AppendUint32(le.AppendUint32(b, r[0]), r[1]), r[2]), r[3])
+	}
+	for _, s := range w.syms {
+		b = le.AppendUint64(le.AppendUint32(le.AppendUint32(b, s.name), 0), s.start)
 	}
 	for _, c := range w.chains {
 		b = le.AppendUint32(b, c)
@@ -413,7 +497,9 @@ type indexFrame struct {
 // indexWriter interns the strings and chains of an index being built.
 type indexWriter struct {
 	addrs    []uint64
-	recs     [][3]uint32
+	recs     [][4]uint32
+	syms     []indexSym
+	symIDs   map[indexSym]uint32
 	chains   []uint32 // first frame of each
 	frames   []indexFrame
 	strOffs  []uint32
@@ -435,7 +521,23 @@ func (w *indexWriter) str(s string) uint32 {
 }
 
 // answer interns what Frames gave and returns the interval's record.
-func (w *indexWriter) answer(fs []SourceFrame, err error) [3]uint32 {
+type indexSym struct {
+	name  uint32
+	start uint64
+}
+
+func (w *indexWriter) symbol(name string, start uint64) uint32 {
+	s := indexSym{w.str(name), start}
+	id, ok := w.symIDs[s]
+	if !ok {
+		id = uint32(len(w.syms))
+		w.symIDs[s] = id
+		w.syms = append(w.syms, s)
+	}
+	return id
+}
+
+func (w *indexWriter) answer(fs []SourceFrame, err error) [4]uint32 {
 	var chain []indexFrame
 	var file, line uint32
 	var le *LinesError
@@ -445,9 +547,9 @@ func (w *indexWriter) answer(fs []SourceFrame, err error) [3]uint32 {
 	case err != nil:
 		chain = []indexFrame{{name: w.str(err.Error()), file: w.str(""), flags: frameError}}
 	case len(fs) == 0:
-		return [3]uint32{noChain, 0, 0}
+		return [4]uint32{noChain, 0, 0, 0}
 	case len(fs) > maxIndexChain:
-		return [3]uint32{noChain, 0, 0} // not given by Lines (32 at most)
+		return [4]uint32{noChain, 0, 0, 0} // not given by Lines (32 at most)
 	default:
 		file, line = w.str(fs[0].File), uint32(max(fs[0].Line, 0))
 		for k, f := range fs {
@@ -476,5 +578,5 @@ func (w *indexWriter) answer(fs []SourceFrame, err error) [3]uint32 {
 		w.chains = append(w.chains, uint32(len(w.frames)))
 		w.frames = append(w.frames, chain...)
 	}
-	return [3]uint32{id, file, line}
+	return [4]uint32{id, file, line, 0}
 }

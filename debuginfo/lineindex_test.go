@@ -1,6 +1,7 @@
 package debuginfo
 
 import (
+	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -58,7 +59,7 @@ func TestLineIndexSame(t *testing.T) {
 	for _, c := range indexFixtures {
 		t.Run(c.file, func(t *testing.T) {
 			l := openFixtureLines(t, c.file, c.sup)
-			b, err := l.AppendIndex(nil, []byte("key"))
+			b, err := l.AppendIndex(nil, []byte("key"), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,6 +93,73 @@ func TestLineIndexSame(t *testing.T) {
 	}
 }
 
+// testSymbols is a symbol table of file's .symtab functions: At gives
+// the function holding pc with the highest start.
+func testSymbols(t *testing.T, file string) *IndexSymbols {
+	f, err := elf.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fs []elf.Symbol
+	var bounds []uint64
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 {
+			fs = append(fs, s)
+			bounds = append(bounds, s.Value, s.Value+max(s.Size, 1))
+		}
+	}
+	return &IndexSymbols{Bounds: bounds, At: func(pc uint64) (string, uint64, bool) {
+		best := -1
+		for i, s := range fs {
+			if pc >= s.Value && pc < s.Value+max(s.Size, 1) && (best < 0 || s.Value > fs[best].Value) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return "", 0, false
+		}
+		return fs[best].Name, fs[best].Value, true
+	}}
+}
+
+// TestLineIndexSymbols: an index given a symbol table answers for it at
+// every address of .text, and its frames stay the DWARF's.
+func TestLineIndexSymbols(t *testing.T) {
+	for _, c := range indexFixtures[:4] {
+		l := openFixtureLines(t, c.file, c.sup)
+		syms := testSymbols(t, linesFixture(c.file))
+		b, err := l.AppendIndex(nil, nil, syms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := ReadLineIndex(b, nil)
+		if err != nil || !x.HasSymbols() {
+			t.Fatalf("%s: %v, symbols %v", c.file, err, x != nil && x.HasSymbols())
+		}
+		lo, hi := textRange(t, linesFixture(c.file))
+		named := 0
+		for pc := lo; pc < hi; pc++ {
+			fs, sym, ok, err := x.Lookup(nil, pc)
+			name, start, wok := syms.At(pc)
+			want, werr := l.Frames(nil, pc)
+			if ok != wok || sym.Name != name || sym.Start != start || !reflect.DeepEqual(fs, want) || fmt.Sprint(err) != fmt.Sprint(werr) {
+				t.Fatalf("%s %#x: symbol %v %v, want %q %#x %v; frames %+v, want %+v", c.file, pc, sym, ok, name, start, wok, fs, want)
+			}
+			if ok {
+				named++
+			}
+		}
+		if named == 0 {
+			t.Errorf("%s: no address named", c.file)
+		}
+	}
+}
+
 // TestLineIndexLibc: the index of libc6-dbg's DWARF answers as the DWARF
 // does at 20,000 random addresses of libc's .text (the symbolize command
 // is compared on libc too: TestSymbolizeCache).
@@ -105,7 +173,7 @@ func TestLineIndexLibc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := l.AppendIndex(nil, nil)
+	b, err := l.AppendIndex(nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +197,7 @@ func TestLineIndexLibc(t *testing.T) {
 // fixtureIndex returns the index of lines_c_v5 with key "key".
 func fixtureIndex(t testing.TB) []byte {
 	l := openFixtureLines(t, "lines_c_v5", "")
-	b, err := l.AppendIndex(nil, []byte("key"))
+	b, err := l.AppendIndex(nil, []byte("key"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +274,7 @@ func TestLineIndexBad(t *testing.T) {
 func FuzzLineIndex(f *testing.F) {
 	f.Add(fixtureIndex(f))
 	l := openFixtureLines(f, "lines_dwz", "lines_dwz.sup")
-	b, err := l.AppendIndex(nil, nil)
+	b, err := l.AppendIndex(nil, nil, nil)
 	if err != nil {
 		f.Fatal(err)
 	}

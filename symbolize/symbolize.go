@@ -215,7 +215,7 @@ func (s *Symbolizer) File(path string) (*File, error) {
 	}
 	id := fileID(st)
 	t, err := s.cache.get(id, func() (*os.File, *debugSource, error) { return f, s.source(f, path, nil), nil })
-	if t == nil || t.funcs == nil || err != nil {
+	if t == nil || !t.readable() || err != nil {
 		f.Close() // no-op when the table read it
 		if err == nil {
 			err = t.err

@@ -27,7 +27,10 @@ type table struct {
 	lines *debuginfo.Lines
 	// index answers for lines from a line index (then lines is nil).
 	index *debuginfo.LineIndex
-	loads safeelf.Segments
+	// symIndex is set when index answers for the symbol table too: then
+	// funcs is nil, never read.
+	symIndex bool
+	loads    safeelf.Segments
 	// buildID is the file's GNU build ID, in hex; "" without one.
 	buildID string
 	err     error // why funcs is nil
@@ -146,24 +149,35 @@ func indexKey(id []byte, dbg *safeelf.File, d *debuginfo.File, sf *debuginfo.Fil
 	return k, true
 }
 
-// openLines gives t the DWARF lines of the object (build ID id) from
-// the debug file d (dbg as an ELF file): the cached line index when one
-// of the same DWARF is there, else the DWARF, read and then indexed into
-// the cache (the index then serves t: its lookups are faster).
-func (t *table) openLines(id []byte, dbg *safeelf.File, d *debuginfo.File, src *debugSource, maxBytes int64) {
-	sf, link := findSup(dbg, d, src)
-	if sf != nil {
-		defer sf.Close()
+// debugLines is the DWARF of a debug file being opened: its
+// supplementary file and the key of its line index, nil when it is not
+// indexed.
+type debugLines struct {
+	dbg *safeelf.File
+	d   *debuginfo.File
+	sf  *debuginfo.File
+	key *debuginfo.IndexKey
+}
+
+func (dl *debugLines) close() {
+	if dl.sf != nil {
+		dl.sf.Close()
 	}
-	var key *debuginfo.IndexKey
+}
+
+// cachedIndex looks for the line index of the object (build ID id) with
+// the debug file d (dbg as an ELF file) and returns it, nil when there
+// is none to use; dl says what to build one from.
+func cachedIndex(id []byte, dbg *safeelf.File, d *debuginfo.File, src *debugSource) (*debuginfo.LineIndex, *debugLines) {
+	dl := &debugLines{dbg: dbg, d: d}
+	var link *debuginfo.SupLink
+	dl.sf, link = findSup(dbg, d, src)
 	if src.index != nil {
-		var ok bool
-		if key, ok = indexKey(id, dbg, d, sf, link); ok {
+		if key, ok := indexKey(id, dbg, d, dl.sf, link); ok {
+			dl.key = key
 			x, err := src.index.Load(key)
 			if err == nil {
-				t.index = x
-				t.bytes += x.Size()
-				return
+				return x, dl
 			}
 			var bad *debuginfo.IndexError
 			switch {
@@ -176,14 +190,22 @@ func (t *table) openLines(id []byte, dbg *safeelf.File, d *debuginfo.File, src *
 				// serves, and no index is built that could not be
 				// stored.
 				src.warn(fmt.Errorf("%s: %w", d.Path, err))
-				key = nil
+				dl.key = nil
 			}
 		}
 	}
+	return nil, dl
+}
+
+// openLines gives t the DWARF lines of dl: read, and then indexed into
+// the cache with t's functions when dl has a key (the index then serves
+// t: its lookups are faster).
+func (t *table) openLines(dl *debugLines, src *debugSource, maxBytes int64) {
 	var sup *debuginfo.Lines
-	if sf != nil {
-		sup = openSup(sf, src)
+	if dl.sf != nil {
+		sup = openSup(dl.sf, src)
 	}
+	dbg, d, key := dl.dbg, dl.d, dl.key
 	// A file whose DWARF does not read keeps its functions.
 	lmax := max(maxBytes/linesShare, 1<<20)
 	l, err := debuginfo.OpenLinesELF(dbg, &debuginfo.LinesOptions{MaxBytes: lmax, Sup: sup})
@@ -191,7 +213,7 @@ func (t *table) openLines(id []byte, dbg *safeelf.File, d *debuginfo.File, src *
 		return
 	}
 	if key != nil {
-		x, err := src.index.Store(key, l)
+		x, err := src.index.Store(key, l, indexSymbols(t.funcs))
 		if err != nil {
 			src.warn(fmt.Errorf("%s: line index not stored: %w", d.Path, err))
 		}
@@ -236,6 +258,20 @@ func loadTable(id procmaps.FileID, f io.ReaderAt, src *debugSource, maxBytes int
 			defer d.Close()
 		}
 	}
+	var dl *debugLines
+	if dbg != nil && ef.Section(".gopclntab") == nil {
+		// C, C++, Rust: an index of the same DWARF and symbols answers
+		// for both, and neither is read.
+		id, _ := ef.BuildID()
+		var x *debuginfo.LineIndex
+		x, dl = cachedIndex(id, dbg, dbgFile, src)
+		defer dl.close()
+		if x != nil && x.HasSymbols() {
+			t.index, t.symIndex = x, true
+			t.bytes += x.Size()
+			return t
+		}
+	}
 	var funcs *safeelf.Funcs
 	var mini *safeelf.File // the MiniDebugInfo whose .symtab joined funcs
 	switch {
@@ -265,9 +301,8 @@ func loadTable(id procmaps.FileID, f io.ReaderAt, src *debugSource, maxBytes int
 			t.goTab = gt
 		}
 	}
-	if t.goTab == nil && dbg != nil {
-		id, _ := ef.BuildID()
-		t.openLines(id, dbg, dbgFile, src, maxBytes)
+	if t.goTab == nil && dl != nil {
+		t.openLines(dl, src, maxBytes)
 	}
 	syms := ef
 	switch {
@@ -292,11 +327,18 @@ func loadTable(id procmaps.FileID, f io.ReaderAt, src *debugSource, maxBytes int
 	return t
 }
 
+// readable reports whether the file was read as ELF (a table that
+// names nothing else).
+func (t *table) readable() bool { return t.funcs != nil || t.symIndex }
+
 // frames appends the frames of the link-time address vaddr of the file
 // to dst: the inline chain, innermost first, each a copy of base (Address
 // and Object) with Function, Offset, File, Line and Inlined set. Without
 // DWARF (or pclntab inline data) that is one frame.
 func (t *table) frames(dst []Frame, base Frame, vaddr uint64, dem bool) []Frame {
+	if t.symIndex {
+		return t.indexFrames(dst, base, vaddr, dem)
+	}
 	if t.funcs == nil {
 		return append(dst, base)
 	}
@@ -337,6 +379,26 @@ func (t *table) frames(dst []Frame, base Frame, vaddr uint64, dem bool) []Frame 
 	default:
 		return append(dst, fr)
 	}
+	return t.sourceFrames(dst, base, fr, vaddr, sfs, err, dem)
+}
+
+// indexFrames is frames from a line index that holds the symbols too.
+func (t *table) indexFrames(dst []Frame, base Frame, vaddr uint64, dem bool) []Frame {
+	var buf [8]debuginfo.SourceFrame
+	sfs, sym, ok, err := t.index.Lookup(buf[:0], vaddr)
+	fr := base
+	if ok {
+		fr.Function, fr.Offset = sym.Name, vaddr-sym.Start
+		if dem && isMangled(fr.Function) {
+			fr.Function = t.demangleName(fr.Function)
+		}
+	}
+	return t.sourceFrames(dst, base, fr, vaddr, sfs, err, dem)
+}
+
+// sourceFrames appends the frames of vaddr from its DWARF frames sfs (fr
+// is its frame from the symbol table).
+func (t *table) sourceFrames(dst []Frame, base, fr Frame, vaddr uint64, sfs []debuginfo.SourceFrame, err error, dem bool) []Frame {
 	if err != nil || len(sfs) == 0 {
 		return append(dst, fr)
 	}
