@@ -3,9 +3,11 @@ package symbolize
 import (
 	"debug/elf"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/probekit/probekit/debuginfo"
@@ -169,4 +171,85 @@ func TestLineIndexRebuilt(t *testing.T) {
 	if len(warns) == 0 || !errors.As(warns[0], &ce) || tab.index != nil || tab.lines == nil || !slices.Equal(got, want) {
 		t.Fatalf("cache writable by others: warnings %v, index %v, frames equal %v", warns, tab.index != nil, slices.Equal(got, want))
 	}
+}
+
+// TestLineIndexNoAlloc: warm lookups from a line index that holds the
+// symbols allocate nothing: File.Frames into a slice with room; and
+// Process.SymbolizeInto over this process's libc code (when the test
+// binary maps libc) allocates no more than without debug information.
+func TestLineIndexNoAlloc(t *testing.T) {
+	libcDebug(t)
+	cache := t.TempDir()
+	if _, err := New(&Options{IndexDir: cache}).File(libcPath); err != nil {
+		t.Fatal(err)
+	}
+	s := New(&Options{IndexDir: cache})
+	f, err := s.File(libcPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab := f.t.Load(); !tab.symIndex {
+		t.Fatal("the second File does not read the index with its symbols")
+	}
+	addrs := libcTextAddrs(t, 1024, 11)
+	frames := make([]Frame, 0, 64)
+	for _, a := range addrs {
+		frames = f.Frames(frames[:0], a)
+	}
+	if n := testing.AllocsPerRun(20, func() {
+		for _, a := range addrs {
+			frames = f.Frames(frames[:0], a)
+		}
+	}); n != 0 {
+		t.Errorf("File.Frames: %v allocations per 1024 lookups", n)
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lo, hi uint64
+	for _, line := range strings.Split(string(maps), "\n") {
+		if f := strings.Fields(line); len(f) >= 6 && f[1] == "r-xp" && filepath.Base(f[5]) == "libc.so.6" {
+			fmt.Sscanf(f[0], "%x-%x", &lo, &hi)
+		}
+	}
+	if hi == 0 {
+		t.Log("this test binary does not map libc: SymbolizeInto not measured")
+		return
+	}
+	p, err := s.Process(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := make([]uint64, 1024)
+	for i := range run {
+		run[i] = lo + (hi-lo)*uint64(i)/uint64(len(run))
+	}
+	pf := make([]Frame, 0, 8*len(run))
+	if pf, err = p.SymbolizeInto(pf[:0], run); err != nil {
+		t.Fatal(err)
+	}
+	lined := 0
+	for _, fr := range pf {
+		if fr.Line > 0 {
+			lined++
+		}
+	}
+	if lined == 0 {
+		t.Fatalf("no libc address of this process has a line: %v", pf[:4])
+	}
+	n := testing.AllocsPerRun(20, func() { pf, _ = p.SymbolizeInto(pf[:0], run) })
+	// A call checks that the process is still the one it was (its
+	// /proc stat read), which allocates as many times with no debug
+	// information at all: the lookups add nothing to it.
+	bp, err := New(&Options{NoDebugInfo: true}).Process(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bf, _ := bp.SymbolizeInto(nil, run)
+	base := testing.AllocsPerRun(20, func() { bf, _ = bp.SymbolizeInto(bf[:0], run) })
+	if n > base {
+		t.Errorf("Process.SymbolizeInto: %v allocations per call of 1024 addresses, %v without debug information", n, base)
+	}
+	t.Logf("SymbolizeInto: %v allocations per call of 1024 addresses (%v without debug information)", n, base)
 }
