@@ -38,8 +38,8 @@ import (
 //	frames  [frames]    {name, file, line, flags, entry u64}: a chain is its
 //	                    frames innermost first; the innermost's file and line
 //	                    are the interval's
-//	strs    [strings+1] the start of each string in the string bytes; the last is their length
-//	bytes               the string bytes
+//	bytes               the strings, each its length (u32) then its bytes;
+//	                    a string is named by its offset here
 //	crc                 CRC-32C (Castagnoli) of everything before it
 //
 // An index is a parser input: ReadLineIndex checks its size against its
@@ -51,7 +51,7 @@ const (
 	lineIndexMagic = "PKLINDX\n"
 	// LineIndexVersion is the format version of a line index: an index
 	// of another version is rebuilt.
-	LineIndexVersion = 1
+	LineIndexVersion = 2
 
 	lineIndexHeader = 64
 	recSize         = 16
@@ -89,13 +89,13 @@ func (e *IndexError) Error() string {
 // LineIndex answers Frames from a line index. It is immutable and safe
 // for concurrent use; the strings it returns share its bytes.
 type LineIndex struct {
-	b                            []byte
-	addrs, recs, chains, frames  []byte
-	strs, strBytes               []byte
-	nAddrs, nChains, nFrames, nS int
-	syms                         []byte
-	nSyms                        int
-	withSymbols                  bool
+	b                           []byte
+	addrs, recs, chains, frames []byte
+	strBytes                    []byte
+	nAddrs, nChains, nFrames    int
+	syms                        []byte
+	nSyms                       int
+	withSymbols                 bool
 	// buckets narrow the search of addrs (see bucketTable).
 	buckets  []byte
 	base     uint64
@@ -143,8 +143,8 @@ func readLineIndex(b []byte, key []byte, sums bool) (*LineIndex, error) {
 	symsOff := at(symSize * nSyms)
 	chainsOff := at(4 * (nChains + 1))
 	framesOff := at(frameSize * nFrames)
-	strsOff := at(4 * (nStrs + 1))
 	bytesOff := at(nBytes)
+	_ = nStrs // how many strings the bytes hold
 	if off+4 != uint64(len(b)) {
 		return nil, &IndexError{12, fmt.Sprintf("counts give %d bytes, the index has %d", off+4, len(b))}
 	}
@@ -166,12 +166,11 @@ func readLineIndex(b []byte, key []byte, sums bool) (*LineIndex, error) {
 		nSyms:       int(nSyms),
 		withSymbols: flags&flagSymbols != 0,
 		chains:      b[chainsOff:framesOff],
-		frames:      b[framesOff:strsOff],
-		strs:        b[strsOff:bytesOff],
+		frames:      b[framesOff:bytesOff],
 		strBytes:    b[bytesOff:off],
-		nAddrs:      int(nAddrs), nChains: int(nChains), nFrames: int(nFrames), nS: int(nStrs),
+		nAddrs:      int(nAddrs), nChains: int(nChains), nFrames: int(nFrames),
 	}
-	if err := x.check(addrsOff, recsOff, symsOff, chainsOff, framesOff, strsOff); err != nil {
+	if err := x.check(addrsOff, recsOff, symsOff, chainsOff, framesOff); err != nil {
 		return nil, err
 	}
 	return x, nil
@@ -180,7 +179,7 @@ func readLineIndex(b []byte, key []byte, sums bool) (*LineIndex, error) {
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // check checks every reference of x: what lookups then index by.
-func (x *LineIndex) check(addrsOff, recsOff, symsOff, chainsOff, framesOff, strsOff uint64) error {
+func (x *LineIndex) check(addrsOff, recsOff, symsOff, chainsOff, framesOff uint64) error {
 	le := binary.LittleEndian
 	if x.nAddrs == 0 || le.Uint64(x.addrs) != 0 {
 		return &IndexError{addrsOff, "the first interval does not start at 0"}
@@ -205,14 +204,6 @@ func (x *LineIndex) check(addrsOff, recsOff, symsOff, chainsOff, framesOff, strs
 		}
 	}
 	prev := uint32(0)
-	for i := 0; i <= x.nS; i++ {
-		s := le.Uint32(x.strs[4*i:])
-		if s < prev || i == 0 && s != 0 || i == x.nS && int(s) != len(x.strBytes) {
-			return &IndexError{strsOff + 4*uint64(i), "string bounds out of order or past the bytes"}
-		}
-		prev = s
-	}
-	prev = 0
 	for i := 0; i <= x.nChains; i++ {
 		s := le.Uint32(x.chains[4*i:])
 		if i == 0 && s != 0 || i > 0 && (s <= prev || s-prev > maxIndexChain) || i == x.nChains && int(s) != x.nFrames {
@@ -222,18 +213,18 @@ func (x *LineIndex) check(addrsOff, recsOff, symsOff, chainsOff, framesOff, strs
 	}
 	for i := 0; i < x.nFrames; i++ {
 		f := x.frames[frameSize*i:]
-		if le.Uint32(f) >= uint32(x.nS) || le.Uint32(f[4:]) >= uint32(x.nS) || le.Uint32(f[8:]) > math.MaxInt32 || le.Uint32(f[12:]) > frameInlined|frameError {
+		if !x.okStr(le.Uint32(f)) || !x.okStr(le.Uint32(f[4:])) || le.Uint32(f[8:]) > math.MaxInt32 || le.Uint32(f[12:]) > frameInlined|frameError {
 			return &IndexError{framesOff + frameSize*uint64(i), "frame names a string past the table, or bad line or flags"}
 		}
 	}
 	for i := 0; i < x.nSyms; i++ {
-		if le.Uint32(x.syms[symSize*i:]) >= uint32(x.nS) || le.Uint32(x.syms[symSize*i+4:]) != 0 {
+		if !x.okStr(le.Uint32(x.syms[symSize*i:])) || le.Uint32(x.syms[symSize*i+4:]) != 0 {
 			return &IndexError{symsOff + symSize*uint64(i), "symbol names a string past the table"}
 		}
 	}
 	for i := 0; i < x.nAddrs; i++ {
 		r := x.recs[recSize*i:]
-		if c := le.Uint32(r); c != noChain && c >= uint32(x.nChains) || le.Uint32(r[4:]) >= uint32(x.nS) || le.Uint32(r[8:]) > math.MaxInt32 ||
+		if c := le.Uint32(r); c != noChain && c >= uint32(x.nChains) || !x.okStr(le.Uint32(r[4:])) || le.Uint32(r[8:]) > math.MaxInt32 ||
 			le.Uint32(r[12:]) != noChain && le.Uint32(r[12:]) >= uint32(x.nSyms) {
 			return &IndexError{recsOff + recSize*uint64(i), "interval names a chain, string or symbol past the tables, or bad line"}
 		}
@@ -247,13 +238,18 @@ func (x *LineIndex) Intervals() int { return x.nAddrs }
 // Size is the size of the index in bytes.
 func (x *LineIndex) Size() int64 { return int64(len(x.b)) }
 
-func (x *LineIndex) str(i uint32) string {
-	le := binary.LittleEndian
-	lo, hi := le.Uint32(x.strs[4*i:]), le.Uint32(x.strs[4*i+4:])
-	if lo == hi {
+// okStr reports whether a string at off lies in the string bytes.
+func (x *LineIndex) okStr(off uint32) bool {
+	n := uint64(len(x.strBytes))
+	return uint64(off)+4 <= n && uint64(off)+4+uint64(binary.LittleEndian.Uint32(x.strBytes[off:])) <= n
+}
+
+func (x *LineIndex) str(off uint32) string {
+	n := binary.LittleEndian.Uint32(x.strBytes[off:])
+	if n == 0 {
 		return ""
 	}
-	return unsafe.String(&x.strBytes[lo], int(hi-lo))
+	return unsafe.String(&x.strBytes[off+4], int(n))
 }
 
 // Frames is Lines.Frames from the index: the inline chain of the
@@ -382,16 +378,16 @@ func (l *Lines) AppendIndex(b []byte, key []byte, syms *IndexSymbols) ([]byte, e
 		w.addrs = append(w.addrs, pc)
 		w.recs = append(w.recs, rec)
 	}
-	if len(w.addrs) >= math.MaxUint32 || len(w.frames) >= math.MaxUint32 || len(w.strBytes) >= math.MaxUint32 || len(w.syms) >= math.MaxUint32 {
+	if len(w.addrs) >= math.MaxUint32 || len(w.frames) >= math.MaxUint32 || len(w.strBytes) >= math.MaxUint32-4 || len(w.syms) >= math.MaxUint32 {
 		return nil, errors.New("line index too large")
 	}
 	le := binary.LittleEndian
 	base, shift, buckets := bucketTable(w.addrs)
 	start := len(b)
 	b = slices.Grow(b, lineIndexHeader+len(key)+8+len(w.addrs)*(8+recSize)+symSize*len(w.syms)+4*len(buckets)+4*len(w.chains)+4+
-		frameSize*len(w.frames)+4*len(w.strOffs)+4+len(w.strBytes)+4)
+		frameSize*len(w.frames)+len(w.strBytes)+4)
 	b = append(b, lineIndexMagic...)
-	for _, v := range []int{LineIndexVersion, len(key), len(w.addrs), len(w.frames), len(w.chains), len(w.strOffs), len(w.strBytes), int(shift), len(buckets) - 1, len(w.syms)} {
+	for _, v := range []int{LineIndexVersion, len(key), len(w.addrs), len(w.frames), len(w.chains), len(w.strs), len(w.strBytes), int(shift), len(buckets) - 1, len(w.syms)} {
 		b = le.AppendUint32(b, uint32(v))
 	}
 	b = le.AppendUint64(b, base)
@@ -420,10 +416,6 @@ func (l *Lines) AppendIndex(b []byte, key []byte, syms *IndexSymbols) ([]byte, e
 		b = le.AppendUint32(le.AppendUint32(le.AppendUint32(le.AppendUint32(b, f.name), f.file), f.line), f.flags)
 		b = le.AppendUint64(b, f.entry)
 	}
-	for _, s := range w.strOffs {
-		b = le.AppendUint32(b, s)
-	}
-	b = le.AppendUint32(b, uint32(len(w.strBytes)))
 	b = append(b, w.strBytes...)
 	return le.AppendUint32(b, crc32.Checksum(b[start:], castagnoli)), nil
 }
@@ -502,7 +494,6 @@ type indexWriter struct {
 	symIDs   map[indexSym]uint32
 	chains   []uint32 // first frame of each
 	frames   []indexFrame
-	strOffs  []uint32
 	strBytes []byte
 	strs     map[string]uint32
 	chainIDs map[string]uint32
@@ -513,9 +504,9 @@ func (w *indexWriter) str(s string) uint32 {
 	if id, ok := w.strs[s]; ok {
 		return id
 	}
-	id := uint32(len(w.strOffs))
+	id := uint32(len(w.strBytes))
 	w.strs[s] = id
-	w.strOffs = append(w.strOffs, uint32(len(w.strBytes)))
+	w.strBytes = binary.LittleEndian.AppendUint32(w.strBytes, uint32(len(s)))
 	w.strBytes = append(w.strBytes, s...)
 	return id
 }

@@ -250,11 +250,11 @@ func TestLineIndexBad(t *testing.T) {
 		{"an interval out of order", at(x.addrs) + 8, 0},
 		{"a bucket count", at(x.buckets) + 4, 1 << 30},
 		{"a chain past the table", at(x.recs) + recSize, uint32(x.nChains)},
-		{"a string past the table", at(x.recs) + 4, uint32(x.nS)},
-		{"a frame's name past the table", at(x.frames), uint32(x.nS) + 5},
+		{"a string past the bytes", at(x.recs) + 4, uint32(len(x.strBytes))},
+		{"a frame's name past the bytes", at(x.frames), uint32(len(x.strBytes)) - 2},
 		{"a frame's flags", at(x.frames) + 12, 7},
 		{"a chain bound", at(x.chains) + 4, uint32(x.nFrames) + 1},
-		{"a string bound", at(x.strs) + 4, uint32(len(x.strBytes)) + 1},
+		{"a string's length", at(x.strBytes), uint32(len(x.strBytes))},
 		{"the interval count", 16, uint32(x.nAddrs) + 1},
 	} {
 		b := append([]byte(nil), good...)
