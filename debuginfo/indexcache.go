@@ -34,8 +34,8 @@ type IndexCache struct {
 	dir string
 }
 
-// maxIndexFile bounds the size of an index file read: libc's is 3.3 MiB
-// (its DWARF is 9.6 MiB), a program with 100 times libc's lines would
+// maxIndexFile bounds the size of an index file read: libc's is 4.1 MB
+// (its DWARF 8.6 MB decompressed), a program with 100 times libc's lines would
 // still fit.
 const maxIndexFile = 1 << 30
 
@@ -183,7 +183,7 @@ func (c *IndexCache) Load(k *IndexKey) (*LineIndex, error) {
 	if st.Size == 0 {
 		return nil, fmt.Errorf("%s: %w", path, &IndexError{0, "empty file"})
 	}
-	// Mapped, not read: reading 3.3 MiB into fresh memory costs 10 to
+	// Mapped, not read: reading 3.3 MB into fresh memory costs 10 to
 	// 30 ms of page faults and copying here, mapping it populated
 	// about 0.3 ms. The file is never written in place (Store renames
 	// a new one over it), so the mapping does not change under the

@@ -96,15 +96,7 @@ func TestLineIndexSame(t *testing.T) {
 // testSymbols is a symbol table of file's .symtab functions: At gives
 // the function holding pc with the highest start.
 func testSymbols(t *testing.T, file string) *IndexSymbols {
-	f, err := elf.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
+	syms := fixtureSymbols(t, file)
 	var fs []elf.Symbol
 	var bounds []uint64
 	for _, s := range syms {

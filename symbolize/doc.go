@@ -35,7 +35,7 @@
 // # Line index cache
 //
 // Decompressing and decoding DWARF costs far more than the lookups of a
-// short run: libc6-dbg's 3.6 MiB of compressed sections are 8.6 MiB
+// short run: libc6-dbg's 3.8 MB of compressed sections are 8.6 MB
 // decompressed, and 10,000 random libc addresses read nearly all of its
 // 2,063 units. So the first Symbolizer that reads an object's DWARF
 // writes what it gives every address (function, file, line, the inline
@@ -59,7 +59,7 @@
 // (Options.DebugInfo.Warn) and the DWARF read; a corrupt index (checked
 // in full when mapped: checksum, bounds, every reference) is said in a
 // warning and rebuilt. Options.NoIndex turns it off. The first run pays
-// for the build: about 0.5 s more for libc, whose index is 4.1 MiB.
+// for the build: about 0.3 s more for libc, whose index is 4.1 MB.
 //
 // # Stacks
 //
