@@ -41,6 +41,18 @@
 // .dynsym lacks in .gnu_debugdata), so a container built from those
 // distributions names its static functions with no debug package.
 //
+// # Line indexes
+//
+// A LineIndex is what Lines.Frames answers at every address of a file
+// (and optionally a symbol table's answers), written out flat
+// (Lines.AppendIndex) and read back without decoding any DWARF
+// (ReadLineIndex): the addresses where an answer may change, each with
+// its answer. It is a parser input like any file: its size is checked
+// against its counts, its CRC-32C, and every reference in it before a
+// lookup, and it allocates nothing by its counts. IndexCache keeps one
+// per build ID in a per-user directory (DefaultIndexDir), refusing a
+// directory or file another user owns or could write; symbolize uses it.
+//
 // # Parameters
 //
 // Signatures (OpenSignaturesELF) gives the parameters of the function

@@ -15,9 +15,8 @@ func linesFixture(name string) string {
 	return filepath.Join(filepath.Dir(file), "..", "testdata", "lines", "bin", name)
 }
 
-// funcAddrs returns every address of the named functions of file (by
-// .symtab), and up to n random ones of .text besides.
-func funcAddrs(t *testing.T, file string, names []string, n int) []uint64 {
+// fixtureSymbols returns file's .symtab.
+func fixtureSymbols(t *testing.T, file string) []elf.Symbol {
 	f, err := elf.Open(file)
 	if err != nil {
 		t.Fatal(err)
@@ -27,6 +26,13 @@ func funcAddrs(t *testing.T, file string, names []string, n int) []uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return syms
+}
+
+// funcAddrs returns every address of the named functions of file (by
+// .symtab), and up to n random ones of .text besides.
+func funcAddrs(t *testing.T, file string, names []string, n int) []uint64 {
+	syms := fixtureSymbols(t, file)
 	var addrs []uint64
 	for _, s := range syms {
 		for _, want := range names {

@@ -149,7 +149,8 @@ func BenchmarkFirstProcess(b *testing.B) {
 }
 
 // BenchmarkFileWarmLines: warm lookups of random libc addresses with
-// libc6-dbg's DWARF (file:line and inline chains) into a reused slice,
+// libc6-dbg's DWARF (file:line and inline chains) into a reused slice:
+// from the DWARF (NoIndex), from the line index a first File built, and
 // against the same File without debug information (NoDebugInfo);
 // cpu-ns/op is the lookup's CPU time.
 func BenchmarkFileWarmLines(b *testing.B) {
@@ -164,10 +165,14 @@ func BenchmarkFileWarmLines(b *testing.B) {
 	for i := range addrs {
 		addrs[i] = text.Addr + rng.Uint64N(text.Size)
 	}
+	cache := b.TempDir()
+	if _, err := New(&Options{IndexDir: cache}).File(libcPath); err != nil { // the index built
+		b.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		opts *Options
-	}{{"lines", nil}, {"symbols-only", &Options{NoDebugInfo: true}}} {
+	}{{"lines", &Options{NoIndex: true}}, {"lines-index", &Options{IndexDir: cache}}, {"symbols-only", &Options{NoDebugInfo: true}}} {
 		b.Run(c.name, func(b *testing.B) {
 			f, err := New(c.opts).File(libcPath)
 			if err != nil {
@@ -204,7 +209,7 @@ func threadCPU() int64 {
 }
 
 // libcTextAddrs returns n random addresses in libc's .text.
-func libcTextAddrs(b *testing.B, n int, seed uint64) []uint64 {
+func libcTextAddrs(b testing.TB, n int, seed uint64) []uint64 {
 	ef, err := elf.Open(libcPath)
 	if err != nil {
 		b.Skip(err)
@@ -222,30 +227,55 @@ func libcTextAddrs(b *testing.B, n int, seed uint64) []uint64 {
 // BenchmarkFirstLines: the first symbolization of libc with its debug
 // file by a new Symbolizer: opening libc, finding and opening libc6-dbg's
 // debug file, and naming one address, then 10,000 random addresses
-// (most of libc's units read), each with file:line and inline chain.
+// (most of libc's units read), each with file:line and inline chain;
+// from the DWARF, building the line index, and reading it.
 func BenchmarkFirstLines(b *testing.B) {
 	for _, n := range []int{1, 10000} {
-		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			addrs := libcTextAddrs(b, n, 2)
-			frames := make([]Frame, 0, 64)
-			b.ReportAllocs()
-			for b.Loop() {
-				f, err := New(nil).File(libcPath)
-				if err != nil {
-					b.Fatal(err)
-				}
-				lines := 0
-				for _, a := range addrs {
-					frames = f.Frames(frames[:0], a)
-					if frames[0].Line > 0 {
-						lines++
-					}
-				}
-				if lines == 0 {
-					b.Fatal("no line")
-				}
+		for _, mode := range []string{"dwarf", "index-build", "index-read"} {
+			b.Run(strconv.Itoa(n)+"/"+mode, func(b *testing.B) {
+				firstLines(b, n, mode)
+			})
+		}
+	}
+}
+
+// firstLines is BenchmarkFirstLines with NoIndex (dwarf), with a new
+// cache each time (index-build: the DWARF read and the index built and
+// written), or with the index built before (index-read).
+func firstLines(b *testing.B, n int, mode string) {
+	addrs := libcTextAddrs(b, n, 2)
+	frames := make([]Frame, 0, 64)
+	cache := b.TempDir()
+	if mode == "index-read" {
+		if _, err := New(&Options{IndexDir: cache}).File(libcPath); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		opts := &Options{IndexDir: cache}
+		switch mode {
+		case "dwarf":
+			opts.NoIndex = true
+		case "index-build":
+			b.StopTimer()
+			os.RemoveAll(cache)
+			b.StartTimer()
+		}
+		f, err := New(opts).File(libcPath)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lines := 0
+		for _, a := range addrs {
+			frames = f.Frames(frames[:0], a)
+			if frames[0].Line > 0 {
+				lines++
 			}
-		})
+		}
+		if lines == 0 {
+			b.Fatal("no line")
+		}
 	}
 }
 

@@ -32,6 +32,35 @@
 // inline trees the runtime's tracebacks use (runtime.CallersFrames).
 // Options.NoDebugInfo reads only the files' own symbol tables.
 //
+// # Line index cache
+//
+// Decompressing and decoding DWARF costs far more than the lookups of a
+// short run: libc6-dbg's 3.8 MB of compressed sections are 8.6 MB
+// decompressed, and 10,000 random libc addresses read nearly all of its
+// 2,063 units. So the first Symbolizer that reads an object's DWARF
+// writes what it gives every address (function, file, line, the inline
+// chain with each call's file and line, and the symbol table's function)
+// into a line index (debuginfo.LineIndex), one file per build ID in the
+// per-user cache directory: Options.IndexDir, else $PROBEKIT_CACHE_DIR,
+// else $XDG_CACHE_HOME/probekit, else ~/.cache/probekit, under lines/.
+// Later Symbolizers, in this process or another, map that file and read
+// neither the DWARF nor the symbol tables: a whole probekit symbolize -e
+// libc.so.6 run then takes about 35 ms of CPU, most of it the process's
+// start. Their frames are the same, byte for byte (TestLineIndexFrames).
+//
+// An index is used only for the same DWARF: it names the object's build
+// ID, the debug file's build ID and size, the supplementary (dwz) file's
+// identity and size, and the format version; any other is rebuilt. An
+// object without a build ID, and Go (whose lines come from .gopclntab),
+// get none. The directory is created 0700 and the files 0600, written to
+// a temporary file and renamed into place, so runs at the same time
+// neither mix nor half-read indexes. A directory or file not owned by
+// the user, or writable by others, is refused with a warning
+// (Options.DebugInfo.Warn) and the DWARF read; a corrupt index (checked
+// in full when mapped: checksum, bounds, every reference) is said in a
+// warning and rebuilt. Options.NoIndex turns it off. The first run pays
+// for the build: about 0.3 s more for libc, whose index is 4.1 MB.
+//
 // # Stacks
 //
 // Process.Stack names a call stack (an instruction pointer, then return

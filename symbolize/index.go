@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"sort"
 
+	"github.com/probekit/probekit/debuginfo"
 	"github.com/probekit/probekit/internal/safeelf"
 )
 
@@ -28,6 +29,40 @@ type addrIndex struct {
 	bucket []uint32 // bucket[b]: how many cuts are <= b<<shift
 }
 
+// funcBounds returns the start and end of every function of funcs (not
+// sorted), where the answer of (*Funcs).At may change, and the highest
+// end; ok is false when an end overflows.
+func funcBounds(funcs *safeelf.Funcs) (ends []uint64, hi uint64, ok bool) {
+	n := funcs.Len()
+	ends = make([]uint64, 0, 2*n)
+	for i := range n {
+		f := funcs.Func(i)
+		end := f.Address + max(f.Size, 1)
+		if end < f.Address {
+			return nil, 0, false
+		}
+		ends = append(ends, f.Address, end)
+		hi = max(hi, end)
+	}
+	return ends, hi, true
+}
+
+// indexSymbols is what a line index holds of funcs (nil when an end
+// overflows).
+func indexSymbols(funcs *safeelf.Funcs) *debuginfo.IndexSymbols {
+	ends, _, ok := funcBounds(funcs)
+	if !ok {
+		return nil
+	}
+	return &debuginfo.IndexSymbols{Bounds: ends, At: func(pc uint64) (string, uint64, bool) {
+		i, ok := funcs.At(pc)
+		if !ok {
+			return "", 0, false
+		}
+		return funcs.Name(i), funcs.Address(i), true
+	}}
+}
+
 // buildIndex builds the index of funcs, or returns nil when the span is
 // too large.
 func buildIndex(funcs *safeelf.Funcs) *addrIndex {
@@ -35,18 +70,9 @@ func buildIndex(funcs *safeelf.Funcs) *addrIndex {
 	if n == 0 {
 		return nil
 	}
-	ends := make([]uint64, 0, 2*n)
-	lo, hi := funcs.Address(0), uint64(0)
-	for i := range n {
-		f := funcs.Func(i)
-		end := f.Address + max(f.Size, 1)
-		if end < f.Address {
-			return nil
-		}
-		ends = append(ends, f.Address, end)
-		hi = max(hi, end)
-	}
-	if hi-lo >= 1<<32 {
+	ends, hi, ok := funcBounds(funcs)
+	lo := funcs.Address(0)
+	if !ok || hi-lo >= 1<<32 {
 		return nil
 	}
 	sort.Slice(ends, func(i, j int) bool { return ends[i] < ends[j] })

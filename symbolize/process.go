@@ -345,7 +345,7 @@ func (p *Process) frame(fr *Frame, m *mapping, addr uint64) (*table, uint64, err
 	} else if !t.ref.Load() {
 		t.ref.Store(true)
 	}
-	if t.funcs == nil {
+	if !t.readable() {
 		// Not ELF: code in shared anonymous memory ("/dev/zero
 		// (deleted)") or a memfd, which JITs use too.
 		return nil, 0, p.jitIf(exec, fr, addr)

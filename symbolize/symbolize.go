@@ -42,6 +42,18 @@ type Options struct {
 	// file is looked for, no DWARF read (Go's pclntab still gives
 	// lines).
 	NoDebugInfo bool
+	// IndexDir is the directory of the line indexes: what DWARF gives
+	// every address of an object (function, file, line, inline chain),
+	// kept by build ID so that the next Symbolizer, in this process or
+	// another, reads it instead of decompressing and decoding the DWARF
+	// (debuginfo.IndexCache). Default debuginfo.DefaultIndexDir():
+	// $PROBEKIT_CACHE_DIR, else $XDG_CACHE_HOME/probekit, else
+	// ~/.cache/probekit. An object without a build ID is not indexed.
+	// (Options.DebugInfo.CacheDir is debuginfod's download cache.)
+	IndexDir string
+	// NoIndex reads and writes no line index: every Symbolizer reads
+	// the DWARF.
+	NoIndex bool
 }
 
 // Symbolizer turns addresses into functions. Tables are read once per
@@ -51,7 +63,8 @@ type Options struct {
 // concurrent use.
 type Symbolizer struct {
 	demangle bool
-	debug    *debuginfo.Options // nil with NoDebugInfo
+	debug    *debuginfo.Options    // nil with NoDebugInfo
+	index    *debuginfo.IndexCache // nil with NoIndex or NoDebugInfo
 	cache    cache
 	// vdso is the last vDSO image read and its table (every process on
 	// one kernel maps the same image).
@@ -83,6 +96,13 @@ func New(opts *Options) *Symbolizer {
 	if !o.NoDebugInfo {
 		d := o.DebugInfo
 		s.debug = &d
+		if !o.NoIndex {
+			c, err := debuginfo.NewIndexCache(o.IndexDir)
+			if err != nil && d.Warn != nil {
+				d.Warn(err)
+			}
+			s.index = c
+		}
 	}
 	return s
 }
@@ -93,7 +113,7 @@ func (s *Symbolizer) source(f *os.File, path string, proc *procmaps.Process) *de
 	if s.debug == nil {
 		return nil
 	}
-	src := &debugSource{obj: f, path: path, opts: *s.debug}
+	src := &debugSource{obj: f, path: path, opts: *s.debug, index: s.index}
 	src.opts.Process = proc
 	return src
 }
@@ -197,7 +217,7 @@ func (s *Symbolizer) File(path string) (*File, error) {
 	}
 	id := fileID(st)
 	t, err := s.cache.get(id, func() (*os.File, *debugSource, error) { return f, s.source(f, path, nil), nil })
-	if t == nil || t.funcs == nil || err != nil {
+	if t == nil || !t.readable() || err != nil {
 		f.Close() // no-op when the table read it
 		if err == nil {
 			err = t.err

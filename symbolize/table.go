@@ -25,7 +25,12 @@ type table struct {
 	// lines is the DWARF of the file or of its debug file (nil when
 	// neither has any, and for Go, whose lines come from goTab).
 	lines *debuginfo.Lines
-	loads safeelf.Segments
+	// index answers for lines from a line index (then lines is nil).
+	index *debuginfo.LineIndex
+	// symIndex is set when index answers for the symbol table too: then
+	// funcs is nil, never read.
+	symIndex bool
+	loads    safeelf.Segments
 	// buildID is the file's GNU build ID, in hex; "" without one.
 	buildID string
 	err     error // why funcs is nil
@@ -57,6 +62,8 @@ type debugSource struct {
 	obj  *os.File
 	path string
 	opts debuginfo.Options
+	// index is the line index cache, nil for none.
+	index *debuginfo.IndexCache
 }
 
 // linesShare is the fraction of Options.MaxTableBytes one file's DWARF
@@ -64,48 +71,163 @@ type debugSource struct {
 // charged its DWARF sections plus that ceiling.
 const linesShare = 16
 
-// openSup opens the DWARF of the supplementary file (dwz's common file)
-// that the debug file d (dbg, as an ELF file) refers to; nil when it
-// refers to none or it is not found, said to Options.DebugInfo.Warn:
-// names kept there are then missing.
-func openSup(dbg *safeelf.File, d *debuginfo.File, src *debugSource) *debuginfo.Lines {
-	warn := func(err error) {
-		if src.opts.Warn != nil {
-			src.opts.Warn(err)
-		}
-	}
+// findSup finds the supplementary file (dwz's common file) that the
+// debug file d (dbg, as an ELF file) refers to: nil when it refers to
+// none or it is not found, said to Options.DebugInfo.Warn (names kept
+// there are then missing). The caller closes it.
+func findSup(dbg *safeelf.File, d *debuginfo.File, src *debugSource) (*debuginfo.File, *debuginfo.SupLink) {
 	link, err := debuginfo.ReadSupLink(dbg)
 	if err != nil {
-		warn(fmt.Errorf("%s: %w", d.Path, err))
-		return nil
+		src.warn(fmt.Errorf("%s: %w", d.Path, err))
+		return nil, nil
 	}
 	if link == nil {
-		return nil
+		return nil, nil
 	}
 	// Refused candidates are said as they come; "not found" only when
 	// nothing was.
 	warned := false
 	opts := src.opts
-	opts.Warn = func(err error) { warned = true; warn(err) }
+	opts.Warn = func(err error) { warned = true; src.warn(err) }
 	sf, err := debuginfo.FindSup(d, link, &opts)
 	if err != nil {
 		if !warned {
-			warn(err)
+			src.warn(err)
 		}
-		return nil
+		return nil, nil
 	}
-	defer sf.Close()
+	return sf, link
+}
+
+func (src *debugSource) warn(err error) {
+	if src.opts.Warn != nil {
+		src.opts.Warn(err)
+	}
+}
+
+// openSup opens the DWARF of the supplementary file sf; nil when it does
+// not read (said to Options.DebugInfo.Warn).
+func openSup(sf *debuginfo.File, src *debugSource) *debuginfo.Lines {
 	sef, err := safeelf.NewFile(sf)
 	if err != nil {
-		warn(fmt.Errorf("%s: %w", sf.Path, err))
+		src.warn(fmt.Errorf("%s: %w", sf.Path, err))
 		return nil
 	}
 	l, err := debuginfo.OpenLinesELF(sef, nil)
 	if err != nil {
-		warn(fmt.Errorf("%s: %w", sf.Path, err))
+		src.warn(fmt.Errorf("%s: %w", sf.Path, err))
 		return nil
 	}
 	return l
+}
+
+// indexKey is the identity of the DWARF of the object with build ID id
+// read from the debug file d (dbg as an ELF file) and the supplementary
+// file sf (nil for none, link its link); ok false when the object has
+// no build ID or a file's identity is unreadable: such DWARF is not
+// indexed.
+func indexKey(id []byte, dbg *safeelf.File, d *debuginfo.File, sf *debuginfo.File, link *debuginfo.SupLink) (*debuginfo.IndexKey, bool) {
+	if len(id) == 0 {
+		return nil, false
+	}
+	k := &debuginfo.IndexKey{BuildID: id, SupSize: -1}
+	st, err := d.Stat()
+	if err != nil {
+		return nil, false
+	}
+	k.DebugSize = st.Size()
+	if k.DebugID, err = dbg.BuildID(); err != nil {
+		return nil, false
+	}
+	if sf != nil {
+		st, err := sf.Stat()
+		if err != nil {
+			return nil, false
+		}
+		k.SupID, k.SupSize = link.ID, st.Size()
+	}
+	return k, true
+}
+
+// debugLines is the DWARF of a debug file being opened: its
+// supplementary file and the key of its line index, nil when it is not
+// indexed.
+type debugLines struct {
+	dbg *safeelf.File
+	d   *debuginfo.File
+	sf  *debuginfo.File
+	key *debuginfo.IndexKey
+}
+
+func (dl *debugLines) close() {
+	if dl.sf != nil {
+		dl.sf.Close()
+	}
+}
+
+// cachedIndex looks for the line index of the object (build ID id) with
+// the debug file d (dbg as an ELF file) and returns it, nil when there
+// is none to use; dl says what to build one from.
+func cachedIndex(id []byte, dbg *safeelf.File, d *debuginfo.File, src *debugSource) (*debuginfo.LineIndex, *debugLines) {
+	dl := &debugLines{dbg: dbg, d: d}
+	var link *debuginfo.SupLink
+	dl.sf, link = findSup(dbg, d, src)
+	if src.index != nil {
+		if key, ok := indexKey(id, dbg, d, dl.sf, link); ok {
+			dl.key = key
+			x, err := src.index.Load(key)
+			if err == nil {
+				return x, dl
+			}
+			var bad *debuginfo.IndexError
+			switch {
+			case errors.Is(err, os.ErrNotExist) || errors.Is(err, debuginfo.ErrIndexKey):
+				// None yet, or of other DWARF: built below.
+			case errors.As(err, &bad):
+				src.warn(fmt.Errorf("%s: %w (rebuilt)", d.Path, err))
+			default:
+				// The cache is refused or unreadable: the DWARF
+				// serves, and no index is built that could not be
+				// stored.
+				src.warn(fmt.Errorf("%s: %w", d.Path, err))
+				dl.key = nil
+			}
+		}
+	}
+	return nil, dl
+}
+
+// openLines gives t the DWARF lines of dl: read, and then indexed into
+// the cache with t's functions when dl has a key (the index then serves
+// t: its lookups are faster).
+func (t *table) openLines(dl *debugLines, src *debugSource, maxBytes int64) {
+	var sup *debuginfo.Lines
+	if dl.sf != nil {
+		sup = openSup(dl.sf, src)
+	}
+	dbg, d, key := dl.dbg, dl.d, dl.key
+	// A file whose DWARF does not read keeps its functions.
+	lmax := max(maxBytes/linesShare, 1<<20)
+	l, err := debuginfo.OpenLinesELF(dbg, &debuginfo.LinesOptions{MaxBytes: lmax, Sup: sup})
+	if err != nil {
+		return
+	}
+	if key != nil {
+		x, err := src.index.Store(key, l, indexSymbols(t.funcs))
+		if err != nil {
+			src.warn(fmt.Errorf("%s: line index not stored: %w", d.Path, err))
+		}
+		if x != nil {
+			t.index = x
+			t.bytes += x.Size()
+			return
+		}
+	}
+	t.lines = l
+	t.bytes += l.SectionBytes() + lmax
+	if sup != nil {
+		t.bytes += sup.SectionBytes()
+	}
 }
 
 // loadTable reads the function table of the ELF file f (left open: the
@@ -134,6 +256,20 @@ func loadTable(id procmaps.FileID, f io.ReaderAt, src *debugSource, maxBytes int
 			}
 			dbgFile = d
 			defer d.Close()
+		}
+	}
+	var dl *debugLines
+	if dbg != nil && ef.Section(".gopclntab") == nil {
+		// C, C++, Rust: an index of the same DWARF and symbols answers
+		// for both, and neither is read.
+		id, _ := ef.BuildID()
+		var x *debuginfo.LineIndex
+		x, dl = cachedIndex(id, dbg, dbgFile, src)
+		defer dl.close()
+		if x != nil && x.HasSymbols() {
+			t.index, t.symIndex = x, true
+			t.bytes += x.Size()
+			return t
 		}
 	}
 	var funcs *safeelf.Funcs
@@ -165,17 +301,8 @@ func loadTable(id procmaps.FileID, f io.ReaderAt, src *debugSource, maxBytes int
 			t.goTab = gt
 		}
 	}
-	if t.goTab == nil && dbg != nil {
-		// A file whose DWARF does not read keeps its functions.
-		lmax := max(maxBytes/linesShare, 1<<20)
-		sup := openSup(dbg, dbgFile, src)
-		if l, err := debuginfo.OpenLinesELF(dbg, &debuginfo.LinesOptions{MaxBytes: lmax, Sup: sup}); err == nil {
-			t.lines = l
-			t.bytes += l.SectionBytes() + lmax
-			if sup != nil {
-				t.bytes += sup.SectionBytes()
-			}
-		}
+	if t.goTab == nil && dl != nil {
+		t.openLines(dl, src, maxBytes)
 	}
 	syms := ef
 	switch {
@@ -200,11 +327,18 @@ func loadTable(id procmaps.FileID, f io.ReaderAt, src *debugSource, maxBytes int
 	return t
 }
 
+// readable reports whether the file was read as ELF (a table that
+// names nothing else).
+func (t *table) readable() bool { return t.funcs != nil || t.symIndex }
+
 // frames appends the frames of the link-time address vaddr of the file
 // to dst: the inline chain, innermost first, each a copy of base (Address
 // and Object) with Function, Offset, File, Line and Inlined set. Without
 // DWARF (or pclntab inline data) that is one frame.
 func (t *table) frames(dst []Frame, base Frame, vaddr uint64, dem bool) []Frame {
+	if t.symIndex {
+		return t.indexFrames(dst, base, vaddr, dem)
+	}
 	if t.funcs == nil {
 		return append(dst, base)
 	}
@@ -234,11 +368,37 @@ func (t *table) frames(dst []Frame, base Frame, vaddr uint64, dem bool) []Frame 
 	if t.goTab != nil {
 		return t.goFrames(dst, fr, vaddr, ok)
 	}
-	if t.lines == nil {
+	var buf [8]debuginfo.SourceFrame
+	var sfs []debuginfo.SourceFrame
+	var err error
+	switch {
+	case t.index != nil:
+		sfs, err = t.index.Frames(buf[:0], vaddr)
+	case t.lines != nil:
+		sfs, err = t.lines.Frames(buf[:0], vaddr)
+	default:
 		return append(dst, fr)
 	}
+	return t.sourceFrames(dst, base, fr, vaddr, sfs, err, dem)
+}
+
+// indexFrames is frames from a line index that holds the symbols too.
+func (t *table) indexFrames(dst []Frame, base Frame, vaddr uint64, dem bool) []Frame {
 	var buf [8]debuginfo.SourceFrame
-	sfs, err := t.lines.Frames(buf[:0], vaddr)
+	sfs, sym, ok, err := t.index.Lookup(buf[:0], vaddr)
+	fr := base
+	if ok {
+		fr.Function, fr.Offset = sym.Name, vaddr-sym.Start
+		if dem && isMangled(fr.Function) {
+			fr.Function = t.demangleName(fr.Function)
+		}
+	}
+	return t.sourceFrames(dst, base, fr, vaddr, sfs, err, dem)
+}
+
+// sourceFrames appends the frames of vaddr from its DWARF frames sfs (fr
+// is its frame from the symbol table).
+func (t *table) sourceFrames(dst []Frame, base, fr Frame, vaddr uint64, sfs []debuginfo.SourceFrame, err error, dem bool) []Frame {
 	if err != nil || len(sfs) == 0 {
 		return append(dst, fr)
 	}

@@ -5,7 +5,7 @@
 //	probekit list [--json] -p PID [GLOB]
 //	probekit list --functions [--params] [--json] [-p PID] TARGET [GLOB]
 //	probekit trace [--json] [--time] [-o FILE] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack[=cfi] | --count [--stack [--folded] [--pprof FILE]] | --hist N|ret | --latency] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]
-//	probekit symbolize [--json] [-C] (-p PID | -e FILE) [ADDR...]
+//	probekit symbolize [--json] [-C] [--cache-dir DIR | --no-cache] (-p PID | -e FILE) [ADDR...]
 //	probekit cflags [-o DIR]
 //	probekit export --config FILE [--listen ADDR]
 //
@@ -313,6 +313,12 @@
 // hex with or without 0x; -C demangles C++ names; --json prints one
 // {"address", "function", "offset", "object"} per address in input order
 // ("function" is "" when unknown), with "file" and "line" for Go code.
+// What an object's DWARF gives every address is kept by build ID in a
+// line index under --cache-dir (default $PROBEKIT_CACHE_DIR, else
+// $XDG_CACHE_HOME/probekit, else ~/.cache/probekit), written by the
+// first run that reads that DWARF and read by the next ones instead of
+// it; --no-cache reads the DWARF every time (package symbolize, "Line
+// index cache").
 //
 // export serves Prometheus metrics on /metrics (default 127.0.0.1:9435)
 // from a YAML file naming, per metric, a PROBE and what to count there: a

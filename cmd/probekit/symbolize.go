@@ -16,7 +16,7 @@ import (
 	"github.com/probekit/probekit/symbolize"
 )
 
-const symbolizeUsage = "symbolize [--json] [-C] (-p PID | -e FILE) [ADDR...]"
+const symbolizeUsage = "symbolize [--json] [-C] [--cache-dir DIR | --no-cache] (-p PID | -e FILE) [ADDR...]"
 
 func init() {
 	register(&command{
@@ -40,12 +40,17 @@ func runSymbolize(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(dem, "demangle", false, "demangle C++ and Rust names")
 	pid := pidFlag(fs, "process whose runtime addresses these are")
 	exe := fs.String("e", "", "ELF file whose link-time addresses these are")
+	cacheDir := fs.String("cache-dir", "", "directory of the line indexes (default $PROBEKIT_CACHE_DIR, else $XDG_CACHE_HOME/probekit, else ~/.cache/probekit)")
+	noCache := fs.Bool("no-cache", false, "read the DWARF every time: no line index read or written")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return usagef("%v", err)
 	}
 	if (*pid == 0) == (*exe == "") {
 		return usagef("give exactly one of -p PID and -e FILE")
+	}
+	if *noCache && *cacheDir != "" {
+		return usagef("give at most one of --cache-dir and --no-cache")
 	}
 	var addrs []uint64
 	for _, a := range pos {
@@ -59,7 +64,8 @@ func runSymbolize(args []string, stdout, stderr io.Writer) error {
 	// A debug file refused (another build's, a bad debuglink, a failed
 	// download) is said once, on stderr; the addresses are still named
 	// from what was usable.
-	s := symbolize.New(&symbolize.Options{Demangle: *dem, DebugInfo: debuginfo.Options{Warn: sy.warn.say}})
+	s := symbolize.New(&symbolize.Options{Demangle: *dem, DebugInfo: debuginfo.Options{Warn: sy.warn.say},
+		IndexDir: *cacheDir, NoIndex: *noCache})
 	if *exe != "" {
 		if sy.file, err = s.File(*exe); err != nil {
 			return err

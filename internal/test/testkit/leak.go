@@ -27,9 +27,19 @@ func openFDs() (map[string]string, error) {
 
 // RunWithLeakCheck is a TestMain body: it runs the tests and fails the
 // package when descriptors opened during the run are still open after it.
+// The run's probekit cache (PROBEKIT_CACHE_DIR, symbolize's line
+// indexes) is a temporary directory, removed after, for the tests and
+// the commands they start: no test writes to the user's cache.
 //
 //	func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }
 func RunWithLeakCheck(m *testing.M) int {
+	cache, err := os.MkdirTemp("", "probekit-test-cache")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testkit: cache directory:", err)
+		return 1
+	}
+	defer os.RemoveAll(cache)
+	os.Setenv("PROBEKIT_CACHE_DIR", cache)
 	before, err := openFDs()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testkit: cannot list fds:", err)
