@@ -292,11 +292,61 @@ static __always_inline long __probekit_usdt_read_user(unsigned long *val, unsign
 	return -EINVAL;
 }
 
-/* Reads the pt_regs slot at off. A uprobe's context is only readable at
- * constant offsets, so a variable one goes through bpf_probe_read_kernel. */
+/* The number of 8-byte slots of the uprobe context that the Go side's
+ * register offsets name: x86-64's struct pt_regs (21 slots, r15 to ss) and
+ * arm64's struct user_pt_regs (34 slots: regs[31], sp, pc, pstate), each
+ * of the target's uapi <asm/ptrace.h>. Other targets read every register
+ * through bpf_probe_read_kernel. */
+#if defined(__TARGET_ARCH_x86)
+#define __PROBEKIT_USDT_CTX_SLOTS 21
+_Static_assert(sizeof(struct pt_regs) >= 8 * __PROBEKIT_USDT_CTX_SLOTS, "pt_regs is smaller than 21 slots");
+#elif defined(__TARGET_ARCH_arm64)
+#define __PROBEKIT_USDT_CTX_SLOTS 34
+_Static_assert(sizeof(struct user_pt_regs) == 8 * __PROBEKIT_USDT_CTX_SLOTS, "user_pt_regs is not 34 slots");
+#endif
+
+#ifdef __PROBEKIT_USDT_CTX_SLOTS
+/* One slot of the context, by constant offset. An assembly load, whose
+ * offset is an immediate: the compiler must not merge the switch's loads
+ * into one through a computed pointer (ctx + offset), which the verifier
+ * refuses ("dereference of modified ctx ptr"); clang 19 did that for
+ * plain and volatile loads alike. */
+#define __probekit_usdt_slot(n)							\
+	case 8 * (n):								\
+		if ((n) < __PROBEKIT_USDT_CTX_SLOTS) {				\
+			asm volatile("%0 = *(u64 *)(%1 + %2)"			\
+				     : "=r"(*val) : "r"(ctx), "i"(8 * (n)));	\
+			return 0;						\
+		}								\
+		break
+#endif
+
+/* Reads the pt_regs slot at off. A uprobe's context is readable only at
+ * constant offsets (kprobe_prog_is_valid_access), so the slot is picked
+ * by a switch of direct loads, each at its own constant offset: a few
+ * compares and one load, where a read at a computed offset is a call of
+ * bpf_probe_read_kernel. An offset outside the switch (unaligned, past
+ * the slots, or a target without a list) still goes through
+ * bpf_probe_read_kernel. */
 static __always_inline long __probekit_usdt_read_reg(unsigned long *val, struct pt_regs *ctx,
 						     long off)
 {
+#ifdef __PROBEKIT_USDT_CTX_SLOTS
+	switch (off) {
+	__probekit_usdt_slot(0); __probekit_usdt_slot(1); __probekit_usdt_slot(2);
+	__probekit_usdt_slot(3); __probekit_usdt_slot(4); __probekit_usdt_slot(5);
+	__probekit_usdt_slot(6); __probekit_usdt_slot(7); __probekit_usdt_slot(8);
+	__probekit_usdt_slot(9); __probekit_usdt_slot(10); __probekit_usdt_slot(11);
+	__probekit_usdt_slot(12); __probekit_usdt_slot(13); __probekit_usdt_slot(14);
+	__probekit_usdt_slot(15); __probekit_usdt_slot(16); __probekit_usdt_slot(17);
+	__probekit_usdt_slot(18); __probekit_usdt_slot(19); __probekit_usdt_slot(20);
+	__probekit_usdt_slot(21); __probekit_usdt_slot(22); __probekit_usdt_slot(23);
+	__probekit_usdt_slot(24); __probekit_usdt_slot(25); __probekit_usdt_slot(26);
+	__probekit_usdt_slot(27); __probekit_usdt_slot(28); __probekit_usdt_slot(29);
+	__probekit_usdt_slot(30); __probekit_usdt_slot(31); __probekit_usdt_slot(32);
+	__probekit_usdt_slot(33);
+	}
+#endif
 	return bpf_probe_read_kernel(val, sizeof(*val), (const void *)ctx + off);
 }
 
