@@ -268,9 +268,11 @@ static __always_inline __u32 read_strs(struct event *e, __u32 nvals, __u32 mask,
 static __noinline __u32 fill_usdt(struct pt_regs *ctx, struct event *e)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	/* One spec lookup for the count and the cookie (bpf_usdt_arg_cnt and
-	 * bpf_usdt_cookie would make one each). */
-	struct __bpf_usdt_spec *spec = __bpf_usdt_spec(ctx);
+	/* One spec id for the count, the cookie and every argument
+	 * (bpf_usdt_arg_cnt, bpf_usdt_cookie and bpf_usdt_arg would find it
+	 * each). */
+	int spec_id = __bpf_usdt_spec_id(ctx);
+	struct __bpf_usdt_spec *spec = spec_id < 0 ? NULL : bpf_map_lookup_elem(&__bpf_usdt_specs, &spec_id);
 	int cnt = spec ? spec->arg_cnt : -ESRCH;
 	__u32 nvals = cnt < 0 ? 0 : cnt > TRACE_MAX_VALS ? TRACE_MAX_VALS : cnt;
 	__u32 errors = 0;
@@ -292,7 +294,7 @@ static __noinline __u32 fill_usdt(struct pt_regs *ctx, struct event *e)
 		 * combination of errors so far (2^12), which Linux 6.1's did
 		 * not prune: over 1,000,000 instructions with the wakeup
 		 * flags live across the fill. */
-		err = bpf_usdt_arg(ctx, n, &v);
+		err = __probekit_usdt_arg_id(ctx, spec_id, n, &v);
 		errors |= (__u32)((__u64)err >> 63) << n;
 		e->vals[n] = v;
 	}
@@ -905,20 +907,20 @@ str:
 	return 0;
 }
 
-/* Whether a USDT hit's argument n compares with num as op says; a value
- * that cannot be read satisfies no term. The FILTER_ARG term of a USDT
+/* Whether argument n of a USDT hit whose spec id is id compares with num
+ * as op says; a value that cannot be read satisfies no term. The FILTER_ARG term of a USDT
  * hit, in one call: a call costs about as much as the term (bpf stats on
  * a 2-CPU virtual machine: a hit through filter_term_ok, hit_val and
  * bpf_usdt_arg took about 20 ns more per call level than one that
  * compared a register directly). Global, so that it is verified once on
  * its own, like usdt.bpf.h's argument fetch, whose context pointer type
  * it takes (scalars and that pointer only, for Linux 5.10). */
-__attribute__((noinline)) int probekit_trace_usdt_arg_term(struct bpf_user_pt_regs_t *uctx, __u64 n,
-							   __u32 op, __s64 num)
+__attribute__((noinline)) int probekit_trace_usdt_arg_term(struct bpf_user_pt_regs_t *uctx, int id,
+							   __u64 n, __u32 op, __s64 num)
 {
 	long v;
 
-	if (__probekit_usdt_arg((struct pt_regs *)uctx, n, &v))
+	if (__probekit_usdt_arg_of((struct pt_regs *)uctx, id, n, &v))
 		return 0;
 	switch (op) {
 	case FILTER_EQ: return v == num;
@@ -937,7 +939,8 @@ __attribute__((noinline)) int probekit_trace_usdt_arg_term(struct bpf_user_pt_re
  * filter_term_ok. */
 static __always_inline int filter_pass(struct pt_regs *ctx, int func, __u64 cookie)
 {
-	int group = 1;
+	/* A USDT hit's spec id, found at its first argument term. */
+	int group = 1, id = 0, have_id = 0;
 
 	/* Unrolled: each term is at a constant offset, which the verifier
 	 * needs to know its contents. */
@@ -947,10 +950,14 @@ static __always_inline int filter_pass(struct pt_regs *ctx, int func, __u64 cook
 
 		if (i >= probekit_trace_nterms)
 			break;
-		if (group && !func && t->field == FILTER_ARG)
-			group = probekit_trace_usdt_arg_term((struct bpf_user_pt_regs_t *)ctx, t->val,
+		if (group && !func && t->field == FILTER_ARG) {
+			if (!have_id) {
+				id = __bpf_usdt_spec_id(ctx);
+				have_id = 1;
+			}
+			group = probekit_trace_usdt_arg_term((struct bpf_user_pt_regs_t *)ctx, id, t->val,
 							     t->op, t->num);
-		else if (group)
+		} else if (group)
 			group = filter_term_ok(ctx, func, cookie, t);
 		if (t->or_after) {
 			if (group)
