@@ -163,6 +163,7 @@ testdata: deps $(SDTINC)/sys/sdt.h
 	gcc $(CFLAGS_FX) -fomit-frame-pointer -fno-inline -fPIC -shared -o $(BIN)/libstack_mid.so $(TD)/stack_mid.c
 	gcc $(CFLAGS_FX) -fno-omit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_paths $(TD)/stack_paths.c -L$(BIN) -lstack_mid -Wl,-rpath,'$$ORIGIN'
 	gcc $(CFLAGS_FX) -fno-omit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_mixed $(TD)/stack_mixed.c -L$(BIN) -lstack_mid -Wl,-rpath,'$$ORIGIN'
+	gcc $(CFLAGS_FX) -fno-omit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_dlopen $(TD)/stack_dlopen.c
 	@if [ -x $(TD)/goprog/build.sh ]; then $(TD)/goprog/build.sh; fi
 	@if [ -x $(TD)/cfix/build.sh ]; then $(TD)/cfix/build.sh; fi
 	$(TD)/debuginfo/build.sh

@@ -1,6 +1,7 @@
 package bpfunwind_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -68,8 +69,11 @@ func BenchmarkWalk(b *testing.B) {
 // rows, table-bytes (the BPF map memory: RowSize per row) and the
 // CFI rows they came from (spans).
 func BenchmarkBuild(b *testing.B) {
-	for _, path := range []string{"/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/python3.11"} {
+	for _, path := range []string{"/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/python3.11", "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so", "/usr/bin/node"} {
 		b.Run(path, func(b *testing.B) {
+			if _, err := os.Stat(path); err != nil {
+				testkit.Unavailable(b, "%v (make deps)", err)
+			}
 			tab := loadTable(b, path)
 			var rows []bpfunwind.Row
 			for b.Loop() {

@@ -498,11 +498,12 @@ func TestCountPython(t *testing.T) {
 }
 
 // A command launched stopped at its exec (procmaps.Launch) has mapped
-// only itself and ld.so when Watch adds it: the shared libraries its
-// hits run through are walked by frame pointers, and libstack_mid.so's
-// mid_call, which keeps none, breaks the stack. Add, once they are
-// mapped, makes it whole.
-func TestLaunchedAddAgain(t *testing.T) {
+// only itself and ld.so when Watch adds it. Watch adds it again at its
+// program's entry point (procmaps.LaunchEntry), once ld.so has mapped
+// its shared libraries: libstack_mid.so's mid_call, which keeps no frame
+// pointer, is walked by its CFI from the first hit on (by frame pointers
+// it would break the stack), and a later Add changes nothing.
+func TestLaunchedEntry(t *testing.T) {
 	r := newRig(t, "cfi_count")
 	fx := testkit.Fixture("stack_mixed")
 	cmd := exec.Command(fx)
@@ -548,13 +549,48 @@ func TestLaunchedAddAgain(t *testing.T) {
 	}
 	fire(2)
 	whole := "leaf mid_call fire run main " + libcStart
-	before := r.counted(t, pid)
-	if _, ok := before[whole]; ok || len(before) == 0 {
-		t.Errorf("stacks before the libraries were added: %v", before)
+	if got := r.counted(t, pid); len(got) != 1 || got[whole].Count != 2 {
+		t.Errorf("stacks after the entry point: %v, want %q twice", got, whole)
 	}
 	r.add(t, pid)
 	fire(3)
-	if c := r.counted(t, pid)[whole]; c.Count != 3 {
-		t.Errorf("stack %q after Add: %d hits, want 3", whole, c.Count)
+	if got := r.counted(t, pid); len(got) != 1 || got[whole].Count != 5 {
+		t.Errorf("stacks after Add: %v, want %q 5 times", got, whole)
+	}
+}
+
+// Refresh adds the processes again: stack_dlopen's libstack_mid.so,
+// loaded after the Add, is walked by frame pointers until then (mid_call
+// keeps none: the stack breaks), by its CFI after. A process that has
+// exited is removed, its tables freed.
+func TestRefresh(t *testing.T) {
+	r := newRig(t, "cfi_count")
+	fx := testkit.Fixture("stack_dlopen")
+	p := r.started(t, fx, "cfi_count", "leaf")
+	other := testkit.Start(t, fx)
+	r.add(t, other.PID())
+	p.Loop("dl", 2)
+	whole := "leaf mid_call fire run main " + libcStart
+	if got := r.counted(t, p.PID()); len(got) == 0 || got[whole].Count != 0 {
+		t.Errorf("stacks before Refresh: %v, want none whole", got)
+	}
+	if err := r.tables.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	p.Loop("dl", 3)
+	if c := r.counted(t, p.PID())[whole]; c.Count != 3 {
+		t.Errorf("stack %q after Refresh: %d hits, want 3", whole, c.Count)
+	}
+	// The executable, libstack_mid.so, libc and ld.so.
+	if s := r.tables.Stats(); s.Processes != 2 || s.Objects != 4 {
+		t.Errorf("after Refresh: %+v, want 2 processes, 4 objects", s)
+	}
+	p.Stop()
+	other.Stop()
+	if err := r.tables.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.tables.Stats(); s.Processes != 0 || s.Objects != 0 || s.Rows != 0 {
+		t.Errorf("after the processes exited: %+v, want nothing", s)
 	}
 }

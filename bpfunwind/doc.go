@@ -64,14 +64,15 @@
 //	counted, this walk       1,114-1,132 ns   1,388-1,392 ns
 //
 // The walk costs about a fifth of the kernel's frame-pointer walk of
-// the same stack (the goal was at most twice), and gives every
-// frame; an earlier run of the same benchmark measured 1,246-1,394 ns
+// the same stack, and gives every frame; an earlier run of the same benchmark measured 1,246-1,394 ns
 // against 5,967-6,733. The uprobe's trap itself (20-60 µs per hit on
 // that VM, ns/op) is far beyond both.
 //
 // Tables (BenchmarkBuild): Debian 12's libc 23,331 rows (186,648 bytes)
 // from 25,212 CFI rows, built in 31-59 ms; python3.11 58,511 rows
-// (468,088 bytes) from 61,382, 67-74 ms. A process's mappings take 8,200 bytes.
+// (468,088 bytes) from 61,382, 67-74 ms; OpenJDK 17's libjvm.so 129,214
+// rows (1,033,712 bytes) from 197,070, 184 ms. A process's mappings take
+// 8,200 bytes.
 //
 // # Limits
 //
@@ -84,11 +85,12 @@
 //     object that does not fit (ErrFull), or whose code lies above
 //     4 GiB of link-time address (ErrAddressRange), is walked by frame
 //     pointers (Tables.Errors).
-//   - A process stays in the maps until Remove: a tracer removes the
-//     processes that exit, or Add fails once Options.Processes are in.
-//   - Objects mapped after Add (dlopen, and a launched command's shared
-//     libraries when it was added at its exec stop) are walked by frame
-//     pointers until the next Add.
+//   - A process stays in the maps until Remove or a Refresh after it
+//     exited; Add fails once Options.Processes are in.
+//   - Objects mapped after Add (dlopen) are walked by frame pointers
+//     until the next Add or Refresh (which adds every process again). Watch adds a launched command again at its
+//     program's entry point (procmaps.LaunchEntry), where its shared
+//     libraries are mapped and its own code has not run.
 //   - JIT code, the vDSO and objects without CFI (Go, which writes no
 //     .eh_frame) are walked by frame pointers; Go's goroutines end at a
 //     zero rbp (StopOutermost).

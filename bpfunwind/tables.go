@@ -70,7 +70,9 @@ type Tables struct {
 	free    []extent
 	next    uint32 // first row never used
 	pids    map[int][]*object
-	errs    map[*unwind.Table]error
+	// added are the processes as Add was given them, for Refresh.
+	added map[int]*procmaps.Process
+	errs  map[*unwind.Table]error
 }
 
 type object struct {
@@ -107,7 +109,7 @@ func New(opts *Options) (*Tables, error) {
 		o.Cache = unwind.NewCache()
 	}
 	t := &Tables{cache: o.Cache, opts: o, loaded: map[*unwind.Table]*object{},
-		nextID: 1, pids: map[int][]*object{}, errs: map[*unwind.Table]error{}}
+		nextID: 1, pids: map[int][]*object{}, added: map[int]*procmaps.Process{}, errs: map[*unwind.Table]error{}}
 	var err error
 	for _, m := range []struct {
 		dst  **ebpf.Map
@@ -204,20 +206,22 @@ func (t *Tables) Add(p *procmaps.Process) error {
 	err = t.procs.Put(uint32(p.PID), val)
 	t.release(t.pids[p.PID])
 	t.pids[p.PID] = refs
+	t.added[p.PID] = p
 	if err != nil {
 		return fmt.Errorf("bpfunwind: process %d: %w", p.PID, err)
 	}
 	return nil
 }
 
-// Watch adds a launched command now, and again at its later execs
-// (procmaps.Launched.Watch); call it before l.Finish. Objects the
-// command maps after its exec (its shared libraries, dlopen) are known
-// only after another Add: see the package documentation.
+// Watch adds a launched command now, again at its program's entry
+// point (its shared libraries mapped) and at its later execs
+// (procmaps.Launched.Watch); call it before l.Finish. Objects it maps
+// later (dlopen) are known only after another Add: see the package
+// documentation.
 func (t *Tables) Watch(l *procmaps.Launched) error {
 	err := t.Add(l.Process)
 	l.Watch(func(ev procmaps.LaunchEvent) {
-		if ev == procmaps.LaunchExec {
+		if ev == procmaps.LaunchExec || ev == procmaps.LaunchEntry {
 			t.Add(l.Process)
 		}
 	})
@@ -232,10 +236,52 @@ func (t *Tables) Remove(pid int) error {
 	err := t.procs.Delete(uint32(pid))
 	t.release(t.pids[pid])
 	delete(t.pids, pid)
+	delete(t.added, pid)
 	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("bpfunwind: process %d: %w", pid, err)
 	}
 	return nil
+}
+
+// Refresh adds every process again, for the objects each has mapped
+// since its last Add (dlopen), and removes those that have exited (or
+// whose PID another process has now), which frees their tables. It
+// returns the errors of processes that could not be read otherwise.
+func (t *Tables) Refresh() error {
+	t.mu.Lock()
+	procs := make([]*procmaps.Process, 0, len(t.added))
+	for _, p := range t.added {
+		procs = append(procs, p)
+	}
+	t.mu.Unlock()
+	var errs []error
+	for _, p := range procs {
+		err := p.Check()
+		if err == nil {
+			if err = t.Add(p); err == nil {
+				continue
+			}
+		}
+		if cerr := p.Check(); errors.Is(cerr, procmaps.ErrProcessGone) || errors.Is(cerr, procmaps.ErrProcessChanged) {
+			err = t.removeIf(p)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeIf removes p unless its PID was added again meanwhile as
+// another process.
+func (t *Tables) removeIf(p *procmaps.Process) error {
+	t.mu.Lock()
+	same := t.added[p.PID] == p
+	t.mu.Unlock()
+	if !same {
+		return nil
+	}
+	return t.Remove(p.PID)
 }
 
 // Errors are the tables that could not be loaded, by table (an object

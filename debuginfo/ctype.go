@@ -164,25 +164,62 @@ const (
 	goKindString          = 24 // reflect.String, the value Go's linker writes
 )
 
-// typeReader reads type entries of one file.
+// typeReader reads type entries of one file and of its supplementary
+// file.
 type typeReader struct {
-	r        *dwarf.Reader
+	files    *dwarfFiles
+	r, sr    *dwarf.Reader // of files.d, of files.sup (made on first use)
 	lang     int64
 	addrSize int
 	budget   int // entries left to read for the current parameter
 }
 
-func (tr *typeReader) entry(off dwarf.Offset) *dwarf.Entry {
+// reader is the reader of the file (sup false) or of its supplementary
+// file; nil when there is none.
+func (tr *typeReader) reader(sup bool) *dwarf.Reader {
+	if !sup {
+		return tr.r
+	}
+	if tr.sr == nil && tr.files.sup != nil {
+		tr.sr = tr.files.sup.Reader()
+	}
+	return tr.sr
+}
+
+// seek positions the reader of e's file at e, the next entry read
+// being e; nil when that file has no reader.
+func (tr *typeReader) seek(e entry) *dwarf.Reader {
+	r := tr.reader(e.sup)
+	if r != nil {
+		r.Seek(e.Offset)
+	}
+	return r
+}
+
+func (tr *typeReader) entry(at ref) (entry, bool) {
 	if tr.budget <= 0 {
-		return nil
+		return entry{}, false
 	}
 	tr.budget--
-	tr.r.Seek(off)
-	e, err := tr.r.Next()
-	if err != nil || e == nil || e.Tag == 0 {
-		return nil
+	r := tr.reader(at.sup)
+	if r == nil {
+		return entry{}, false
 	}
-	return e
+	r.Seek(at.off)
+	e, err := r.Next()
+	if err != nil || e == nil || e.Tag == 0 {
+		return entry{}, false
+	}
+	return entry{e, at.sup}, true
+}
+
+// typeRef is the type entry e refers to by DW_AT_type.
+func (tr *typeReader) typeRef(e entry) (ref, bool) { return refAttr(e, dwarf.AttrType) }
+
+// name is e's DW_AT_name.
+func (tr *typeReader) name(e entry) string {
+	s, _ := tr.files.str(e, dwarf.AttrName)
+	return s
 }
 
 func (tr *typeReader) cplusplus() bool {
@@ -195,24 +232,23 @@ func (tr *typeReader) cplusplus() bool {
 
 // typeOf is the type entry e refers to by DW_AT_type (void when it has
 // none).
-func (tr *typeReader) typeOf(e *dwarf.Entry, depth int) Type {
-	v := e.Val(dwarf.AttrType)
-	if v == nil {
+func (tr *typeReader) typeOf(e entry, depth int) Type {
+	if e.Val(dwarf.AttrType) == nil {
 		return Type{Name: "void"}
 	}
-	off, ok := v.(dwarf.Offset)
+	at, ok := tr.typeRef(e)
 	if !ok {
-		// A reference into a type unit (DW_FORM_ref_sig8) or a dwz
-		// multifile (DW_FORM_GNU_ref_alt): not followed.
+		// A reference into a type unit (DW_FORM_ref_sig8): not
+		// followed.
 		return Type{Name: "?"}
 	}
-	return tr.typeAt(off, depth)
+	return tr.typeAt(at, depth)
 }
 
-// typeAt reads the type at off.
-func (tr *typeReader) typeAt(off dwarf.Offset, depth int) Type {
-	e := tr.entry(off)
-	if e == nil || depth > maxTypeDepth {
+// typeAt reads the type at at.
+func (tr *typeReader) typeAt(at ref, depth int) Type {
+	e, ok := tr.entry(at)
+	if !ok || depth > maxTypeDepth {
 		return Type{Name: "?"}
 	}
 	t := Type{Name: tr.spell(e, "", depth)}
@@ -221,7 +257,7 @@ func (tr *typeReader) typeAt(off dwarf.Offset, depth int) Type {
 }
 
 // classify sets t's kind, size and fields from entry e.
-func (tr *typeReader) classify(t *Type, e *dwarf.Entry, depth int) {
+func (tr *typeReader) classify(t *Type, e entry, depth int) {
 	size, _ := e.Val(dwarf.AttrByteSize).(int64)
 	switch e.Tag {
 	case dwarf.TagBaseType:
@@ -243,7 +279,7 @@ func (tr *typeReader) classify(t *Type, e *dwarf.Entry, depth int) {
 			t.Kind = KindUnsigned
 		}
 		if e.Children {
-			t.Enumerators = tr.enumerators(e.Offset)
+			t.Enumerators = tr.enumerators(e)
 		}
 	case dwarf.TagTypedef, dwarf.TagConstType, dwarf.TagVolatileType, dwarf.TagRestrictType,
 		dwarf.Tag(0x47) /* DW_TAG_atomic_type */ :
@@ -257,9 +293,9 @@ func (tr *typeReader) classify(t *Type, e *dwarf.Entry, depth int) {
 		if e.Tag == dwarf.TagPointerType && tr.lang != langGo && tr.pointsToChar(e, depth) {
 			t.Kind = KindString
 		}
-		if off, ok := e.Val(dwarf.AttrType).(dwarf.Offset); ok {
+		if at, ok := tr.typeRef(e); ok {
 			// The pointee, without its members.
-			u := tr.typeAt(off, max(depth+1, maxFieldDepth+1))
+			u := tr.typeAt(at, max(depth+1, maxFieldDepth+1))
 			t.Elem = &u
 		}
 	case dwarf.TagStructType, dwarf.TagUnionType, dwarf.TagClassType:
@@ -273,7 +309,7 @@ func (tr *typeReader) classify(t *Type, e *dwarf.Entry, depth int) {
 			t.ByReference = true
 		}
 		if depth < maxFieldDepth+1 && e.Children {
-			t.Fields = tr.fields(e.Offset, depth)
+			t.Fields = tr.fields(e, depth)
 		}
 	case dwarf.TagArrayType:
 		t.Kind = KindArray
@@ -293,18 +329,18 @@ func (tr *typeReader) classify(t *Type, e *dwarf.Entry, depth int) {
 }
 
 // under is the type e refers to.
-func (tr *typeReader) under(e *dwarf.Entry, depth int) Type {
+func (tr *typeReader) under(e entry, depth int) Type {
 	return tr.typeOf(e, depth+1)
 }
 
 // pointsToChar: e, a pointer, points to (a qualified or typedef'd) char.
-func (tr *typeReader) pointsToChar(e *dwarf.Entry, depth int) bool {
+func (tr *typeReader) pointsToChar(e entry, depth int) bool {
 	for d := depth; d <= maxTypeDepth; d++ {
-		off, ok := e.Val(dwarf.AttrType).(dwarf.Offset)
+		at, ok := tr.typeRef(e)
 		if !ok {
 			return false
 		}
-		if e = tr.entry(off); e == nil {
+		if e, ok = tr.entry(at); !ok {
 			return false
 		}
 		switch e.Tag {
@@ -320,69 +356,77 @@ func (tr *typeReader) pointsToChar(e *dwarf.Entry, depth int) bool {
 	return false
 }
 
-// fields reads the members of the struct at off (its children).
-func (tr *typeReader) fields(off dwarf.Offset, depth int) []Field {
+// fields reads the members of the struct s (its children).
+func (tr *typeReader) fields(s entry, depth int) []Field {
 	type member struct {
 		name    string
 		loc     int64
 		bits    int64
-		typeOff dwarf.Offset
+		typ     ref
+		hasType bool
 	}
 	var ms []member
-	tr.r.Seek(off)
-	if e, err := tr.r.Next(); err != nil || e == nil || !e.Children {
+	r := tr.seek(s)
+	if r == nil {
+		return nil
+	}
+	if e, err := r.Next(); err != nil || e == nil || !e.Children {
 		return nil
 	}
 	for n := 0; n < maxFields && tr.budget > 0; n++ {
 		tr.budget--
-		e, err := tr.r.Next()
-		if err != nil || e == nil || e.Tag == 0 {
+		de, err := r.Next()
+		if err != nil || de == nil || de.Tag == 0 {
 			break
 		}
+		e := entry{de, s.sup}
 		if e.Tag == dwarf.TagMember || e.Tag == dwarf.TagInheritance {
 			m := member{}
-			m.name, _ = e.Val(dwarf.AttrName).(string)
+			m.name = tr.name(e)
 			m.loc, _ = e.Val(dwarf.AttrDataMemberLoc).(int64)
 			if b, ok := e.Val(dwarf.AttrDataBitOffset).(int64); ok {
 				m.loc = b / 8
 			}
 			m.bits, _ = e.Val(dwarf.AttrBitSize).(int64)
-			m.typeOff, _ = e.Val(dwarf.AttrType).(dwarf.Offset)
+			m.typ, m.hasType = tr.typeRef(e)
 			if e.Val(dwarf.AttrExternal) == nil && e.Val(dwarf.AttrDeclaration) == nil {
 				ms = append(ms, m)
 			}
 		}
 		if e.Children {
-			tr.r.SkipChildren()
+			r.SkipChildren()
 		}
 	}
 	out := make([]Field, 0, len(ms))
 	for _, m := range ms {
 		f := Field{Name: m.name, Offset: m.loc, BitSize: m.bits}
-		if m.typeOff != 0 {
-			f.Type = tr.typeAt(m.typeOff, depth+1)
+		if m.hasType && m.typ.off != 0 {
+			f.Type = tr.typeAt(m.typ, depth+1)
 		}
 		out = append(out, f)
 	}
 	return out
 }
 
-// enumerators reads the values of the enumeration at off (its
-// children).
-func (tr *typeReader) enumerators(off dwarf.Offset) []Enumerator {
-	tr.r.Seek(off)
-	if e, err := tr.r.Next(); err != nil || e == nil || !e.Children {
+// enumerators reads the values of the enumeration en (its children).
+func (tr *typeReader) enumerators(en entry) []Enumerator {
+	r := tr.seek(en)
+	if r == nil {
+		return nil
+	}
+	if e, err := r.Next(); err != nil || e == nil || !e.Children {
 		return nil
 	}
 	var out []Enumerator
 	for len(out) < maxEnumerators && tr.budget > 0 {
 		tr.budget--
-		e, err := tr.r.Next()
-		if err != nil || e == nil || e.Tag == 0 {
+		de, err := r.Next()
+		if err != nil || de == nil || de.Tag == 0 {
 			break
 		}
+		e := entry{de, en.sup}
 		if e.Tag == dwarf.TagEnumerator {
-			name, _ := e.Val(dwarf.AttrName).(string)
+			name := tr.name(e)
 			switch v := e.Val(dwarf.AttrConstValue).(type) {
 			case int64:
 				out = append(out, Enumerator{Name: name, Value: v})
@@ -391,7 +435,7 @@ func (tr *typeReader) enumerators(off dwarf.Offset) []Enumerator {
 			}
 		}
 		if e.Children {
-			tr.r.SkipChildren()
+			r.SkipChildren()
 		}
 	}
 	return out
@@ -399,16 +443,19 @@ func (tr *typeReader) enumerators(off dwarf.Offset) []Enumerator {
 
 // count is the element count of array e (its first subrange), -1 when
 // unknown.
-func (tr *typeReader) count(e *dwarf.Entry) int64 {
+func (tr *typeReader) count(e entry) int64 {
 	if !e.Children || tr.budget <= 0 {
 		return -1
 	}
 	tr.budget--
-	tr.r.Seek(e.Offset)
-	if _, err := tr.r.Next(); err != nil {
+	r := tr.seek(e)
+	if r == nil {
 		return -1
 	}
-	sub, err := tr.r.Next()
+	if _, err := r.Next(); err != nil {
+		return -1
+	}
+	sub, err := r.Next()
 	if err != nil || sub == nil || sub.Tag != dwarf.TagSubrangeType {
 		return -1
 	}
@@ -424,25 +471,24 @@ func (tr *typeReader) count(e *dwarf.Entry) int64 {
 
 // spell writes type e around the declarator decl (C's inside-out
 // declarations: the pointer to an array of 4 ints is "int (*)[4]").
-func (tr *typeReader) spell(e *dwarf.Entry, decl string, depth int) string {
+func (tr *typeReader) spell(e entry, decl string, depth int) string {
 	if depth > maxTypeDepth {
 		return "?" + pad(decl)
 	}
-	name, _ := e.Val(dwarf.AttrName).(string)
+	name := tr.name(e)
 	if tr.lang == langGo && name != "" {
 		return name + pad(decl)
 	}
 	next := func(d string) string {
-		v := e.Val(dwarf.AttrType)
-		if v == nil {
+		if e.Val(dwarf.AttrType) == nil {
 			return "void" + pad(d)
 		}
-		off, ok := v.(dwarf.Offset)
+		at, ok := tr.typeRef(e)
 		if !ok {
 			return "?" + pad(d)
 		}
-		n := tr.entry(off)
-		if n == nil {
+		n, ok := tr.entry(at)
+		if !ok {
 			return "?" + pad(d)
 		}
 		return tr.spell(n, d, depth+1)
@@ -505,58 +551,61 @@ func (tr *typeReader) spell(e *dwarf.Entry, decl string, depth int) string {
 
 // wraps: the pointer e points to an array or function, whose declarator
 // then needs parentheses.
-func (tr *typeReader) wraps(e *dwarf.Entry) bool {
-	off, ok := e.Val(dwarf.AttrType).(dwarf.Offset)
+func (tr *typeReader) wraps(e entry) bool {
+	at, ok := tr.typeRef(e)
 	if !ok {
 		return false
 	}
-	n := tr.entry(off)
-	return n != nil && (n.Tag == dwarf.TagArrayType || n.Tag == dwarf.TagSubroutineType)
+	n, ok := tr.entry(at)
+	return ok && (n.Tag == dwarf.TagArrayType || n.Tag == dwarf.TagSubroutineType)
 }
 
 // qualifiesPointer: the qualifier e applies to a pointer type.
-func (tr *typeReader) qualifiesPointer(e *dwarf.Entry) bool {
-	off, ok := e.Val(dwarf.AttrType).(dwarf.Offset)
+func (tr *typeReader) qualifiesPointer(e entry) bool {
+	at, ok := tr.typeRef(e)
 	if !ok {
 		return false
 	}
-	n := tr.entry(off)
-	return n != nil && (n.Tag == dwarf.TagPointerType || n.Tag == dwarf.TagReferenceType || n.Tag == dwarf.TagRvalueReferenceType)
+	n, ok := tr.entry(at)
+	return ok && (n.Tag == dwarf.TagPointerType || n.Tag == dwarf.TagReferenceType || n.Tag == dwarf.TagRvalueReferenceType)
 }
 
 // paramTypes spells the parameter list of a function type.
-func (tr *typeReader) paramTypes(e *dwarf.Entry, depth int) string {
+func (tr *typeReader) paramTypes(e entry, depth int) string {
 	if !e.Children {
 		return "void"
 	}
-	var offs []dwarf.Offset
+	var refs []ref
 	variadic := false
-	tr.r.Seek(e.Offset)
-	if _, err := tr.r.Next(); err != nil {
+	r := tr.seek(e)
+	if r == nil {
+		return "?"
+	}
+	if _, err := r.Next(); err != nil {
 		return "?"
 	}
 	for n := 0; n < maxFields && tr.budget > 0; n++ {
 		tr.budget--
-		c, err := tr.r.Next()
+		c, err := r.Next()
 		if err != nil || c == nil || c.Tag == 0 {
 			break
 		}
 		switch c.Tag {
 		case dwarf.TagFormalParameter:
-			if off, ok := c.Val(dwarf.AttrType).(dwarf.Offset); ok {
-				offs = append(offs, off)
+			if at, ok := tr.typeRef(entry{c, e.sup}); ok {
+				refs = append(refs, at)
 			}
 		case dwarf.TagUnspecifiedParameters:
 			variadic = true
 		}
 		if c.Children {
-			tr.r.SkipChildren()
+			r.SkipChildren()
 		}
 	}
 	var parts []string
-	for _, off := range offs {
-		n := tr.entry(off)
-		if n == nil {
+	for _, at := range refs {
+		n, ok := tr.entry(at)
+		if !ok {
 			parts = append(parts, "?")
 			continue
 		}

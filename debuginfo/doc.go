@@ -54,5 +54,9 @@
 // System V calling convention gives its place at the entry
 // (Location.FromABI). A tracer reads the value there at a uprobe on the
 // function's entry; uprobe.Binary.Params does the lookup for a probed
-// function, through its debug file when it is stripped.
+// function, through its debug file when it is stripped. DWARF that dwz
+// shrank refers to a supplementary file for the names and types it
+// moved there (.gnu_debugaltlink, DWARF 5's .debug_sup); OpenSup finds
+// and opens it, for SignaturesOptions.Sup (OpenSignaturesELFWith) as for
+// LinesOptions.Sup.
 package debuginfo

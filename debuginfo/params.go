@@ -94,7 +94,7 @@ func (l Location) Available() bool {
 // safe for concurrent use.
 type Signatures struct {
 	lines         *Lines
-	d             *dwarf.Data // debug/dwarf over lines' sections
+	files         dwarfFiles // debug/dwarf over lines' sections and the supplementary file's
 	machine       elf.Machine
 	loc, loclists []byte
 	addr          []byte
@@ -122,12 +122,30 @@ func OpenSignaturesFile(r io.ReaderAt) (s *Signatures, err error) {
 	return OpenSignaturesELF(ef)
 }
 
+// SignaturesOptions configure OpenSignaturesELFWith. The zero value is
+// valid.
+type SignaturesOptions struct {
+	// Sup is the DWARF of the supplementary file the file's DWARF
+	// refers to (dwz's common file: ReadSupLink and FindSup, or
+	// OpenSup), opened with OpenLinesELF, as LinesOptions.Sup is; the
+	// names and types that DW_FORM_GNU_ref_alt, DW_FORM_ref_sup4/8,
+	// DW_FORM_GNU_strp_alt and DW_FORM_strp_sup refer to are read
+	// there. Without it such names are "" and such types "?".
+	Sup *Lines
+}
+
 // OpenSignaturesELF opens the signatures of ef's DWARF (plain or
 // compressed sections); ef is read now, the section bytes are kept.
 func OpenSignaturesELF(ef *safeelf.File) (*Signatures, error) {
-	return OpenSignatures(ef.Machine, func(name string) ([]byte, error) {
+	return OpenSignaturesELFWith(ef, nil)
+}
+
+// OpenSignaturesELFWith is OpenSignaturesELF with options (nil for the
+// defaults).
+func OpenSignaturesELFWith(ef *safeelf.File, opts *SignaturesOptions) (*Signatures, error) {
+	return openSignatures(ef.Machine, func(name string) ([]byte, error) {
 		return ef.DebugSection(".debug_"+name, maxDWARFSection)
-	})
+	}, opts)
 }
 
 // OpenSignatures opens the signatures of the DWARF sections section
@@ -135,7 +153,15 @@ func OpenSignaturesELF(ef *safeelf.File) (*Signatures, error) {
 // of machine m, which chooses the stack pointer and the calling
 // convention.
 func OpenSignatures(m elf.Machine, section func(name string) ([]byte, error)) (*Signatures, error) {
+	return openSignatures(m, section, nil)
+}
+
+func openSignatures(m elf.Machine, section func(name string) ([]byte, error), opts *SignaturesOptions) (*Signatures, error) {
 	s := &Signatures{machine: m}
+	var lopts *LinesOptions
+	if opts != nil && opts.Sup != nil {
+		lopts = &LinesOptions{Sup: opts.Sup}
+	}
 	l, err := OpenLines(func(name string) ([]byte, error) {
 		if name == "line" {
 			// Line tables: Signatures reads none (libc's .debug_line
@@ -147,13 +173,21 @@ func OpenSignatures(m elf.Machine, section func(name string) ([]byte, error)) (*
 			s.addr = b
 		}
 		return b, err
-	}, nil)
+	}, lopts)
 	if err != nil {
 		return nil, err
 	}
 	s.lines = l
-	if s.d, err = l.dwarfData(); err != nil {
+	if s.files.d, err = l.dwarfData(); err != nil {
 		return nil, err
+	}
+	if sup := l.sup; sup != nil {
+		if s.files.sup, err = sup.dwarfData(); err != nil {
+			return nil, fmt.Errorf("supplementary file: %w", err)
+		}
+		if s.files.supStr, err = sup.sec.section("str"); err != nil {
+			return nil, fmt.Errorf("supplementary file: %w", err)
+		}
 	}
 	if s.loc, err = section("loc"); err != nil {
 		return nil, fmt.Errorf(".debug_loc: %w", err)
@@ -208,7 +242,7 @@ func (s *Signatures) inUnit(u int, pc uint64) (*Signature, error) {
 	if !ok {
 		return nil, nil
 	}
-	r := s.d.Reader()
+	r := s.files.d.Reader()
 	r.Seek(off)
 	e, err := r.Next()
 	if err != nil || e == nil {
@@ -249,7 +283,7 @@ func (s *Signatures) readIndex(u int) (ix *unitIndex) {
 			ix.err = &LinesError{"info", uint64(dwarf.Offset(un.die)), fmt.Sprintf("debug/dwarf panicked: %v", p)}
 		}
 	}()
-	r := s.d.Reader()
+	r := s.files.d.Reader()
 	r.Seek(dwarf.Offset(un.die))
 	cu, err := r.Next()
 	if err != nil || cu == nil {
@@ -322,7 +356,7 @@ func (s *Signatures) entryOf(e *dwarf.Entry) (uint64, bool) {
 	if e.Val(dwarf.AttrRanges) == nil {
 		return 0, false
 	}
-	rs, err := s.d.Ranges(e)
+	rs, err := s.files.d.Ranges(e)
 	if err != nil || len(rs) == 0 {
 		return 0, false
 	}
@@ -330,31 +364,37 @@ func (s *Signatures) entryOf(e *dwarf.Entry) (uint64, bool) {
 }
 
 // origins are e and the entries its DW_AT_abstract_origin and
-// DW_AT_specification lead to, where its name and type may be.
-func (s *Signatures) origins(e *dwarf.Entry) []*dwarf.Entry {
-	out := []*dwarf.Entry{e}
-	nr := s.d.Reader()
+// DW_AT_specification lead to, where its name and type may be: in the
+// file or in its supplementary file (dwz moves the abstract instances
+// of inline functions and the declarations there). tr gives the
+// readers.
+func (s *Signatures) origins(tr *typeReader, e entry) []entry {
+	out := []entry{e}
 	cur := e
 	for depth := 0; depth < maxNameDepth; depth++ {
-		off, ok := cur.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
+		at, ok := refAttr(cur, dwarf.AttrAbstractOrigin)
 		if !ok {
-			if off, ok = cur.Val(dwarf.AttrSpecification).(dwarf.Offset); !ok {
+			if at, ok = refAttr(cur, dwarf.AttrSpecification); !ok {
 				break
 			}
 		}
-		nr.Seek(off)
+		nr := tr.reader(at.sup)
+		if nr == nil {
+			break
+		}
+		nr.Seek(at.off)
 		next, err := nr.Next()
 		if err != nil || next == nil || next.Tag == 0 {
 			break
 		}
-		out = append(out, next)
-		cur = next
+		cur = entry{next, at.sup}
+		out = append(out, cur)
 	}
 	return out
 }
 
 // first is attribute a of the first of es that has it.
-func first(es []*dwarf.Entry, a dwarf.Attr) any {
+func first(es []entry, a dwarf.Attr) any {
 	for _, e := range es {
 		if v := e.Val(a); v != nil {
 			return v
@@ -363,14 +403,38 @@ func first(es []*dwarf.Entry, a dwarf.Attr) any {
 	return nil
 }
 
+// firstStr is string attribute a of the first of es that has it.
+func (s *Signatures) firstStr(es []entry, a dwarf.Attr) string {
+	for _, e := range es {
+		if e.Val(a) != nil {
+			v, _ := s.files.str(e, a)
+			return v
+		}
+	}
+	return ""
+}
+
+// firstRef is reference attribute a of the first of es that has it;
+// has is set when one has it, ok when it resolves.
+func firstRef(es []entry, a dwarf.Attr) (at ref, has, ok bool) {
+	for _, e := range es {
+		if e.Val(a) != nil {
+			at, ok = refAttr(e, a)
+			return at, true, ok
+		}
+	}
+	return ref{}, false, false
+}
+
 // signature reads subprogram e, whose children r reads next.
 func (s *Signatures) signature(r *dwarf.Reader, e *dwarf.Entry, ui unitInfo, pc uint64) (*Signature, error) {
-	org := s.origins(e)
+	tr := &typeReader{files: &s.files, r: s.files.d.Reader(), lang: ui.lang, addrSize: ui.addrSize}
+	org := s.origins(tr, entry{e, false})
 	sig := &Signature{Entry: pc, Go: ui.lang == langGo}
-	sig.Name, _ = first(org, dwarf.AttrName).(string)
-	sig.LinkageName, _ = first(org, dwarf.AttrLinkageName).(string)
+	sig.Name = s.firstStr(org, dwarf.AttrName)
+	sig.LinkageName = s.firstStr(org, dwarf.AttrLinkageName)
 	if sig.LinkageName == "" {
-		sig.LinkageName, _ = first(org, attrMIPSLinkageName).(string)
+		sig.LinkageName = s.firstStr(org, attrMIPSLinkageName)
 	}
 	fi := entryFrame(s.machine)
 	fi.addrSize = ui.addrSize
@@ -382,7 +446,6 @@ func (s *Signatures) signature(r *dwarf.Reader, e *dwarf.Entry, ui unitInfo, pc 
 	case []byte:
 		fi.frameBase(fb)
 	}
-	tr := &typeReader{r: s.d.Reader(), lang: ui.lang, addrSize: ui.addrSize}
 	var kids []*dwarf.Entry
 	if e.Children {
 		for n := 0; n < maxFields*4; n++ {
@@ -405,13 +468,13 @@ func (s *Signatures) signature(r *dwarf.Reader, e *dwarf.Entry, ui unitInfo, pc 
 		}
 	}
 	for _, c := range kids {
-		po := s.origins(c)
+		po := s.origins(tr, entry{c, false})
 		p := Param{}
-		p.Name, _ = first(po, dwarf.AttrName).(string)
+		p.Name = s.firstStr(po, dwarf.AttrName)
 		p.Artificial, _ = first(po, dwarf.AttrArtificial).(bool)
-		if off, ok := first(po, dwarf.AttrType).(dwarf.Offset); ok {
+		if at, _, ok := firstRef(po, dwarf.AttrType); ok {
 			tr.budget = maxTypeEntries
-			p.Type = tr.typeAt(off, 0)
+			p.Type = tr.typeAt(at, 0)
 		} else {
 			p.Type = Type{Name: "?"}
 		}
@@ -430,12 +493,12 @@ func (s *Signatures) signature(r *dwarf.Reader, e *dwarf.Entry, ui unitInfo, pc 
 		sig.Params = append(sig.Params, p)
 	}
 	if !sig.Go {
-		switch v := first(org, dwarf.AttrType).(type) {
-		case nil: // void
-		case dwarf.Offset:
+		switch at, has, ok := firstRef(org, dwarf.AttrType); {
+		case !has: // void
+		case ok:
 			tr.budget = maxTypeEntries
-			sig.Results = []Param{{Type: tr.typeAt(v, 0)}}
-		default: // a type unit's or a multifile's: not followed
+			sig.Results = []Param{{Type: tr.typeAt(at, 0)}}
+		default: // a type unit's: not followed
 			sig.Results = []Param{{Type: Type{Name: "?"}}}
 		}
 	}

@@ -11,21 +11,41 @@ import (
 	"github.com/probekit/probekit/internal/safeelf"
 )
 
-// FuzzSignaturesELF: hostile ELF files through OpenSignaturesELF, the
-// entry point uprobe.Binary.Params uses, and At at every function of the
-// file's table: no panic, no unbounded allocation, errors located.
+// FuzzSignaturesELF: hostile ELF files through OpenSignaturesELFWith,
+// the entry point uprobe.Binary.Params uses, and At at every function of
+// the file's table: no panic, no unbounded allocation, errors located.
+// sup, when it reads as an ELF file with DWARF, is given as the
+// supplementary file (SignaturesOptions.Sup): seeded with the dwz
+// fixtures' common files, their own, each other's and a file's own
+// DWARF, so references between the two files may point anywhere.
 func FuzzSignaturesELF(f *testing.F) {
-	for _, n := range []string{"params_O2", "params_O0", "params_v4", "params_cc", "params_stripped.debug"} {
-		if b, err := os.ReadFile(paramsFixture(n)); err == nil {
-			f.Add(b)
+	read := func(n string) []byte {
+		b, err := os.ReadFile(paramsFixture(n))
+		if err != nil {
+			f.Fatal(err)
 		}
+		return b
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
+	for _, n := range []string{"params_O2", "params_O0", "params_v4", "params_cc", "params_stripped.debug"} {
+		f.Add(read(n), []byte(nil))
+	}
+	for _, c := range [][2]string{
+		{"params_dwz", "params_dwz.sup"}, {"params_dwz5", "params_dwz5.sup"},
+		{"params_dwz", "params_dwz5.sup"}, {"params_dwz5", "params_dwz.sup"},
+		{"params_dwz", "params_dwz"}, {"params_dwz.sup", "params_dwz.sup"},
+	} {
+		f.Add(read(c[0]), read(c[1]))
+	}
+	f.Fuzz(func(t *testing.T, data, supData []byte) {
 		ef, err := safeelf.NewFile(bytes.NewReader(data))
 		if err != nil {
 			return
 		}
-		s, err := OpenSignaturesELF(ef)
+		var opts SignaturesOptions
+		if sef, err := safeelf.NewFile(bytes.NewReader(supData)); err == nil {
+			opts.Sup, _ = OpenLinesELF(sef, nil)
+		}
+		s, err := OpenSignaturesELFWith(ef, &opts)
 		if err != nil {
 			return
 		}

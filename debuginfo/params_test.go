@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/probekit/probekit/internal/safeelf"
+	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 func paramsFixture(name string) string { return "../testdata/params/bin/" + name }
@@ -303,5 +306,118 @@ func TestSignaturesDamaged(t *testing.T) {
 				t.Errorf("%s: unlocated error %T: %v", funcs.Name(i), err, err)
 			}
 		}
+	}
+}
+
+// TestSignaturesSup: params_O2 after dwz -m (params_dwz: the names and
+// types it shares with a copy of itself moved to params_dwz.sup, named by
+// .gnu_debugaltlink, DW_FORM_GNU_ref_alt and DW_FORM_GNU_strp_alt;
+// params_dwz5: dwz --dwarf-5's .debug_sup, DW_FORM_ref_sup4 and
+// DW_FORM_strp_sup), its common file found by OpenSup and given as
+// SignaturesOptions.Sup, gives every function of params_O2 the
+// signature params_O2 gives: names, types (their members, pointees and
+// enumerators) and locations. Without it, the names and types kept in
+// the common file are missing.
+func TestSignaturesSup(t *testing.T) {
+	plain, funcs := openSigs(t, paramsFixture("params_O2"))
+	for _, file := range []string{"params_dwz", "params_dwz5"} {
+		t.Run(file, func(t *testing.T) {
+			path := paramsFixture(file)
+			f, ef := openFixtureELF(t, path)
+			sup, err := OpenSup(&File{File: f, Path: path}, ef, &Options{DebugDirs: []string{t.TempDir()}})
+			if err != nil || sup == nil {
+				t.Fatalf("OpenSup: %v, %v", sup, err)
+			}
+			s, err := OpenSignaturesELFWith(ef, &SignaturesOptions{Sup: sup})
+			if err != nil {
+				t.Fatal(err)
+			}
+			without, err := OpenSignaturesELF(ef)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, differ := 0, 0
+			for i := range funcs.Len() {
+				pc := funcs.Address(i)
+				want, werr := plain.At(pc)
+				got, err := s.At(pc)
+				if (werr == nil) != (err == nil) {
+					t.Errorf("%s %#x: %v, params_O2: %v", funcs.Name(i), pc, err, werr)
+					continue
+				}
+				if werr != nil {
+					continue
+				}
+				n++
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%s:\n got %s\nwant %s", funcs.Name(i), sigString(elf.EM_X86_64, got), sigString(elf.EM_X86_64, want))
+				}
+				if w, err := without.At(pc); err != nil || !reflect.DeepEqual(w, want) {
+					differ++
+				}
+			}
+			// emit, mix, byval, label, shapes, twice, main.
+			if n < 7 {
+				t.Fatalf("%d functions with DWARF, want 7 or more", n)
+			}
+			if differ == 0 {
+				t.Fatal("every signature reads the same without the supplementary file: the fixture moved nothing there")
+			}
+			sig, err := without.At(funcAddr(t, funcs, "emit"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := sigString(elf.EM_X86_64, sig); got == cSignatures["emit"] {
+				t.Fatalf("without the supplementary file emit reads %s", got)
+			}
+		})
+	}
+}
+
+// TestSignaturesSupLoop: a hostile common file whose const of const
+// char (<0x71>, DW_AT_type <0x6a> as one DW_FORM_ref_udata byte at
+// .debug_info+0x72) refers to itself ends at the depth bound: emit's
+// name reads as a bounded chain of consts ending in "?", its other
+// parameter as before.
+func TestSignaturesSupLoop(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile(paramsFixture("params_dwz.sup"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sef, err := safeelf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := sef.Section(".debug_info").Offset + 0x72
+	if b[at] != 0x6a {
+		t.Fatalf("params_dwz.sup: %#x at .debug_info+0x72, want 0x6a (readelf -wi: <0x71> DW_TAG_const_type)", b[at])
+	}
+	b[at] = 0x71
+	path := filepath.Join(dir, "params_dwz")
+	testkit.CopyFile(t, paramsFixture("params_dwz"), path)
+	if err := os.WriteFile(path+".sup", b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, ef := openFixtureELF(t, path)
+	sup, err := OpenSup(&File{File: f, Path: path}, ef, &Options{DebugDirs: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenSignaturesELFWith(ef, &SignaturesOptions{Sup: sup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, funcs := openSigs(t, paramsFixture("params_O2"))
+	sig, err := s.At(funcAddr(t, funcs, "emit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sig.Params) != 2 || sigString(elf.EM_X86_64, &Signature{Params: sig.Params[:1]}) != "(int i/signed/4@rdi)" {
+		t.Fatalf("emit: %s", sigString(elf.EM_X86_64, sig))
+	}
+	name := sig.Params[1].Type.Name
+	if !strings.HasPrefix(name, "const const const") || !strings.Contains(name, "?") || len(name) > 8*maxTypeDepth || sig.Params[1].Type.Kind != KindPointer {
+		t.Fatalf("name's type %q (%v)", name, sig.Params[1].Type.Kind)
 	}
 }

@@ -2,9 +2,11 @@ package debuginfo
 
 import (
 	"bytes"
+	"debug/dwarf"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 
 	"github.com/probekit/probekit/internal/safeelf"
@@ -176,4 +178,134 @@ func checkSup(ef *safeelf.File, link *SupLink) error {
 		return fmt.Errorf("%w: no DWARF", ErrMismatch)
 	}
 	return nil
+}
+
+// References and strings into the supplementary file, for the readers
+// built on debug/dwarf (Signatures). debug/dwarf decodes the forms but
+// does not follow them: DW_FORM_GNU_ref_alt is a value of class
+// ClassReferenceAlt and DW_FORM_GNU_strp_alt of ClassStringAlt, both
+// int64 offsets; DW_FORM_ref_sup4/8 are of ClassReference but uint32 and
+// uint64 (a reference within the file is a dwarf.Offset), and
+// DW_FORM_strp_sup of ClassString but uint32 or uint64 (a string within
+// the file is a string). Each is an offset in the supplementary file's
+// .debug_info or .debug_str. dwz moves whole type trees there, in
+// DW_TAG_partial_unit entries that the files' units pull in with
+// DW_TAG_imported_unit: a parameter's DW_AT_type may lead into the
+// supplementary file, and the references of an entry read there lead
+// within it. Readers follow references one at a time, each chain
+// bounded by a depth (maxTypeDepth, maxNameDepth) and each parameter's
+// types by a count of entries (maxTypeEntries), so a hostile pair of
+// files whose references point at each other ends.
+
+// dwarfFiles is the DWARF of a file and of its supplementary file (nil
+// when it has none or it was not given).
+type dwarfFiles struct {
+	d, sup *dwarf.Data
+	supStr []byte // the supplementary file's .debug_str
+}
+
+// entry is a DWARF entry and the file it was read from: the file's own
+// DWARF, or its supplementary file's (sup).
+type entry struct {
+	*dwarf.Entry
+	sup bool
+}
+
+// ref is an entry's offset in the file's .debug_info or, sup set, in
+// the supplementary file's.
+type ref struct {
+	off dwarf.Offset
+	sup bool
+}
+
+// refAttr resolves reference attribute a of e: within e's file, or into
+// the supplementary file. false when e has none or it is a reference
+// not followed (DW_FORM_ref_sig8, into a type unit).
+func refAttr(e entry, a dwarf.Attr) (ref, bool) {
+	f := e.AttrField(a)
+	if f == nil {
+		return ref{}, false
+	}
+	switch v := f.Val.(type) {
+	case dwarf.Offset:
+		if f.Class == dwarf.ClassReference {
+			return ref{v, e.sup}, true
+		}
+	case int64: // DW_FORM_GNU_ref_alt
+		if f.Class == dwarf.ClassReferenceAlt && v >= 0 && v <= math.MaxUint32 {
+			return ref{dwarf.Offset(v), true}, true
+		}
+	case uint32: // DW_FORM_ref_sup4
+		if f.Class == dwarf.ClassReference {
+			return ref{dwarf.Offset(v), true}, true
+		}
+	case uint64: // DW_FORM_ref_sup8
+		if f.Class == dwarf.ClassReference && v <= math.MaxUint32 {
+			return ref{dwarf.Offset(v), true}, true
+		}
+	}
+	return ref{}, false
+}
+
+// str is string attribute a of e, from the supplementary file's
+// .debug_str for DW_FORM_GNU_strp_alt and DW_FORM_strp_sup; false when
+// e has none or it cannot be read.
+func (f *dwarfFiles) str(e entry, a dwarf.Attr) (string, bool) {
+	fl := e.AttrField(a)
+	if fl == nil {
+		return "", false
+	}
+	var off uint64
+	switch v := fl.Val.(type) {
+	case string:
+		return v, true
+	case int64: // DW_FORM_GNU_strp_alt
+		if fl.Class != dwarf.ClassStringAlt || v < 0 {
+			return "", false
+		}
+		off = uint64(v)
+	case uint32: // DW_FORM_strp_sup, 32-bit DWARF
+		off = uint64(v)
+	case uint64: // DW_FORM_strp_sup, 64-bit DWARF
+		off = v
+	default:
+		return "", false
+	}
+	if fl.Class != dwarf.ClassString && fl.Class != dwarf.ClassStringAlt {
+		return "", false
+	}
+	s := cString(f.supStr, off)
+	return s, s != ""
+}
+
+// OpenSup opens the DWARF of the supplementary file that debug's DWARF
+// refers to, for LinesOptions.Sup and SignaturesOptions.Sup: ef is
+// debug's ELF file (debug.File read through safeelf), opts the options
+// Find was given. The link is read with ReadSupLink and the file found
+// with FindSup (inside Options.Process's root first, its identity
+// checked), read with OpenLinesELF and closed. nil, nil when debug
+// refers to no supplementary file; an error wrapping ErrNoSup when it is
+// not found (names and types kept there are then unknown).
+func OpenSup(debug *File, ef *safeelf.File, opts *Options) (*Lines, error) {
+	link, err := ReadSupLink(ef)
+	if err != nil {
+		return nil, fmt.Errorf("debuginfo: %s: %w", debug.Path, err)
+	}
+	if link == nil {
+		return nil, nil
+	}
+	sf, err := FindSup(debug, link, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer sf.Close()
+	sef, err := safeelf.NewFile(sf)
+	if err != nil {
+		return nil, fmt.Errorf("debuginfo: %s: %w", sf.Path, err)
+	}
+	l, err := OpenLinesELF(sef, nil)
+	if err != nil {
+		return nil, fmt.Errorf("debuginfo: %s: %w", sf.Path, err)
+	}
+	return l, nil
 }

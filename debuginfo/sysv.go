@@ -43,7 +43,7 @@ const sysvSSERegs = 8
 
 // fromABI fills the unavailable locations of sig's parameters, and the
 // results' locations, from the calling convention where it applies.
-func (s *Signatures) fromABI(sig *Signature, org []*dwarf.Entry) {
+func (s *Signatures) fromABI(sig *Signature, org []entry) {
 	if s.machine == elf.EM_AARCH64 && !sig.Go {
 		aapcsResults(sig)
 		return

@@ -350,9 +350,10 @@ func (o *objects) attachObject(proc *procmaps.Process, obj *procmaps.Object, key
 			fs.loader, err = o.loader(b, key.pid)
 			b.Close()
 		}
-		if err != nil {
+		if err != nil && proc.Check() == nil {
 			// Its process's later libraries are not seen until its next
-			// exec: say so.
+			// exec: say so (unless it has exited meanwhile, which is
+			// why the attach of its PID failed).
 			o.notify(Event{Kind: Failed, PID: proc.PID, Probe: &loaderProbe, File: obj.Path, Err: err})
 		}
 	}

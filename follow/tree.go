@@ -42,8 +42,10 @@ type Options struct {
 	Cgroup string
 	// Hold, when set, is called for a Tree's process on the tracer's
 	// goroutine while the process is stopped with its maps whole: after
-	// its probes are attached at its start and at each exec, and at its
-	// exit, before the kernel releases its memory (PTRACE_O_TRACEEXIT,
+	// its probes are attached at its start and at each exec, at its
+	// program's entry point after each exec (x86-64: its shared
+	// libraries mapped, procmaps.EntryStop), and at its exit, before the
+	// kernel releases its memory (PTRACE_O_TRACEEXIT,
 	// which stops each thread of the tree at its exit). A symbolizer
 	// reads the process there (symbolize.Stacks.Watch), so that stacks
 	// read after it exited are named. It must be quick. WatchProcess
@@ -112,6 +114,8 @@ type member struct {
 	proc  *procmaps.Process
 	links []*attach.Link
 	which []*Probe
+	// entry stops the process at its program's entry point for Hold.
+	entry procmaps.EntryStop
 }
 
 func newTree(probes []Probe, opts *Options) (*Tree, error) {
@@ -202,6 +206,7 @@ func Launch(cmd *exec.Cmd, probes []Probe, opts *Options) (*Tree, error) {
 		}
 		t.tasks[pid] = false
 		t.adopt(pid)
+		t.armEntry(pid)
 		return unix.PtraceCont(pid, 0)
 	}, started)
 	if err := <-started; err != nil {
@@ -482,6 +487,7 @@ func (t *Tree) handle(pid int, ws unix.WaitStatus) {
 		if m != nil && t.opts.Hold != nil {
 			t.opts.Hold(m.proc)
 		}
+		t.armEntry(pid)
 		unix.PtraceCont(pid, 0)
 		if t.held != nil {
 			t.held(time.Since(start))
@@ -500,6 +506,10 @@ func (t *Tree) handle(pid int, ws unix.WaitStatus) {
 		// A seized task's group-stop or interrupt: keep it running.
 		unix.PtraceCont(pid, 0)
 	default:
+		if sig == unix.SIGTRAP && t.entryHit(pid) {
+			unix.PtraceCont(pid, 0)
+			return
+		}
 		code, ok := siginfoCode(pid)
 		if ok && sig == unix.SIGSTOP && code == siKernel && t.objs != nil {
 			// watch_map stopped the thread at its dynamic linker's
@@ -521,6 +531,34 @@ func (t *Tree) handle(pid int, ws unix.WaitStatus) {
 		}
 		unix.PtraceCont(pid, int(sig))
 	}
+}
+
+// armEntry plants the entry-point breakpoint of process pid, stopped
+// right after an exec, when Hold wants the process there: its shared
+// libraries are mapped by then.
+func (t *Tree) armEntry(pid int) {
+	if t.opts.Hold == nil {
+		return
+	}
+	t.mu.Lock()
+	m := t.members[pid]
+	t.mu.Unlock()
+	if m != nil {
+		m.entry.Arm(pid)
+	}
+}
+
+// entryHit reports whether pid's SIGTRAP stop is its entry-point
+// breakpoint's, and then calls Hold.
+func (t *Tree) entryHit(pid int) bool {
+	t.mu.Lock()
+	m := t.members[pid]
+	t.mu.Unlock()
+	if m == nil || !m.entry.Hit(pid) {
+		return false
+	}
+	t.opts.Hold(m.proc)
+	return true
 }
 
 // siginfoCode returns the si_code of the signal pid's stop delivers; ok is

@@ -31,6 +31,8 @@ type Launched struct {
 	// traced is set by the tracer thread when Finish resumed the
 	// command still traced (hooks).
 	traced bool
+	// entry is the breakpoint of LaunchEntry, on the tracer thread.
+	entry EntryStop
 }
 
 // LaunchEvent is what a Watch hook is called for.
@@ -42,6 +44,12 @@ const (
 	// LaunchExit: the command is exiting; its memory and maps are still
 	// there.
 	LaunchExit
+	// LaunchEntry: the command is at its program's entry point (the
+	// auxiliary vector's AT_ENTRY), after its start or an exec: the
+	// dynamic linker has mapped the libraries the program was linked
+	// with and run their initializers, and no instruction of the
+	// program's own has run. Only on x86-64 (elsewhere it does not come).
+	LaunchEntry
 )
 
 // Launch starts cmd stopped after exec. Whatever happens next, the caller
@@ -163,6 +171,7 @@ func (l *Launched) Finish(err error) error {
 				if err := unix.PtraceSetOptions(pid, opts); err != nil {
 					return fmt.Errorf("resume pid %d: PTRACE_SETOPTIONS: %w", pid, err)
 				}
+				l.entry.Arm(pid)
 				if err := syscall.PtraceCont(pid, 0); err != nil {
 					return fmt.Errorf("resume pid %d: %w", pid, err)
 				}
@@ -191,9 +200,10 @@ func (l *Launched) Finish(err error) error {
 }
 
 // Watch calls hook, on the tracer thread while the command is stopped,
-// at each execve it makes after Finish lets it run and at its exit,
-// before the kernel releases its memory: a symbolizer reads its maps and
-// files there, so that stacks read after the command ended are named.
+// at each execve it makes after Finish lets it run, at its program's
+// entry point (LaunchEntry) and at its exit, before the kernel releases
+// its memory: a symbolizer reads its maps and files there, so that
+// stacks read after the command ended are named.
 // Call it before Finish. With a hook the command stays traced until its
 // exit: the caller waits for it with Wait, not Cmd.Wait. A stop costs
 // the command the hook's time; its signals are delivered as they come
@@ -247,6 +257,13 @@ func (l *Launched) hold(pid int) {
 		case sig == syscall.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXEC:
 			for _, h := range l.hooks {
 				h(LaunchExec)
+			}
+			// A new image: its own entry point.
+			l.entry.Arm(pid)
+			sig = 0
+		case sig == syscall.SIGTRAP && l.entry.Hit(pid):
+			for _, h := range l.hooks {
+				h(LaunchEntry)
 			}
 			sig = 0
 		case isGroupStop(pid, sig):

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -212,11 +214,14 @@ func TestLaunchWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	var events []LaunchEvent
-	var atExit []Mapping
+	var atExit, atEntry []Mapping
 	l.Watch(func(ev LaunchEvent) {
 		events = append(events, ev)
-		if ev == LaunchExit {
+		switch ev {
+		case LaunchExit:
 			atExit, _, _ = l.Process.Mappings()
+		case LaunchEntry:
+			atEntry, _, _ = l.Process.Mappings()
 		}
 	})
 	if err := l.Finish(nil); err != nil {
@@ -225,16 +230,29 @@ func TestLaunchWatch(t *testing.T) {
 	if err := l.Wait(); err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
-	if len(events) != 2 || events[0] != LaunchExec || events[1] != LaunchExit {
-		t.Errorf("events %v, want exec then exit", events)
+	// sh's entry point, its exec of cat, cat's entry point, cat's exit.
+	want := []LaunchEvent{LaunchEntry, LaunchExec, LaunchEntry, LaunchExit}
+	if runtime.GOARCH != "amd64" {
+		want = []LaunchEvent{LaunchExec, LaunchExit}
 	}
-	var image, libc bool
-	for _, m := range atExit {
-		image = image || m.Path == cat
-		libc = libc || strings.HasPrefix(filepath.Base(m.Path), "libc.so")
+	if !slices.Equal(events, want) {
+		t.Errorf("events %v, want %v", events, want)
 	}
-	if !image || !libc {
-		t.Errorf("maps at exit hold %s: %v, libc: %v (%d mappings)", cat, image, libc, len(atExit))
+	holds := func(when string, maps []Mapping) {
+		t.Helper()
+		var image, libc bool
+		for _, m := range maps {
+			image = image || m.Path == cat
+			libc = libc || strings.HasPrefix(filepath.Base(m.Path), "libc.so")
+		}
+		if !image || !libc {
+			t.Errorf("maps at %s hold %s: %v, libc: %v (%d mappings)", when, cat, image, libc, len(maps))
+		}
+	}
+	holds("exit", atExit)
+	if runtime.GOARCH == "amd64" {
+		// At cat's entry point its libraries are mapped.
+		holds("entry", atEntry)
 	}
 
 	// A signal for the command while it is traced is delivered: killed
@@ -251,5 +269,53 @@ func TestLaunchWatch(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
 		t.Errorf("Wait: %v, want killed by SIGTERM", err)
+	}
+}
+
+// TestLaunchEntry: at LaunchEntry the program has not run (its mark not
+// written yet), its libraries are mapped, and after it the program runs
+// as if never stopped (the breakpoint's instruction put back).
+func TestLaunchEntry(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("LaunchEntry is x86-64's")
+	}
+	mark := filepath.Join(t.TempDir(), "ran")
+	cmd := exec.Command("/bin/sh", "-c", `echo ran > "$0"; exit 7`, mark)
+	l, err := Launch(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := 0
+	var early string
+	l.Watch(func(ev LaunchEvent) {
+		if ev != LaunchEntry {
+			return
+		}
+		entries++
+		maps, _, _ := l.Process.Mappings()
+		libc := false
+		for _, m := range maps {
+			libc = libc || strings.HasPrefix(filepath.Base(m.Path), "libc.so")
+		}
+		if !libc {
+			early += "libc not mapped; "
+		}
+		if _, err := os.Stat(mark); err == nil {
+			early += "ran before its entry point"
+		}
+	})
+	if err := l.Finish(nil); err != nil {
+		t.Fatal(err)
+	}
+	err = l.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Errorf("Wait: %v, want exit status 7", err)
+	}
+	if !ran(t, mark) {
+		t.Error("the command did not run on after its entry point")
+	}
+	if entries != 1 || early != "" {
+		t.Errorf("%d entry stops (want 1): %s", entries, early)
 	}
 }

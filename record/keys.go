@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/probekit/probekit/bpfunwind"
 	"github.com/probekit/probekit/usdt/bpf"
 )
 
@@ -36,6 +37,14 @@ const (
 	// caller is part of the key, as stack.bpf.h's
 	// probekit_count_user_stack keeps it.
 	KeyStack KeyKind = 7
+	// KeyStackCFI is the thread's user stack unwound inside BPF from the
+	// objects' call-frame information (unwind.bpf.h), which frame
+	// pointers do not limit: Key.Nums of the part is its id (negative:
+	// the walk's error), Key.StackPID its process; Objects.Stack reads
+	// it back. The program then walks with the tables of a
+	// bpfunwind.Tables: call its Prepare on the spec and load with its
+	// Replacements (LoadSpecOptions), and Add each traced process.
+	KeyStackCFI KeyKind = 8
 )
 
 // MaxStacks is how many distinct stacks a KeyStack part keeps (the
@@ -43,8 +52,15 @@ const (
 // stack finds it full is counted under Key.Stack < 0.
 const MaxStacks = 10240
 
-// StackMapName is the stack map of KeyStack (a BPF_MAP_TYPE_STACK_TRACE).
-const StackMapName = "stack_traces"
+// StackMapName is the stack map of KeyStack (a BPF_MAP_TYPE_STACK_TRACE);
+// CFIStackMapName KeyStackCFI's (a hash of struct probekit_cfi_stack by
+// id, bpfunwind.DecodeStack reads its values); KeyCFIName the constant
+// that turns the walk on.
+const (
+	StackMapName    = "stack_traces"
+	CFIStackMapName = "cfi_stacks"
+	KeyCFIName      = "probekit_trace_key_cfi"
+)
 
 // MaxKeys is the most parts of a key, of which at most one is a KeyStr;
 // KeyStrLen the bytes read for it, its NUL included (TRACE_MAX_KEYS,
@@ -70,8 +86,9 @@ func SetKeys(spec *ebpf.CollectionSpec, parts []KeyPart) error {
 	}
 	var v uint64
 	strs, size := 0, keyCommOff
+	cfi := false
 	for i, p := range parts {
-		if p.Kind < KeyArg || p.Kind > KeyStack || p.Val < 0 || p.Val >= MaxArgs {
+		if p.Kind < KeyArg || p.Kind > KeyStackCFI || p.Val < 0 || p.Val >= MaxArgs {
 			return fmt.Errorf("record: key part %d: kind %d, value %d", i, p.Kind, p.Val)
 		}
 		if p.Kind == KeyStr {
@@ -91,8 +108,20 @@ func SetKeys(spec *ebpf.CollectionSpec, parts []KeyPart) error {
 		case KeyStack:
 			end = aggKeySize
 			spec.Maps[StackMapName].MaxEntries = MaxStacks
+		case KeyStackCFI:
+			// nums[i], then stack_pid after stack.
+			end = keyStackOff + 8
+			spec.Maps[CFIStackMapName].MaxEntries = MaxStacks
+			cfi = true
 		}
 		size = max(size, end)
+	}
+	on := uint32(0)
+	if cfi {
+		on = 1
+	}
+	if err := spec.Variables[KeyCFIName].Set(on); err != nil {
+		return fmt.Errorf("set %s: %w", KeyCFIName, err)
 	}
 	if err := spec.Variables[KeySpecName].Set(v); err != nil {
 		return fmt.Errorf("set %s: %w", KeySpecName, err)
@@ -183,12 +212,43 @@ func (o *Objects) Keyed() ([]KeyedEntry, error) {
 
 // Stack returns the user stack of a KeyStack key, innermost first (as
 // bpf.Stack): the kernel's walk, with the caller of a function entry put
-// back in second place.
+// back in second place; or of a KeyStackCFI key, the CFI walk.
 func (o *Objects) Stack(k Key) (bpf.Stack, error) {
+	if o.cfiPart > 0 {
+		return o.cfiStack(k.Nums[o.cfiPart-1])
+	}
 	if k.Stack < 0 {
 		return nil, fmt.Errorf("record: no stack: bpf_get_stackid failed with errno %d", -k.Stack)
 	}
 	return bpf.LookupStack(o.StackMap, k.Stack, k.Caller)
+}
+
+// cfiStack reads stack id of CFIStackMap.
+func (o *Objects) cfiStack(id int64) (bpf.Stack, error) {
+	if id < 0 {
+		return nil, fmt.Errorf("record: no stack: the CFI walk failed with errno %d", -id)
+	}
+	raw := make([]byte, o.CFIStackMap.ValueSize())
+	if err := o.CFIStackMap.Lookup(uint64(id), raw); err != nil {
+		return nil, fmt.Errorf("record: stack %#x: %w", id, err)
+	}
+	s, _, err := bpfunwind.DecodeStack(raw)
+	return s, err
+}
+
+// cfiKeyPart returns the index + 1 of spec's KeyStackCFI key part, 0
+// when it has none.
+func cfiKeyPart(spec *ebpf.CollectionSpec) (int, error) {
+	var v uint64
+	if err := spec.Variables[KeySpecName].Get(&v); err != nil {
+		return 0, fmt.Errorf("read %s: %w", KeySpecName, err)
+	}
+	for i := range MaxKeys {
+		if KeyKind(v>>(8*i+4)&0xf) == KeyStackCFI {
+			return i + 1, nil
+		}
+	}
+	return 0, nil
 }
 
 // KeyOverflowCount returns how many hits were not counted because

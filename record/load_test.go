@@ -111,3 +111,37 @@ func TestLoadEveryMode(t *testing.T) {
 		}
 	}
 }
+
+// Without a KeyStackCFI part the CFI walk's functions leave the
+// programs: no call of trace_cfi_stack_id is left, and neither it nor
+// the walk's step (unwind.bpf.h's probekit_cfi_step) is in any program.
+func TestDropCFIWalk(t *testing.T) {
+	spec, err := Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := func(p *ebpf.ProgramSpec, sym string) bool {
+		for _, ins := range p.Instructions {
+			if ins.Symbol() == sym || ins.Reference() == sym {
+				return true
+			}
+		}
+		return false
+	}
+	before := map[string]int{}
+	for name, p := range spec.Programs {
+		if !has(p, cfiFunction) || !has(p, "probekit_cfi_step") {
+			t.Fatalf("%s: no CFI walk to drop", name)
+		}
+		before[name] = len(p.Instructions)
+	}
+	dropCFIWalk(spec)
+	for name, p := range spec.Programs {
+		if has(p, cfiFunction) || has(p, "probekit_cfi_step") {
+			t.Errorf("%s: the CFI walk is left", name)
+		}
+		if len(p.Instructions) >= before[name] {
+			t.Errorf("%s: %d instructions, %d before", name, len(p.Instructions), before[name])
+		}
+	}
+}

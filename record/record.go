@@ -475,8 +475,9 @@ type Objects struct {
 	// stacks of open starts, the keys of their frames (with SetKeys) and
 	// the counts of hits not timed (see LatencyLost).
 	LatStacks, LatKeys, LatLost *ebpf.Map
-	// StackMap holds the stacks of KeyStack keys (see Stack).
-	StackMap *ebpf.Map
+	// StackMap holds the stacks of KeyStack keys, CFIStackMap those of
+	// KeyStackCFI keys (see Stack).
+	StackMap, CFIStackMap *ebpf.Map
 	// Specs and IPToSpecID are usdt.bpf.h's __bpf_usdt_specs and
 	// __bpf_usdt_ip_to_spec_id, for the attacher; nil without Program.
 	Specs, IPToSpecID *ebpf.Map
@@ -484,6 +485,9 @@ type Objects struct {
 	// kernel without BPF cookies (CookieFlagName false): give it to
 	// package uprobe as Options.AddressTable. Nil without FuncProgram.
 	FuncIPs *ebpf.Map
+
+	// cfiPart is the KeyStackCFI key part's index + 1 (0: none).
+	cfiPart int
 }
 
 // Programs selects the programs LoadSpec loads.
@@ -511,6 +515,7 @@ type loadTarget struct {
 	LatKeys     *ebpf.Map `ebpf:"lat_keys"`
 	LatLost     *ebpf.Map `ebpf:"lat_lost"`
 	Stacks      *ebpf.Map `ebpf:"stack_traces"`
+	CFIStacks   *ebpf.Map `ebpf:"cfi_stacks"`
 }
 
 type loadUSDT struct {
@@ -535,7 +540,7 @@ type loadBoth struct {
 // Close releases the program and the maps.
 func (o *Objects) Close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.LatStacks, o.LatKeys, o.LatLost, o.StackMap, o.Specs, o.IPToSpecID, o.FuncIPs} {
+	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.LatStacks, o.LatKeys, o.LatLost, o.StackMap, o.CFIStackMap, o.Specs, o.IPToSpecID, o.FuncIPs} {
 		errs = append(errs, c.Close()) // nil *Program and *Map close as nothing
 	}
 	return errors.Join(errs...)
@@ -588,28 +593,42 @@ func CheckRingSize(size, pageSize int) error {
 // LoadSpec loads the programs which selects (at least one) of spec (from
 // Spec) into the kernel, with the maps they use.
 func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
+	return LoadSpecOptions(spec, which, nil)
+}
+
+// LoadSpecOptions is LoadSpec with the collection's options: with a
+// KeyStackCFI key part, opts.MapReplacements must hold a
+// bpfunwind.Tables' Replacements (after its Prepare of spec).
+func LoadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.CollectionOptions) (*Objects, error) {
 	var o Objects
 	var err error
 	if err := sizeLatencyMaps(spec); err != nil {
 		return nil, err
 	}
+	cfiPart, err := cfiKeyPart(spec)
+	if err != nil {
+		return nil, err
+	}
 	// A copy: the caller may set other values and load spec again.
 	spec = spec.Copy()
 	inlineConstants(spec)
+	if cfiPart == 0 {
+		dropCFIWalk(spec)
+	}
 	switch which {
 	case USDTProgram:
 		var l loadUSDT
-		err = spec.LoadAndAssign(&l, nil)
+		err = spec.LoadAndAssign(&l, opts)
 		o = Objects{Program: l.Program, Specs: l.Specs, IPToSpecID: l.IPToSpecID}
 		o.setMaps(l.loadTarget)
 	case FuncProgram:
 		var l loadFunc
-		err = spec.LoadAndAssign(&l, nil)
+		err = spec.LoadAndAssign(&l, opts)
 		o = Objects{FuncProgram: l.FuncProgram, FuncIPs: l.FuncIPs}
 		o.setMaps(l.loadTarget)
 	case USDTProgram | FuncProgram:
 		var l loadBoth
-		err = spec.LoadAndAssign(&l, nil)
+		err = spec.LoadAndAssign(&l, opts)
 		o = Objects{Program: l.Program, FuncProgram: l.FuncProgram, Specs: l.Specs, IPToSpecID: l.IPToSpecID, FuncIPs: l.FuncIPs}
 		o.setMaps(l.loadTarget)
 	default:
@@ -618,6 +637,7 @@ func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the trace program: %w", err)
 	}
+	o.cfiPart = cfiPart
 	return &o, nil
 }
 
@@ -626,7 +646,7 @@ func (o *Objects) setMaps(l loadTarget) {
 	o.CountsMap, o.HistMap = l.Counts, l.Hist
 	o.KeyedMap, o.KeyOverflow = l.Keyed, l.KeyOverflow
 	o.LatStacks, o.LatKeys, o.LatLost = l.LatStacks, l.LatKeys, l.LatLost
-	o.StackMap = l.Stacks
+	o.StackMap, o.CFIStackMap = l.Stacks, l.CFIStacks
 }
 
 // Options are the choices Load makes before loading. The zero value

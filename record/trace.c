@@ -28,6 +28,7 @@
 #include <linux/ptrace.h>
 #include "usdt.bpf.h"
 #include "stack.bpf.h"
+#include "unwind.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -563,6 +564,9 @@ enum key_kind {
 	KEY_PROBE = 6,	/* the probe index */
 	KEY_STACK = 7,	/* the user stack: an id in stack_traces, its pid, and
 			 * at a function's entry its caller (see stack.bpf.h) */
+	KEY_STACK_CFI = 8, /* the user stack unwound from CFI (unwind.bpf.h):
+			    * its id in cfi_stacks as the part's number, and
+			    * its pid */
 };
 
 /* Byte n: key part n, 0 past the last. 0: no keys (counts and hist).
@@ -610,6 +614,32 @@ struct {
 	__uint(key_size, sizeof(__u32));
 	__uint(value_size, PROBEKIT_STACK_MAX_DEPTH * sizeof(__u64));
 } stack_traces SEC(".maps");
+
+/* KEY_STACK_CFI: the distinct stacks of unwind.bpf.h's walk, by id (a
+ * 63-bit hash of the frames). One entry here; sized before load
+ * (record.SetKeys), allocated as stacks come. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64);
+	__type(value, struct probekit_cfi_stack);
+} cfi_stacks SEC(".maps");
+
+/* Whether a KEY_STACK_CFI part is in the key spec: without one the walk
+ * below is dead code the verifier never explores. Set before load. */
+volatile const __u32 probekit_trace_key_cfi = 0;
+
+/* The walk and its store, as a global function (Linux 5.6): verified once
+ * for all its calls and, on kernels that verify every global function
+ * whether called or not, cut short by the constant when no key wants it.
+ * Returns the stack's id, or a negative error. */
+__attribute__((noinline)) __s64 trace_cfi_stack_id(struct pt_regs *ctx, int at_entry)
+{
+	if (!probekit_trace_key_cfi || !ctx)
+		return -95; /* EOPNOTSUPP */
+	return probekit_cfi_stack_id(ctx, &cfi_stacks, at_entry);
+}
 
 /* Hits not counted because keyed was full. */
 struct {
@@ -675,6 +705,10 @@ static __always_inline int fill_key(struct pt_regs *ctx, int func, __u64 cookie,
 			if (func && ((cookie >> FUNC_COOKIE_KIND_SHIFT) & 0xff) == EVENT_UPROBE &&
 			    __probekit_stack_return_address(ctx, &k->caller))
 				k->caller = 0;
+			break;
+		case KEY_STACK_CFI:
+			k->nums[i] = trace_cfi_stack_id(ctx, func && ((cookie >> FUNC_COOKIE_KIND_SHIFT) & 0xff) == EVENT_UPROBE);
+			k->stack_pid = bpf_get_current_pid_tgid() >> 32;
 			break;
 		}
 	}

@@ -108,6 +108,48 @@ type traceLatStack struct {
 	}
 }
 
+type traceProbekitCfiObject struct {
+	_     structs.HostLayout
+	First uint32
+	Count uint32
+}
+
+type traceProbekitCfiProcess struct {
+	_   structs.HostLayout
+	N   uint32
+	Pad uint32
+	M   [256]struct {
+		_      structs.HostLayout
+		Start  uint64
+		End    uint64
+		Bias   uint64
+		Object uint32
+		Pad    uint32
+	}
+}
+
+type traceProbekitCfiRow struct {
+	_      structs.HostLayout
+	Pc     uint32
+	CfaOff int16
+	Kind   uint8
+	RbpOff int8
+}
+
+type traceProbekitCfiStack struct {
+	_       structs.HostLayout
+	N       uint32
+	Stop    uint32
+	Pcs     [127]uint64
+	Pc      uint64
+	Sp      uint64
+	Bp      uint64
+	Pid     uint32
+	AtEntry uint32
+	Exact   uint32
+	Pad     uint32
+}
+
 type traceProbekitUsdtIpKey struct {
 	_    structs.HostLayout
 	Tgid uint32
@@ -128,6 +170,7 @@ type traceScratch struct {
 const (
 	traceMapBpfUsdtIpToSpecId        = "__bpf_usdt_ip_to_spec_id"
 	traceMapBpfUsdtSpecs             = "__bpf_usdt_specs"
+	traceMapCfiStacks                = "cfi_stacks"
 	traceMapCounts                   = "counts"
 	traceMapDropped                  = "dropped"
 	traceMapEvents                   = "events"
@@ -138,12 +181,17 @@ const (
 	traceMapLatKeys                  = "lat_keys"
 	traceMapLatLost                  = "lat_lost"
 	traceMapLatStacks                = "lat_stacks"
+	traceMapProbekitCfiObjects       = "probekit_cfi_objects"
+	traceMapProbekitCfiProcs         = "probekit_cfi_procs"
+	traceMapProbekitCfiRows          = "probekit_cfi_rows"
+	traceMapProbekitCfiScratch       = "probekit_cfi_scratch"
 	traceMapScratch                  = "scratch"
 	traceMapStackTraces              = "stack_traces"
 	traceProgTraceFunc               = "trace_func"
 	traceProgTraceUsdt               = "trace_usdt"
 	traceVarProbekitTraceCopyPages   = "probekit_trace_copy_pages"
 	traceVarProbekitTraceHistVal     = "probekit_trace_hist_val"
+	traceVarProbekitTraceKeyCfi      = "probekit_trace_key_cfi"
 	traceVarProbekitTraceKeySpec     = "probekit_trace_key_spec"
 	traceVarProbekitTraceMode        = "probekit_trace_mode"
 	traceVarProbekitTraceNterms      = "probekit_trace_nterms"
@@ -204,20 +252,25 @@ type traceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceMapSpecs struct {
-	BpfUsdtIpToSpecId *ebpf.MapSpec `ebpf:"__bpf_usdt_ip_to_spec_id"`
-	BpfUsdtSpecs      *ebpf.MapSpec `ebpf:"__bpf_usdt_specs"`
-	Counts            *ebpf.MapSpec `ebpf:"counts"`
-	Dropped           *ebpf.MapSpec `ebpf:"dropped"`
-	Events            *ebpf.MapSpec `ebpf:"events"`
-	FuncIps           *ebpf.MapSpec `ebpf:"func_ips"`
-	Hist              *ebpf.MapSpec `ebpf:"hist"`
-	KeyOverflow       *ebpf.MapSpec `ebpf:"key_overflow"`
-	Keyed             *ebpf.MapSpec `ebpf:"keyed"`
-	LatKeys           *ebpf.MapSpec `ebpf:"lat_keys"`
-	LatLost           *ebpf.MapSpec `ebpf:"lat_lost"`
-	LatStacks         *ebpf.MapSpec `ebpf:"lat_stacks"`
-	Scratch           *ebpf.MapSpec `ebpf:"scratch"`
-	StackTraces       *ebpf.MapSpec `ebpf:"stack_traces"`
+	BpfUsdtIpToSpecId  *ebpf.MapSpec `ebpf:"__bpf_usdt_ip_to_spec_id"`
+	BpfUsdtSpecs       *ebpf.MapSpec `ebpf:"__bpf_usdt_specs"`
+	CfiStacks          *ebpf.MapSpec `ebpf:"cfi_stacks"`
+	Counts             *ebpf.MapSpec `ebpf:"counts"`
+	Dropped            *ebpf.MapSpec `ebpf:"dropped"`
+	Events             *ebpf.MapSpec `ebpf:"events"`
+	FuncIps            *ebpf.MapSpec `ebpf:"func_ips"`
+	Hist               *ebpf.MapSpec `ebpf:"hist"`
+	KeyOverflow        *ebpf.MapSpec `ebpf:"key_overflow"`
+	Keyed              *ebpf.MapSpec `ebpf:"keyed"`
+	LatKeys            *ebpf.MapSpec `ebpf:"lat_keys"`
+	LatLost            *ebpf.MapSpec `ebpf:"lat_lost"`
+	LatStacks          *ebpf.MapSpec `ebpf:"lat_stacks"`
+	ProbekitCfiObjects *ebpf.MapSpec `ebpf:"probekit_cfi_objects"`
+	ProbekitCfiProcs   *ebpf.MapSpec `ebpf:"probekit_cfi_procs"`
+	ProbekitCfiRows    *ebpf.MapSpec `ebpf:"probekit_cfi_rows"`
+	ProbekitCfiScratch *ebpf.MapSpec `ebpf:"probekit_cfi_scratch"`
+	Scratch            *ebpf.MapSpec `ebpf:"scratch"`
+	StackTraces        *ebpf.MapSpec `ebpf:"stack_traces"`
 }
 
 // traceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -226,6 +279,7 @@ type traceMapSpecs struct {
 type traceVariableSpecs struct {
 	ProbekitTraceCopyPages   *ebpf.VariableSpec `ebpf:"probekit_trace_copy_pages"`
 	ProbekitTraceHistVal     *ebpf.VariableSpec `ebpf:"probekit_trace_hist_val"`
+	ProbekitTraceKeyCfi      *ebpf.VariableSpec `ebpf:"probekit_trace_key_cfi"`
 	ProbekitTraceKeySpec     *ebpf.VariableSpec `ebpf:"probekit_trace_key_spec"`
 	ProbekitTraceMode        *ebpf.VariableSpec `ebpf:"probekit_trace_mode"`
 	ProbekitTraceNterms      *ebpf.VariableSpec `ebpf:"probekit_trace_nterms"`
@@ -256,26 +310,32 @@ func (o *traceObjects) Close() error {
 //
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type traceMaps struct {
-	BpfUsdtIpToSpecId *ebpf.Map `ebpf:"__bpf_usdt_ip_to_spec_id"`
-	BpfUsdtSpecs      *ebpf.Map `ebpf:"__bpf_usdt_specs"`
-	Counts            *ebpf.Map `ebpf:"counts"`
-	Dropped           *ebpf.Map `ebpf:"dropped"`
-	Events            *ebpf.Map `ebpf:"events"`
-	FuncIps           *ebpf.Map `ebpf:"func_ips"`
-	Hist              *ebpf.Map `ebpf:"hist"`
-	KeyOverflow       *ebpf.Map `ebpf:"key_overflow"`
-	Keyed             *ebpf.Map `ebpf:"keyed"`
-	LatKeys           *ebpf.Map `ebpf:"lat_keys"`
-	LatLost           *ebpf.Map `ebpf:"lat_lost"`
-	LatStacks         *ebpf.Map `ebpf:"lat_stacks"`
-	Scratch           *ebpf.Map `ebpf:"scratch"`
-	StackTraces       *ebpf.Map `ebpf:"stack_traces"`
+	BpfUsdtIpToSpecId  *ebpf.Map `ebpf:"__bpf_usdt_ip_to_spec_id"`
+	BpfUsdtSpecs       *ebpf.Map `ebpf:"__bpf_usdt_specs"`
+	CfiStacks          *ebpf.Map `ebpf:"cfi_stacks"`
+	Counts             *ebpf.Map `ebpf:"counts"`
+	Dropped            *ebpf.Map `ebpf:"dropped"`
+	Events             *ebpf.Map `ebpf:"events"`
+	FuncIps            *ebpf.Map `ebpf:"func_ips"`
+	Hist               *ebpf.Map `ebpf:"hist"`
+	KeyOverflow        *ebpf.Map `ebpf:"key_overflow"`
+	Keyed              *ebpf.Map `ebpf:"keyed"`
+	LatKeys            *ebpf.Map `ebpf:"lat_keys"`
+	LatLost            *ebpf.Map `ebpf:"lat_lost"`
+	LatStacks          *ebpf.Map `ebpf:"lat_stacks"`
+	ProbekitCfiObjects *ebpf.Map `ebpf:"probekit_cfi_objects"`
+	ProbekitCfiProcs   *ebpf.Map `ebpf:"probekit_cfi_procs"`
+	ProbekitCfiRows    *ebpf.Map `ebpf:"probekit_cfi_rows"`
+	ProbekitCfiScratch *ebpf.Map `ebpf:"probekit_cfi_scratch"`
+	Scratch            *ebpf.Map `ebpf:"scratch"`
+	StackTraces        *ebpf.Map `ebpf:"stack_traces"`
 }
 
 func (m *traceMaps) Close() error {
 	return _TraceClose(
 		m.BpfUsdtIpToSpecId,
 		m.BpfUsdtSpecs,
+		m.CfiStacks,
 		m.Counts,
 		m.Dropped,
 		m.Events,
@@ -286,6 +346,10 @@ func (m *traceMaps) Close() error {
 		m.LatKeys,
 		m.LatLost,
 		m.LatStacks,
+		m.ProbekitCfiObjects,
+		m.ProbekitCfiProcs,
+		m.ProbekitCfiRows,
+		m.ProbekitCfiScratch,
 		m.Scratch,
 		m.StackTraces,
 	)
@@ -297,6 +361,7 @@ func (m *traceMaps) Close() error {
 type traceVariables struct {
 	ProbekitTraceCopyPages   *ebpf.Variable `ebpf:"probekit_trace_copy_pages"`
 	ProbekitTraceHistVal     *ebpf.Variable `ebpf:"probekit_trace_hist_val"`
+	ProbekitTraceKeyCfi      *ebpf.Variable `ebpf:"probekit_trace_key_cfi"`
 	ProbekitTraceKeySpec     *ebpf.Variable `ebpf:"probekit_trace_key_spec"`
 	ProbekitTraceMode        *ebpf.Variable `ebpf:"probekit_trace_mode"`
 	ProbekitTraceNterms      *ebpf.Variable `ebpf:"probekit_trace_nterms"`

@@ -149,6 +149,8 @@ func (f Frame) AppendText(b []byte) ([]byte, error) {
 	b = strconv.AppendUint(b, f.Address, 16)
 	b = append(b, ' ')
 	switch {
+	case f.Function == "" && f.Inlined:
+		b = append(b, "?? (inlined)"...)
 	case f.Function == "":
 		b = append(b, "??"...)
 	case f.Inlined:

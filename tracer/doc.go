@@ -28,7 +28,9 @@
 // Output is the command's: a line per hit, text or JSON (Config.JSON),
 // with its stack (Config.Stack), or at the end the counts and
 // histograms; Config.OnHit receives the decoded hits instead, with the
-// Site each came from, for a Go program that handles them itself.
+// Site each came from, for a Go program that handles them itself
+// (Hit.Params: a function's parameters by name, type and value, as the
+// text line prints them).
 // Warnings and what the kernel dropped go to Config.Warnings.
 //
 // Processes: Config.Process traces one process (OpenProcess opens it,

@@ -360,9 +360,39 @@ func appendPtr(b []byte, v uint64, t debuginfo.Type, json bool) []byte {
 // trace_func sends): {x=3, y=-4}, in JSON {"x":3,"y":-4}. false when a
 // member is not a scalar.
 func structValue(ev *record.Event, p *paramRead, json bool) (string, bool) {
+	ms, ok := structMembers(ev, p)
+	if !ok {
+		return "", false
+	}
+	var sb strings.Builder
+	sb.WriteByte('{')
+	for k, m := range ms {
+		switch {
+		case k > 0 && json:
+			sb.WriteByte(',')
+		case k > 0:
+			sb.WriteString(", ")
+		}
+		if json {
+			sb.Write(jsontext.Append(nil, m.Name, false))
+			sb.WriteByte(':')
+		} else {
+			sb.WriteString(m.Name)
+			sb.WriteByte('=')
+		}
+		sb.WriteString(m.Text)
+	}
+	sb.WriteByte('}')
+	return sb.String(), true
+}
+
+// structMembers decodes the members of a struct passed in registers
+// that the hit carries (see structValue); false when one is not a
+// scalar or the registers do not hold the whole struct.
+func structMembers(ev *record.Event, p *paramRead) ([]Param, bool) {
 	t := p.typ
 	if t.Size <= 0 || t.Size > 16 || len(t.Fields) == 0 {
-		return "", false
+		return nil, false
 	}
 	var raw [16]byte
 	off := int64(0)
@@ -372,7 +402,7 @@ func structValue(ev *record.Event, p *paramRead, json bool) (string, bool) {
 			size = t.Size
 		}
 		if size > 8 || off+size > 16 {
-			return "", false
+			return nil, false
 		}
 		v := uint64(ev.Args[i])
 		for j := int64(0); j < size; j++ {
@@ -381,41 +411,145 @@ func structValue(ev *record.Event, p *paramRead, json bool) (string, bool) {
 		off += size
 	}
 	if off < t.Size {
-		return "", false
+		return nil, false
 	}
-	var sb strings.Builder
-	sb.WriteByte('{')
-	for k, f := range t.Fields {
+	ms := make([]Param, 0, len(t.Fields))
+	for _, f := range t.Fields {
 		ft := f.Type
 		if f.BitSize != 0 || ft.Size < 1 || ft.Size > 8 || f.Offset+ft.Size > t.Size {
-			return "", false
+			return nil, false
 		}
 		var v uint64
 		for j := ft.Size - 1; j >= 0; j-- {
 			v = v<<8 | uint64(raw[f.Offset+j])
 		}
-		switch {
-		case k > 0 && json:
-			sb.WriteByte(',')
-		case k > 0:
-			sb.WriteString(", ")
-		}
-		if json {
-			sb.Write(jsontext.Append(nil, f.Name, false))
-			sb.WriteByte(':')
-		} else {
-			sb.WriteString(f.Name)
-			sb.WriteByte('=')
-		}
+		m := Param{Name: f.Name, Type: ft}
 		switch ft.Kind {
 		case debuginfo.KindSigned, debuginfo.KindUnsigned, debuginfo.KindBool:
-			sb.Write(appendInt(nil, v, ft.Kind, ft.Size))
+			m.Value = intValue(v, ft.Kind, ft.Size)
+			m.Text = string(appendInt(nil, v, ft.Kind, ft.Size))
 		case debuginfo.KindPointer, debuginfo.KindString:
-			sb.Write(appendPtr(nil, v, debuginfo.Type{}, json))
+			m.Value = v
+			m.Text = string(appendPtr(nil, v, debuginfo.Type{}, false))
 		default:
-			return "", false
+			return nil, false
+		}
+		ms = append(ms, m)
+	}
+	return ms, true
+}
+
+// Param is a value of a hit named by its function's DWARF: a parameter
+// at a uprobe, the result at a uretprobe, or a member of a struct
+// passed by value.
+type Param struct {
+	// Name is the parameter's name: "argN" (from 1) for one DWARF gives
+	// no name, "" for a result.
+	Name string
+	// Type is its type, from DWARF.
+	Type debuginfo.Type
+	// Value is the value in the hit, by Type.Kind:
+	//	KindSigned              int64 (sign-extended from Type.Size)
+	//	KindUnsigned            uint64
+	//	KindBool                bool
+	//	KindPointer             uint64, the address
+	//	KindString              string as read (up to the record's
+	//	                        string size); uint64, the address, for
+	//	                        NULL, unreadable memory or a string the
+	//	                        record had no room for
+	//	KindGoString            string, cut to its length
+	//	KindStruct              []Param, its members, for a struct
+	//	                        passed in the registers the hit carries
+	// nil when the hit does not carry it: a value on the stack, in a
+	// floating-point register, or a struct passed in memory.
+	Value any
+	// Text is the value as the trace's text line prints it (emit(i=0,
+	// name="x") prints 0 and "x"; an enumeration prints the
+	// enumerator's name; a value not carried "<TYPE, not shown>").
+	Text string
+}
+
+// Params returns the hit's values named by its function's DWARF, the
+// ones the text line prints as FUNC(NAME=VALUE, ...): the parameters at
+// a uprobe, the one result at a uretprobe (none for a void function).
+// nil for a site that prints raw values: a USDT probe, a function
+// without DWARF, a glob over more functions than are looked up.
+func (h *Hit) Params() []Param {
+	sp := h.Site.params
+	if sp == nil {
+		return nil
+	}
+	if h.Site.Kind == record.KindUretprobe {
+		if sp.ret == nil {
+			return nil
+		}
+		return []Param{hitParam(h.Event, sp.ret)}
+	}
+	out := make([]Param, len(sp.params))
+	for i := range sp.params {
+		out[i] = hitParam(h.Event, &sp.params[i])
+	}
+	return out
+}
+
+// hitParam is p's value in ev.
+func hitParam(ev *record.Event, p *paramRead) Param {
+	return Param{Name: p.name, Type: p.typ, Value: paramValue(ev, p), Text: string(appendValue(nil, ev, p, false))}
+}
+
+// paramValue is p's value in ev as Param.Value holds it.
+func paramValue(ev *record.Event, p *paramRead) any {
+	if !p.avail || len(p.idx) == 0 {
+		return nil
+	}
+	for _, i := range p.idx {
+		if i < 0 || i >= ev.NArgs {
+			return nil
 		}
 	}
-	sb.WriteByte('}')
-	return sb.String(), true
+	v := uint64(ev.Args[p.idx[0]])
+	t := p.typ
+	switch t.Kind {
+	case debuginfo.KindSigned, debuginfo.KindUnsigned, debuginfo.KindBool:
+		if len(p.idx) == 1 && t.Size >= 1 && t.Size <= 8 {
+			return intValue(v, t.Kind, t.Size)
+		}
+	case debuginfo.KindString:
+		if str, ok := ev.Str(p.idx[0]); ok && ev.Errors&(1<<p.idx[0]) == 0 {
+			return string(str) // a copy: the event's bytes are reused
+		}
+		return v
+	case debuginfo.KindGoString:
+		if len(p.idx) != 2 {
+			return nil
+		}
+		n := uint64(ev.Args[p.idx[1]])
+		if n == 0 {
+			return ""
+		}
+		if str, ok := ev.Str(p.idx[0]); ok && ev.Errors&(1<<p.idx[0]) == 0 {
+			return string(str[:min(uint64(len(str)), n)])
+		}
+	case debuginfo.KindPointer:
+		if len(p.idx) == 1 {
+			return v
+		}
+	case debuginfo.KindStruct:
+		if ms, ok := structMembers(ev, p); ok {
+			return ms
+		}
+	}
+	return nil
+}
+
+// intValue is v, of size bytes, as an int64 (signed), bool or uint64.
+func intValue(v uint64, kind debuginfo.TypeKind, size int64) any {
+	shift := 64 - 8*uint(size)
+	switch kind {
+	case debuginfo.KindSigned:
+		return int64(v<<shift) >> shift
+	case debuginfo.KindBool:
+		return v<<shift != 0
+	}
+	return v << shift >> shift
 }

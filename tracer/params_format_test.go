@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/probekit/probekit/debuginfo"
@@ -11,7 +12,7 @@ import (
 // to their size (a 32-bit int's register has undefined upper bits, psABI
 // §3.2.3) and extended by their sign, strings as read, a Go string cut
 // to its length, a struct in registers by its members, and the marks of
-// what is not shown.
+// what is not shown; Param.Value the same values as Go values.
 func TestParamValues(t *testing.T) {
 	ev := &record.Event{NArgs: 6}
 	ev.Args = [record.MaxArgs]int64{-0xfffffffb, 0x00000000ffffffff, 0x7ffd1000, 3, 0x7ffd2000, 0x1122334455667788}
@@ -30,20 +31,22 @@ func TestParamValues(t *testing.T) {
 	for _, tc := range []struct {
 		p          paramRead
 		text, json string
+		value      any // Param.Value
 	}{
-		{paramRead{typ: tInt, avail: true, idx: []int{0}}, "5", "5"},
-		{paramRead{typ: tInt, avail: true, idx: []int{1}}, "-1", "-1"},
-		{paramRead{typ: tUint, avail: true, idx: []int{1}}, "4294967295", "4294967295"},
-		{paramRead{typ: tShort, avail: true, idx: []int{5}}, "30600", "30600"},
-		{paramRead{typ: tBool, avail: true, idx: []int{3}}, "true", "true"},
-		{paramRead{typ: tStr, avail: true, idx: []int{2}}, `"probekit"`, `"probekit"`},
-		{paramRead{typ: tStr, avail: true, idx: []int{3}}, "0x3", `"0x3"`}, // not read as a string
-		{paramRead{typ: tGoStr, avail: true, idx: []int{4, 3}, sizes: []int64{8, 8}}, `"gop"`, `"gop"`},
-		{paramRead{typ: pointPtr, avail: true, idx: []int{2}}, "(struct point *)0x7ffd1000", `"0x7ffd1000"`},
-		{paramRead{typ: point, avail: true, idx: []int{0}, sizes: []int64{0}}, "{x=5, y=-1}", `{"x":5,"y":-1}`},
-		{paramRead{typ: tDouble, avail: true, idx: []int{-1}}, "<double, not shown>", "null"},
-		{paramRead{typ: tInt, avail: false}, "<int, unavailable>", "null"},
-		{paramRead{typ: tInt, avail: true, idx: []int{7}}, "<int, not shown>", "null"}, // past the values sent
+		{paramRead{typ: tInt, avail: true, idx: []int{0}}, "5", "5", int64(5)},
+		{paramRead{typ: tInt, avail: true, idx: []int{1}}, "-1", "-1", int64(-1)},
+		{paramRead{typ: tUint, avail: true, idx: []int{1}}, "4294967295", "4294967295", uint64(4294967295)},
+		{paramRead{typ: tShort, avail: true, idx: []int{5}}, "30600", "30600", uint64(30600)},
+		{paramRead{typ: tBool, avail: true, idx: []int{3}}, "true", "true", true},
+		{paramRead{typ: tStr, avail: true, idx: []int{2}}, `"probekit"`, `"probekit"`, "probekit"},
+		{paramRead{typ: tStr, avail: true, idx: []int{3}}, "0x3", `"0x3"`, uint64(3)}, // not read as a string
+		{paramRead{typ: tGoStr, avail: true, idx: []int{4, 3}, sizes: []int64{8, 8}}, `"gop"`, `"gop"`, "gop"},
+		{paramRead{typ: pointPtr, avail: true, idx: []int{2}}, "(struct point *)0x7ffd1000", `"0x7ffd1000"`, uint64(0x7ffd1000)},
+		{paramRead{typ: point, avail: true, idx: []int{0}, sizes: []int64{0}}, "{x=5, y=-1}", `{"x":5,"y":-1}`, []Param{
+			{Name: "x", Type: tInt, Value: int64(5), Text: "5"}, {Name: "y", Type: tInt, Value: int64(-1), Text: "-1"}}},
+		{paramRead{typ: tDouble, avail: true, idx: []int{-1}}, "<double, not shown>", "null", nil},
+		{paramRead{typ: tInt, avail: false}, "<int, unavailable>", "null", nil},
+		{paramRead{typ: tInt, avail: true, idx: []int{7}}, "<int, not shown>", "null", nil}, // past the values sent
 	} {
 		if got := string(appendValue(nil, ev, &tc.p, false)); got != tc.text {
 			t.Errorf("%s text %s, want %s", tc.p.typ.Name, got, tc.text)
@@ -51,7 +54,27 @@ func TestParamValues(t *testing.T) {
 		if got := string(appendValue(nil, ev, &tc.p, true)); got != tc.json {
 			t.Errorf("%s json %s, want %s", tc.p.typ.Name, got, tc.json)
 		}
+		if got := paramValue(ev, &tc.p); !reflect.DeepEqual(got, tc.value) {
+			t.Errorf("%s value %#v, want %#v", tc.p.typ.Name, got, tc.value)
+		}
 	}
+	// Hit.Params: nil for a site without DWARF names; a string value is
+	// a copy (the event's bytes are reused).
+	site := &Site{Kind: record.KindUprobe}
+	if ps := (&Hit{Event: ev, Site: site}).Params(); ps != nil {
+		t.Errorf("a site without DWARF: %+v", ps)
+	}
+	site.params = &siteParams{params: []paramRead{{name: "i", typ: tInt, avail: true, idx: []int{0}}, {name: "s", typ: tStr, avail: true, idx: []int{2}}}}
+	ps := (&Hit{Event: ev, Site: site}).Params()
+	want := []Param{{Name: "i", Type: tInt, Value: int64(5), Text: "5"}, {Name: "s", Type: tStr, Value: "probekit", Text: `"probekit"`}}
+	if !reflect.DeepEqual(ps, want) {
+		t.Errorf("Params %+v, want %+v", ps, want)
+	}
+	ev.Strs[0][0] = 'X'
+	if ps[1].Value != "probekit" {
+		t.Errorf("the string shares the event's bytes: %q", ps[1].Value)
+	}
+	ev.Strs[0][0] = 'p'
 	// A string read with an error bit prints as the pointer.
 	ev.Errors = 1 << 2
 	if got := string(appendValue(nil, ev, &paramRead{typ: tStr, avail: true, idx: []int{2}}, false)); got != "0x7ffd1000" {

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/cilium/ebpf"
 
+	"github.com/probekit/probekit/bpfunwind"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/profile"
 	"github.com/probekit/probekit/record"
@@ -16,11 +18,65 @@ import (
 // HasStackKey reports whether the counts are keyed by stack.
 func (cfg *Config) HasStackKey() bool {
 	for _, k := range cfg.Keys {
-		if k.Kind == record.KeyStack {
+		if k.Kind == record.KeyStack || k.Kind == record.KeyStackCFI {
 			return true
 		}
 	}
 	return false
+}
+
+// countsCFI reports whether the counts are keyed by stacks unwound
+// inside BPF from CFI (bpfunwind).
+func (cfg *Config) countsCFI() bool {
+	if cfg.Mode != record.ModeCount {
+		return false
+	}
+	for _, k := range cfg.Keys {
+		if k.Kind == record.KeyStackCFI || k.Kind == record.KeyStack && cfg.CFI {
+			return true
+		}
+	}
+	return false
+}
+
+// tablesRefresh is how often the CFI walk's tables are read again from
+// the traced processes (bpfunwind.Tables.Refresh): a library one maps
+// (dlopen) is walked by frame pointers until then, and the tables of
+// processes that exited are freed.
+const tablesRefresh = time.Second
+
+// refreshTables refreshes tables every tablesRefresh until the returned
+// function is called.
+func (t *tracer) refreshTables(tables *bpfunwind.Tables) (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(tablesRefresh)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if err := tables.Refresh(); err != nil {
+					t.warnf("%v", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
+}
+
+// tablesWarnings says which objects the CFI walk could not load tables
+// for: their frames were walked by frame pointers.
+func (t *tracer) tablesWarnings(tables *bpfunwind.Tables) {
+	for _, err := range tables.Errors() {
+		t.warnf("%v: walked by frame pointers", err)
+	}
 }
 
 // copyPages is how many 4 KiB pages of the stack --stack=cfi copies per
@@ -45,6 +101,11 @@ func (n *stackNamer) watchLaunched(l *procmaps.Launched) {
 	n.stacks.WatchLaunched(l)
 	if n.unwinder != nil {
 		n.unwinder.WatchLaunched(l)
+	}
+	if n.tables != nil {
+		if err := n.tables.Watch(l); err != nil {
+			n.warnf("%v: its stacks are walked by frame pointers", err)
+		}
 	}
 }
 

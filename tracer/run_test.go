@@ -122,6 +122,12 @@ func TestRunRefusesConfig(t *testing.T) {
 			t.Errorf("%+v: no error", c)
 		}
 	}
+	// Counted CFI stacks need the processes whose tables the walk uses.
+	stack := []tracer.Key{{KeyPart: record.KeyPart{Kind: record.KeyStack}, Name: "stack"}}
+	c := tracer.Config{Probes: []probe.Spec{spec}, Mode: record.ModeCount, Keys: stack, Stack: true, CFI: true}
+	if err := tracer.Run(context.Background(), &c); err == nil || !strings.Contains(err.Error(), "needs a process or a command") {
+		t.Errorf("CFI stacks host-wide: %v", err)
+	}
 }
 
 // A trace that ends before its command (here at Limit) ends the command
@@ -168,6 +174,36 @@ func TestRunEndsCommand(t *testing.T) {
 // Counted stacks handed to Go as a pprof profile: stack_paths 1000 300
 // calls leaf from hot 1000 times and from cold 300 times.
 func TestRunOnProfile(t *testing.T) {
+	got := profileCounts(t, false)
+	want := map[string]int64{
+		"leaf;emit;hot;main;__libc_start_call_main":  1000,
+		"leaf;emit;cold;main;__libc_start_call_main": 300,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("counted stacks %v, want %v", got, want)
+	}
+}
+
+// With CFI the stacks are unwound inside BPF (bpfunwind's tables of the
+// launched command, loaded at its entry point): libc's frames, which
+// keep no frame pointer, down to _start.
+func TestRunOnProfileCFI(t *testing.T) {
+	got := profileCounts(t, true)
+	const libc = ";__libc_start_call_main;__libc_start_main_impl;_start"
+	want := map[string]int64{
+		"leaf;emit;hot;main" + libc:  1000,
+		"leaf;emit;cold;main" + libc: 300,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("counted stacks %v, want %v", got, want)
+	}
+}
+
+// profileCounts traces stack_paths 1000 300 counting by stack at leaf
+// (by CFI with cfi) and returns the profile's samples as functions,
+// innermost first, joined by ";", to their counts.
+func profileCounts(t *testing.T, cfi bool) map[string]int64 {
+	t.Helper()
 	testkit.RequireKernel(t)
 	if runtime.GOARCH != "amd64" {
 		testkit.Unavailable(t, "stack_paths is built for x86-64")
@@ -184,6 +220,8 @@ func TestRunOnProfile(t *testing.T) {
 		Command:  []string{fixture, "1000", "300"},
 		Mode:     record.ModeCount,
 		Keys:     keys,
+		Stack:    cfi,
+		CFI:      cfi,
 		Output:   &out,
 		Warnings: io.Discard,
 		OnProfile: func(p *profile.Profile) error {
@@ -207,13 +245,7 @@ func TestRunOnProfile(t *testing.T) {
 		}
 		counts[strings.Join(names, ";")] += s.Value[0]
 	}
-	want := map[string]int64{
-		"leaf;emit;hot;main;__libc_start_call_main":  1000,
-		"leaf;emit;cold;main;__libc_start_call_main": 300,
-	}
-	if !maps.Equal(counts, want) {
-		t.Errorf("counted stacks %v, want %v", counts, want)
-	}
+	return counts
 }
 
 // Without BPF cookies (before Linux 5.15; forced off here) a trace of

@@ -3,6 +3,7 @@ package tracer
 import (
 	"strconv"
 
+	"github.com/probekit/probekit/bpfunwind"
 	"github.com/probekit/probekit/internal/jsontext"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
@@ -18,24 +19,36 @@ type stackNamer struct {
 	frames []symbolize.Frame
 	// unwinder walks the stack copies of --stack=cfi (nil without).
 	unwinder *unwind.Processes
+	// tables are the CFI walk's of --count --stack=cfi (nil without).
+	tables *bpfunwind.Tables
+	warnf  func(string, ...any)
 }
 
-func newStackNamer(cfi bool) *stackNamer {
+// newStackNamer names stacks; copies, when set, makes it unwind the
+// stack copies of hits.
+func newStackNamer(copies bool, warnf func(string, ...any)) *stackNamer {
 	n := &stackNamer{
 		stacks: symbolize.New(nil).Stacks(),
 		frames: make([]symbolize.Frame, 0, 2*record.MaxFrames),
+		warnf:  warnf,
 	}
-	if cfi {
+	if copies {
 		n.unwinder = unwind.NewCache().Processes()
 	}
 	return n
 }
 
-// watch starts naming the stacks of p now (symbolize.Stacks.Watch).
+// watch starts naming the stacks of p now (symbolize.Stacks.Watch), and
+// gives the CFI walk p's objects as they are now.
 func (n *stackNamer) watch(p *procmaps.Process) {
 	n.stacks.Watch(p)
 	if n.unwinder != nil {
 		n.unwinder.Watch(p)
+	}
+	if n.tables != nil {
+		if err := n.tables.Add(p); err != nil {
+			n.warnf("%v: its stacks are walked by frame pointers", err)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/attach"
+	"github.com/probekit/probekit/bpfunwind"
 	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/jsontext"
 	"github.com/probekit/probekit/probe"
@@ -76,9 +78,14 @@ type Config struct {
 	// too.
 	Interval time.Duration
 	// Stack prints each hit's user stack, symbolized; with ModeCount it
-	// counts by stack (a stack key part). CFI unwinds per-hit stacks from
-	// a copy of the stack top (package unwind) instead of the kernel's
-	// frame-pointer walk.
+	// counts by stack (a stack key part). CFI unwinds stacks from the
+	// objects' call-frame information instead of the kernel's
+	// frame-pointer walk: per-hit stacks from a copy of the stack top
+	// (package unwind), counted stacks inside BPF (package bpfunwind,
+	// x86-64, with a Process or a Command: the walk knows the objects of
+	// the processes it was given, read at the start, at each exec and
+	// link-map change a trace sees, at the entry point of a launched
+	// command, and every second).
 	Stack, CFI bool
 	// Pprof, when set, is the file ModeCount's counted stacks are written
 	// to as a pprof profile; Folded prints them folded instead of as a
@@ -105,7 +112,8 @@ type Config struct {
 }
 
 // Hit is one hit given to Config.OnHit: the decoded record and the site
-// its cookie names. Both are valid until OnHit returns.
+// its cookie names. Both are valid until OnHit returns. Params gives a
+// function's values named and typed by its DWARF (params.go).
 type Hit struct {
 	*record.Event
 	Site *Site
@@ -126,6 +134,10 @@ func (cfg *Config) check() error {
 		return errors.New("OnHit takes the hits of record.ModeEvents: the other modes send none")
 	case cfg.OnProfile != nil && (cfg.Mode != record.ModeCount || !cfg.HasStackKey()):
 		return errors.New("OnProfile takes the stacks counted by record.ModeCount with a stack key")
+	case cfg.countsCFI() && runtime.GOARCH != "amd64":
+		return fmt.Errorf("counting by CFI-unwound stack is for x86-64 (unwind.bpf.h), not %s", runtime.GOARCH)
+	case cfg.countsCFI() && cfg.Process == nil && len(cfg.Command) == 0:
+		return errors.New("counting by CFI-unwound stack needs a process or a command: the walk's tables are those of the processes it is given")
 	}
 	return nil
 }
@@ -302,6 +314,9 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 			parts := make([]record.KeyPart, len(cfg.Keys))
 			for i, k := range cfg.Keys {
 				parts[i] = k.KeyPart
+				if k.Kind == record.KeyStack && cfg.CFI {
+					parts[i].Kind = record.KeyStackCFI
+				}
 			}
 			if err := record.SetKeys(spec, parts); err != nil {
 				return err
@@ -321,7 +336,20 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 			return err
 		}
 	}
-	objs, err := record.LoadSpec(spec, which)
+	var loadOpts *ebpf.CollectionOptions
+	var tables *bpfunwind.Tables
+	if cfg.countsCFI() {
+		// The walk's tables, filled per traced process (stackNamer.watch).
+		if tables, err = bpfunwind.New(nil); err != nil {
+			return err
+		}
+		defer tables.Close()
+		if err := tables.Prepare(spec); err != nil {
+			return err
+		}
+		loadOpts = &ebpf.CollectionOptions{MapReplacements: tables.Replacements()}
+	}
+	objs, err := record.LoadSpecOptions(spec, which, loadOpts)
 	if err != nil {
 		return err
 	}
@@ -334,6 +362,11 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 	}
 	t := newTracer(cfg, stdout, stderr)
 	t.ctx = ctx
+	if tables != nil {
+		t.stacks.tables = tables
+		defer t.tablesWarnings(tables)
+		defer t.refreshTables(tables)()
+	}
 	// Without BPF cookies (before Linux 5.15) a position-independent
 	// file's sites are found by their runtime address in a process: a
 	// trace of every process attaches per process, as a host watch.
@@ -540,7 +573,7 @@ func newTracer(cfg *Config, stdout, stderr io.Writer) *tracer {
 		t.form = &jsonForm
 	}
 	if cfg.Stack || cfg.HasStackKey() {
-		t.stacks = newStackNamer(cfg.CFI)
+		t.stacks = newStackNamer(cfg.CFI && cfg.Mode == record.ModeEvents, t.warnf)
 	}
 	return t
 }

@@ -3,8 +3,10 @@ package uprobe
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
+	"github.com/probekit/probekit/debuginfo"
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/procmaps"
 )
@@ -68,5 +70,45 @@ func TestContainerSymlinksStayInRoot(t *testing.T) {
 				t.Errorf("%s: round %d seen %d times in %v", link, r, got[[2]uint64{r, r}], got)
 			}
 		}
+	}
+}
+
+// In a container, the dwz common file a binary's DWARF names (a name
+// relative to the binary's directory) is found inside the process's
+// root, where the host has no such file: Params reads the names and
+// types kept there as the binary before dwz gives them.
+func TestContainerParamsSup(t *testing.T) {
+	testkit.RequireKernel(t)
+	fx, root := testkit.StartContainer(t)
+	for _, n := range []string{"params_dwz", "params_dwz.sup"} {
+		testkit.CopyFile(t, "../testdata/params/bin/"+n, filepath.Join(root, "app", n))
+	}
+	if _, err := os.Stat("/app/params_dwz.sup"); err == nil {
+		t.Fatal("the host has /app/params_dwz.sup: where the common file was found cannot be told")
+	}
+	sig := func(b *Binary) *debuginfo.Signature {
+		t.Helper()
+		defer b.Close()
+		fn, err := b.Function("mix")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := b.Params(fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	plain, err := Open("../testdata/params/bin/params_O2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sig(plain)
+	b, err := OpenProcess(processOf(t, fx.PID()), "/app/params_dwz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sig(b); !reflect.DeepEqual(got, want) {
+		t.Fatalf("in the container:\n got %+v\nwant %+v", got, want)
 	}
 }

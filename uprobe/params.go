@@ -22,7 +22,9 @@ var ErrNoDWARF = errors.New("no DWARF debug information")
 // number, see debuginfo.RegisterName, or a stack slot from the CFA), and
 // its results. The DWARF is the binary's own or, for a stripped binary,
 // its debug file's, found as DebugFile's is (locally only: inside the
-// process's root first for OpenProcess, then on the host); it is read on
+// process's root first for OpenProcess, then on the host), with the
+// supplementary file its DWARF names when dwz made one
+// (debuginfo.OpenSup, found the same way); it is read on
 // the first call and kept. The error wraps ErrNoDWARF when there is none
 // and debuginfo.ErrNoFunction when the DWARF does not describe fn.
 //
@@ -65,7 +67,10 @@ func (b *Binary) loadSignatures() (*debuginfo.Signatures, error) {
 	if err != nil {
 		return nil, fmt.Errorf("uprobe: %s: debug file %s: %w", b.display, d.Path, err)
 	}
-	s, err := debuginfo.OpenSignaturesELF(ef)
+	// dwz's common file, found as the debug file was: without it the
+	// names and types kept there are unknown, the rest still reads.
+	sup, _ := debuginfo.OpenSup(d, ef, opts)
+	s, err := debuginfo.OpenSignaturesELFWith(ef, &debuginfo.SignaturesOptions{Sup: sup})
 	if errors.Is(err, debuginfo.ErrNoLines) {
 		return nil, fmt.Errorf("uprobe: %s: %w", b.display, ErrNoDWARF)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -79,5 +80,41 @@ func TestParamsNoDWARF(t *testing.T) {
 	c.Close()
 	if _, err := c.Params(fn); !errors.Is(err, ErrNoDWARF) {
 		t.Errorf("after Close: %v, want ErrNoDWARF", err)
+	}
+}
+
+// A binary through dwz -m (its names and types in the common file
+// .gnu_debugaltlink or .debug_sup names) gives every function's
+// parameters as the binary before dwz does.
+func TestParamsSup(t *testing.T) {
+	params := func(path string) []*debuginfo.Signature {
+		t.Helper()
+		b, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		var out []*debuginfo.Signature
+		for _, name := range []string{"emit", "mix", "byval", "label", "shapes", "twice"} {
+			fn, err := b.Function(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sig, err := b.Params(fn)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", path, name, err)
+			}
+			out = append(out, sig)
+		}
+		return out
+	}
+	want := params("../testdata/params/bin/params_O2")
+	for _, name := range []string{"params_dwz", "params_dwz5"} {
+		got := params("../testdata/params/bin/" + name)
+		for i := range want {
+			if !reflect.DeepEqual(got[i], want[i]) {
+				t.Errorf("%s: %s:\n got %+v\nwant %+v", name, want[i].Name, got[i], want[i])
+			}
+		}
 	}
 }

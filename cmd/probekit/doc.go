@@ -177,6 +177,24 @@
 // 1.05 times bpftrace's @[ustack] = count() (three runs), which misses
 // the caller at a function's entry.
 //
+// --count --stack=cfi counts by stacks unwound inside the BPF program
+// from the call-frame information of the objects (package bpfunwind:
+// tables built from .eh_frame, kept in maps), frame pointers or none,
+// down to _start, still with no event per hit:
+//
+//	# probekit trace --count --stack=cfi --folded uprobe:./stack_chain_nofp:chain_end -- ./stack_chain_nofp --loop chain 5
+//	_start;__libc_start_main_impl;__libc_start_call_main;main;run;fire;chain_a;chain_b;chain_c;chain_end 5
+//
+// It needs -p PID or -- CMD (x86-64): the walk knows the objects of the
+// processes it was given, read for -p PID at the start, for a launched
+// command at its exec stop and again at its program's entry point (its
+// shared libraries mapped, none of its code run), for -f the same for
+// each process of the tree, and for a target "*" or a glob at each
+// change of the link map; and every process again each second, which
+// also frees the tables of those that exited. A library a process maps
+// otherwise unseen (dlopen without -f or a glob) is walked by frame
+// pointers until that refresh.
+//
 // --count and --hist count in the kernel instead of sending each hit to
 // probekit: a hit adds 1 to its probe's slot of a map (atomically), and
 // nothing else happens until probekit reads the maps at exit (and every

@@ -332,9 +332,6 @@ func stackCounting(req *traceRequest) error {
 		return usagef("--stack prints the stack of each hit, or with --count counts by stack: --latency has no stacks")
 	}
 	if req.Stack && req.Mode == record.ModeCount {
-		if req.CFI {
-			return usagef("--stack=cfi unwinds the stack of each hit: --count --stack counts by the kernel's frame-pointer walk")
-		}
 		if !req.HasStackKey() {
 			req.Keys = append(req.Keys, tracer.Key{KeyPart: record.KeyPart{Kind: record.KeyStack}, Name: "stack"})
 		}

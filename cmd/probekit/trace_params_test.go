@@ -82,8 +82,10 @@ func hexArg(t *testing.T, h paramsHit, i int) string {
 // The C fixture's parameters by name and type, exact, at each function's
 // entry, from its DWARF: built -O2 (DWARF 5 location lists), -O2 with
 // DWARF 4 (.debug_loc), -O0 (locations in the callee's frame: the
-// System V convention gives the entry's), and stripped with its debug
-// file found by .gnu_debuglink. params calls, per round r,
+// System V convention gives the entry's), stripped with its debug
+// file found by .gnu_debuglink, and through dwz -m (params_dwz,
+// params_dwz5: names and types in a common file found by
+// .gnu_debugaltlink or .debug_sup). params calls, per round r,
 // emit(r, "x"), mix(r, -5e9, 4e9u, &pt, "probekit-params", &pt),
 // byval(pt {3, -4}, big, 2.5, "buffer"), label(r), shapes(...).
 // Pointers are the registers the program sent, in hex; a struct
@@ -93,7 +95,7 @@ func hexArg(t *testing.T, h paramsHit, i int) string {
 func TestTraceParamsC(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	for _, name := range []string{"params_O2", "params_v4", "params_O0", "params_stripped"} {
+	for _, name := range []string{"params_O2", "params_v4", "params_O0", "params_stripped", "params_dwz", "params_dwz5"} {
 		t.Run(name, func(t *testing.T) {
 			fx := paramsFixture(name)
 			var args []string

@@ -179,7 +179,7 @@ func TestTraceStackFlags(t *testing.T) {
 		{[]string{"--count", "--pprof", "x", "f:p:n"}, nil},
 		{[]string{"--folded", "f:p:n"}, nil},
 		{[]string{"--stack", "--folded", "f:p:n"}, nil},
-		{[]string{"--count", "--stack=cfi", "f:p:n"}, nil},
+		{[]string{"--count", "--stack=cfi", "f:p:n"}, []string{"stack"}},
 		{[]string{"--hist", "1", "--stack", "f:p:n"}, nil},
 		{[]string{"--stack=dwarf", "f:p:n"}, nil},
 		{[]string{"--count", "--by", "stack 1", "f:p:n"}, nil},
@@ -537,6 +537,43 @@ func BenchmarkTraceStackCount(b *testing.B) {
 	b.ReportMetric((stack-none)/(bt-none), "stack/bpftrace-over-none")
 }
 
+// BenchmarkTraceStackCountCFI is the cost of a hit at chain_end counted
+// by stack, to the traced program, in one run: on stack_chain (frame
+// pointers) by the kernel's frame-pointer walk (--count --stack), by
+// the CFI walk in BPF (--count --stack=cfi) and by bpftrace's
+// @[ustack] = count(); on stack_chain_nofp (none) by the CFI walk and by
+// bpftrace (whose walk stops at the first caller there). cpu-ns/hit of
+// each, each less the program's time without a probe (over-none), and
+// the ratios: CFI to bpftrace on each build (goal: at most 1), and the
+// CFI walk of the no-frame-pointer build to the frame-pointer walk of
+// the other (goal: at most 2). Run:
+//
+//	go test -run '^$' -bench BenchmarkTraceStackCountCFI -benchtime 100000x ./cmd/probekit/
+func BenchmarkTraceStackCountCFI(b *testing.B) {
+	testkit.RequireKernel(b)
+	requireAMD64(b)
+	fp, nofp := testkit.Fixture("stack_chain"), testkit.Fixture("stack_chain_nofp")
+	probe := func(fx string) string { return "uprobe:" + fx + ":chain_end" }
+	p := testkit.Start(b, fp)
+	b.ResetTimer()
+	none := chainCPU(b, p, b.N)
+	fpStack := tracedChainCPU(b, fp, "--count", "--stack", "--folded", "-i", "1", probe(fp))
+	fpCFI := tracedChainCPU(b, fp, "--count", "--stack=cfi", "--folded", "-i", "1", probe(fp))
+	fpBt := bpftraceChainCPU(b, fp)
+	nofpCFI := tracedChainCPU(b, nofp, "--count", "--stack=cfi", "--folded", "-i", "1", probe(nofp))
+	nofpBt := bpftraceChainCPU(b, nofp)
+	b.StopTimer()
+	for _, m := range []struct {
+		ns   float64
+		name string
+	}{{none, "none"}, {fpStack, "fp_stack"}, {fpCFI, "fp_cfi"}, {fpBt, "fp_bpftrace"}, {nofpCFI, "nofp_cfi"}, {nofpBt, "nofp_bpftrace"}} {
+		b.ReportMetric(m.ns, m.name+"-ns/hit")
+	}
+	b.ReportMetric((fpCFI-none)/(fpBt-none), "fp_cfi/bpftrace-over-none")
+	b.ReportMetric((nofpCFI-none)/(nofpBt-none), "nofp_cfi/bpftrace-over-none")
+	b.ReportMetric((nofpCFI-none)/(fpStack-none), "nofp_cfi/fp_stack-over-none")
+}
+
 // BenchmarkTraceStackHit is the cost of a hit at chain_end in
 // stack_chain_nofp printed with its stack, in one run: trace --stack
 // (the kernel's frame-pointer walk, which stops early there) and trace
@@ -564,23 +601,45 @@ func BenchmarkTraceStackHit(b *testing.B) {
 func TestTraceCountStackGlob(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
-	fx := testkit.Fixture("stack_chain")
-	p := testkit.Start(t, fx)
+	out, _ := countStackGlob(t, "stack_chain", "--stack")
+	want := "__libc_start_call_main;main;run;fire;chain_a;chain_b;chain_c 5\n"
+	if out != want {
+		t.Errorf("folded %q, want %q", out, want)
+	}
+}
+
+// countStackGlob runs trace --count STACKFLAG --folded -p PID on a new
+// fixture process with the target stack_ch*:stack:leaf, fires chain 5
+// times once the first attach line shows, stops the process, and
+// returns the output and the other lines of standard error (attach and
+// detach lines left out).
+func countStackGlob(t *testing.T, fixture, stackFlag string) (string, string) {
+	t.Helper()
+	p := testkit.Start(t, testkit.Fixture(fixture))
 	var out bytes.Buffer
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		done <- run([]string{"trace", "--count", "--stack", "--folded", "-p", itoa(p.PID()), "stack_ch*:stack:leaf"}, &out, pw)
+		done <- run([]string{"trace", "--count", stackFlag, "--folded", "-p", itoa(p.PID()), "stack_ch*:stack:leaf"}, &out, pw)
 		pw.Close()
 	}()
 	attached := make(chan struct{})
+	var errOut strings.Builder
+	read := make(chan struct{})
 	go func() {
+		defer close(read)
 		sc := bufio.NewScanner(pr)
 		once := false
 		for sc.Scan() {
-			if !once && strings.HasPrefix(sc.Text(), "attach ") {
-				once = true
-				close(attached)
+			switch l := sc.Text(); {
+			case strings.HasPrefix(l, "attach "):
+				if !once {
+					once = true
+					close(attached)
+				}
+			case strings.HasPrefix(l, "detach "):
+			default:
+				errOut.WriteString(l + "\n")
 			}
 		}
 	}()
@@ -594,8 +653,6 @@ func TestTraceCountStackGlob(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	want := "__libc_start_call_main;main;run;fire;chain_a;chain_b;chain_c 5\n"
-	if out.String() != want {
-		t.Errorf("folded %q, want %q", out.String(), want)
-	}
+	<-read
+	return out.String(), errOut.String()
 }

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,6 +155,26 @@ const nodeMemoryUsage = "_ZN4nodeL11MemoryUsageERKN2v820FunctionCallbackInfoINS0
 func TestTraceStackNode(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
+	node, cmd, perfMap := startNode(t)
+	r := runTraceCmd("--json", "--stack", "-n", "3", "-p", itoa(cmd.Process.Pid), "uprobe:"+node+":"+nodeMemoryUsage)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	for _, h := range decodeStackHits(t, r.out) {
+		fns := h.functions()
+		hot := slices.IndexFunc(fns, func(f string) bool { return strings.Contains(f, "probekitHot") })
+		if len(fns) < 2 || fns[0] != nodeMemoryUsage || hot < 0 || h.Stack[hot].Object != perfMap ||
+			hot+1 >= len(fns) || !strings.Contains(fns[hot+1], "outer") {
+			t.Errorf("stack %q", fns)
+		}
+	}
+}
+
+// startNode starts node on nodeScript with its perf map, and waits for
+// the map to name probekitHot and outer; it returns node's path, the
+// command and the map's path.
+func startNode(t *testing.T) (string, *exec.Cmd, string) {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		testkit.Unavailable(t, "nodejs: %v", err)
@@ -185,17 +209,59 @@ func TestTraceStackNode(t *testing.T) {
 			t.Fatalf("%s names no probekitHot and outer after 20s", perfMap)
 		}
 	}
-	r := runTraceCmd("--json", "--stack", "-n", "3", "-p", itoa(cmd.Process.Pid), "uprobe:"+node+":"+nodeMemoryUsage)
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.errOut)
-	}
-	for _, h := range decodeStackHits(t, r.out) {
-		fns := h.functions()
+	return node, cmd, perfMap
+}
+
+// Counted by CFI stack in the kernel, the same callback's stacks are
+// whole: the C++ callback, V8's builtins and the JIT code of the
+// JavaScript functions (walked by frame pointers, named from the perf
+// map), then V8's and node's C++ and libc's start down to _start.
+func TestTraceCountStackCFINode(t *testing.T) {
+	testkit.RequireKernel(t)
+	requireAMD64(t)
+	node, cmd, perfMap := startNode(t)
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	var errOut bytes.Buffer
+	go func() {
+		done <- run([]string{"trace", "--json", "--count", "--stack=cfi", "-i", "1", "-p", itoa(cmd.Process.Pid), "uprobe:" + node + ":" + nodeMemoryUsage}, pw, &errOut)
+		pw.Close()
+	}()
+	// whole is a stack from the callback through outer's JIT frame
+	// to _start.
+	whole := func(c *stackCount) bool {
+		fns := c.functions()
 		hot := slices.IndexFunc(fns, func(f string) bool { return strings.Contains(f, "probekitHot") })
-		if len(fns) < 2 || fns[0] != nodeMemoryUsage || hot < 0 || h.Stack[hot].Object != perfMap ||
-			hot+1 >= len(fns) || !strings.Contains(fns[hot+1], "outer") {
-			t.Errorf("stack %q", fns)
+		return len(fns) > 0 && fns[0] == nodeMemoryUsage && hot > 0 && c.Key.Stack[hot].Object == perfMap &&
+			hot+1 < len(fns) && strings.Contains(fns[hot+1], "outer") &&
+			slices.Contains(fns, "_ZN4node5StartEiPPc") && fns[len(fns)-1] == "_start"
+	}
+	found := make(chan struct{})
+	var last atomic.Value
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		once := false
+		for sc.Scan() {
+			var c stackCount
+			if json.Unmarshal(sc.Bytes(), &c) != nil {
+				continue
+			}
+			last.Store(c.functions())
+			if !once && whole(&c) {
+				once = true
+				close(found)
+			}
 		}
+	}()
+	select {
+	case <-found:
+	case <-time.After(60 * time.Second):
+		t.Errorf("no whole stack within 60s; last: %q", last.Load())
+	}
+	cmd.Process.Kill()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d: %s", code, errOut.String())
 	}
 }
 

@@ -5,17 +5,21 @@
 //	sudo go run ./examples/malloc-profile -p PID [-d 5s] [-o malloc.pprof] [-folded]
 //	go tool pprof -top malloc.pprof
 //
-// It teaches one thing: stacks counted in the kernel, made a profile.
-// The BPF program (mallocprof.c) calls stack.bpf.h's
-// probekit_count_user_stack at malloc's entry with the size as the
-// value: no event crosses to user space per call. After the duration,
-// bpf.ReadStackCounts reads each distinct stack with its count and
+// It teaches one thing: whole stacks counted in the kernel, made a
+// profile. The BPF program (mallocprof.c) calls unwind.bpf.h's
+// probekit_cfi_count_user_stack at malloc's entry with the size as the
+// value: the stack is unwound inside BPF from the call-frame
+// information of the process's objects, so code built without frame
+// pointers (Debian's libc, most -O2 C) keeps its callers apart, and no
+// event crosses to user space per call. Package bpfunwind builds the
+// tables from the objects' .eh_frame and owns the maps the program
+// walks with (Tables.Prepare, Replacements, Add). After the duration,
+// bpfunwind.ReadCounts reads each distinct stack with its count and
 // bytes, and package profile names them while the process lives.
 //
-// The kernel walks the stack by frame pointers: frames of code built
-// without them (Debian's libc, most -O2 C) end the walk early; package
-// unwind and probekit_copy_stack give whole stacks at the cost of a
-// stack copy per call.
+// The CFI walk is x86-64's; elsewhere the program walks by frame
+// pointers (stack.bpf.h's probekit_count_user_stack, read back with
+// bpf.ReadStackCounts).
 package main
 
 import (
@@ -24,8 +28,11 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"runtime"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/probekit/probekit/bpfunwind"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/profile"
 	"github.com/probekit/probekit/uprobe"
@@ -64,6 +71,9 @@ func main() {
 	}
 }
 
+// cfi: the program unwinds by CFI (x86-64, see mallocprof.c).
+const cfi = runtime.GOARCH == "amd64"
+
 // run counts malloc's stacks in process pid until ctx ends, then builds
 // the profile; attached, if not nil, is called once the probe is.
 func run(ctx context.Context, pid int, attached func()) (*profile.Profile, error) {
@@ -74,14 +84,35 @@ func run(ctx context.Context, pid int, attached func()) (*profile.Profile, error
 	if err := uprobe.Prepare(spec, "malloc_stack"); err != nil {
 		return nil, err
 	}
+	// The walk's tables: the program takes their maps in place of its
+	// own.
+	var tables *bpfunwind.Tables
+	opts := &ebpf.CollectionOptions{}
+	if cfi {
+		if tables, err = bpfunwind.New(nil); err != nil {
+			return nil, err
+		}
+		defer tables.Close()
+		if err := tables.Prepare(spec); err != nil {
+			return nil, err
+		}
+		opts.MapReplacements = tables.Replacements()
+	}
 	var objs mallocprofObjects
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+	if err := spec.LoadAndAssign(&objs, opts); err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
 	defer objs.Close()
 	proc, err := procmaps.Open(pid)
 	if err != nil {
 		return nil, err
+	}
+	if tables != nil {
+		// The tables of the objects it maps now (Add again after a
+		// dlopen).
+		if err := tables.Add(proc); err != nil {
+			return nil, err
+		}
 	}
 	libc, err := uprobe.OpenProcess(proc, "libc.so.6")
 	if err != nil {
@@ -98,8 +129,16 @@ func run(ctx context.Context, pid int, attached func()) (*profile.Profile, error
 	}
 	<-ctx.Done()
 
-	counted, err := bpf.ReadStackCounts(objs.Stacks, objs.Counts)
-	if err != nil {
+	var counted []bpf.CountedStack
+	if cfi {
+		cs, err := bpfunwind.ReadCounts(objs.Stacks, objs.Counts)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cs {
+			counted = append(counted, c.CountedStack)
+		}
+	} else if counted, err = bpf.ReadStackCounts(objs.Stacks, objs.Counts); err != nil {
 		return nil, err
 	}
 	stacks := make([]profile.Stack, len(counted))

@@ -16,10 +16,11 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }
 
-// The malloc_user fixture allocates 50 blocks of 777 bytes from
-// alloc_round while the profile counts: one sample has exactly those
-// 50 calls and 38,850 bytes, innermost malloc (__libc_malloc) then its caller
-// alloc_round.
+// The malloc_user fixture (-O2, no frame pointers) allocates 50 blocks
+// of 777 bytes from alloc_round while the profile counts: one sample has
+// exactly those 50 calls and 38,850 bytes, innermost malloc
+// (__libc_malloc), then its caller alloc_round and, unwound by CFI
+// (x86-64), main and libc's start down to _start.
 func TestProfile(t *testing.T) {
 	testkit.RequireKernel(t)
 	cmd := exec.Command(testkit.Fixture("malloc_user"))
@@ -84,6 +85,12 @@ func TestProfile(t *testing.T) {
 	// Debian's libc: any of its names (with libc6-dbg's symbol table the
 	// symbolizer names it as addr2line does, __GI___libc_malloc).
 	if len(found) < 2 || !slices.Contains([]string{"malloc", "__libc_malloc", "__GI___libc_malloc"}, found[0]) || found[1] != "alloc_round" {
-		t.Errorf("no sample of 50 calls and %d bytes from malloc in alloc_round: %v", 50*777, found)
+		t.Fatalf("no sample of 50 calls and %d bytes from malloc in alloc_round: %v", 50*777, found)
+	}
+	if cfi {
+		want := []string{"alloc_round", "main", "__libc_start_call_main", "__libc_start_main_impl", "_start"}
+		if !slices.Equal(found[1:], want) {
+			t.Errorf("stack %v, want malloc then %v", found, want)
+		}
 	}
 }

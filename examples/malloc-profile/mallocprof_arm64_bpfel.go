@@ -13,6 +13,48 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type mallocprofProbekitCfiObject struct {
+	_     structs.HostLayout
+	First uint32
+	Count uint32
+}
+
+type mallocprofProbekitCfiProcess struct {
+	_   structs.HostLayout
+	N   uint32
+	Pad uint32
+	M   [256]struct {
+		_      structs.HostLayout
+		Start  uint64
+		End    uint64
+		Bias   uint64
+		Object uint32
+		Pad    uint32
+	}
+}
+
+type mallocprofProbekitCfiRow struct {
+	_      structs.HostLayout
+	Pc     uint32
+	CfaOff int16
+	Kind   uint8
+	RbpOff int8
+}
+
+type mallocprofProbekitCfiStack struct {
+	_       structs.HostLayout
+	N       uint32
+	Stop    uint32
+	Pcs     [127]uint64
+	Pc      uint64
+	Sp      uint64
+	Bp      uint64
+	Pid     uint32
+	AtEntry uint32
+	Exact   uint32
+	Pad     uint32
+}
+
 type mallocprofProbekitStackCount struct {
 	_     structs.HostLayout
 	Count uint64
@@ -30,9 +72,13 @@ type mallocprofProbekitStackKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	mallocprofMapCounts       = "counts"
-	mallocprofMapStacks       = "stacks"
-	mallocprofProgMallocStack = "malloc_stack"
+	mallocprofMapCounts             = "counts"
+	mallocprofMapProbekitCfiObjects = "probekit_cfi_objects"
+	mallocprofMapProbekitCfiProcs   = "probekit_cfi_procs"
+	mallocprofMapProbekitCfiRows    = "probekit_cfi_rows"
+	mallocprofMapProbekitCfiScratch = "probekit_cfi_scratch"
+	mallocprofMapStacks             = "stacks"
+	mallocprofProgMallocStack       = "malloc_stack"
 )
 
 // loadMallocprof returns the embedded CollectionSpec for mallocprof.
@@ -84,8 +130,12 @@ type mallocprofProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type mallocprofMapSpecs struct {
-	Counts *ebpf.MapSpec `ebpf:"counts"`
-	Stacks *ebpf.MapSpec `ebpf:"stacks"`
+	Counts             *ebpf.MapSpec `ebpf:"counts"`
+	ProbekitCfiObjects *ebpf.MapSpec `ebpf:"probekit_cfi_objects"`
+	ProbekitCfiProcs   *ebpf.MapSpec `ebpf:"probekit_cfi_procs"`
+	ProbekitCfiRows    *ebpf.MapSpec `ebpf:"probekit_cfi_rows"`
+	ProbekitCfiScratch *ebpf.MapSpec `ebpf:"probekit_cfi_scratch"`
+	Stacks             *ebpf.MapSpec `ebpf:"stacks"`
 }
 
 // mallocprofVariableSpecs contains global variables before they are loaded into the kernel.
@@ -114,13 +164,21 @@ func (o *mallocprofObjects) Close() error {
 //
 // It can be passed to loadMallocprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type mallocprofMaps struct {
-	Counts *ebpf.Map `ebpf:"counts"`
-	Stacks *ebpf.Map `ebpf:"stacks"`
+	Counts             *ebpf.Map `ebpf:"counts"`
+	ProbekitCfiObjects *ebpf.Map `ebpf:"probekit_cfi_objects"`
+	ProbekitCfiProcs   *ebpf.Map `ebpf:"probekit_cfi_procs"`
+	ProbekitCfiRows    *ebpf.Map `ebpf:"probekit_cfi_rows"`
+	ProbekitCfiScratch *ebpf.Map `ebpf:"probekit_cfi_scratch"`
+	Stacks             *ebpf.Map `ebpf:"stacks"`
 }
 
 func (m *mallocprofMaps) Close() error {
 	return _MallocprofClose(
 		m.Counts,
+		m.ProbekitCfiObjects,
+		m.ProbekitCfiProcs,
+		m.ProbekitCfiRows,
+		m.ProbekitCfiScratch,
 		m.Stacks,
 	)
 }
