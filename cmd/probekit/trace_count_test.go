@@ -205,6 +205,12 @@ func BenchmarkTraceCount(b *testing.B) {
 	b.Run("trace_count_filtered_out_2", func(b *testing.B) {
 		benchTraceCount(b, fixture, false, "--filter", "arg3 > 0 && comm == \"x\"")
 	})
+	// Filtered out by pid (the fixture is not pid 1): one helper call
+	// (bpf_get_current_pid_tgid) and no argument read; the floor of a
+	// USDT argument term, which calls one helper as well, for its spec
+	// id (bpf_get_attach_cookie), where bpftrace's program has the
+	// argument's register compiled in and calls none.
+	b.Run("trace_count_filtered_out_pid", func(b *testing.B) { benchTraceCount(b, fixture, false, "--filter", "pid == 1") })
 	b.Run("trace", func(b *testing.B) { benchTraceHit(b, fixture) })
 	// bpftrace's one-liners for the same hits (sample:zero, attached
 	// last, tells that its probes are attached).

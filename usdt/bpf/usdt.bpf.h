@@ -292,16 +292,67 @@ static __always_inline long __probekit_usdt_read_user(unsigned long *val, unsign
 	return -EINVAL;
 }
 
-/* Reads the pt_regs slot at off. A uprobe's context is only readable at
- * constant offsets, so a variable one goes through bpf_probe_read_kernel. */
+/* The number of 8-byte slots of the uprobe context that the Go side's
+ * register offsets name: x86-64's struct pt_regs (21 slots, r15 to ss) and
+ * arm64's struct user_pt_regs (34 slots: regs[31], sp, pc, pstate), each
+ * of the target's uapi <asm/ptrace.h>. Other targets read every register
+ * through bpf_probe_read_kernel. */
+#if defined(__TARGET_ARCH_x86)
+#define __PROBEKIT_USDT_CTX_SLOTS 21
+_Static_assert(sizeof(struct pt_regs) >= 8 * __PROBEKIT_USDT_CTX_SLOTS, "pt_regs is smaller than 21 slots");
+#elif defined(__TARGET_ARCH_arm64)
+#define __PROBEKIT_USDT_CTX_SLOTS 34
+_Static_assert(sizeof(struct user_pt_regs) == 8 * __PROBEKIT_USDT_CTX_SLOTS, "user_pt_regs is not 34 slots");
+#endif
+
+#ifdef __PROBEKIT_USDT_CTX_SLOTS
+/* One slot of the context, by constant offset. An assembly load, whose
+ * offset is an immediate: the compiler must not merge the switch's loads
+ * into one through a computed pointer (ctx + offset), which the verifier
+ * refuses ("dereference of modified ctx ptr"); clang 19 did that for
+ * plain and volatile loads alike. */
+#define __probekit_usdt_slot(n)							\
+	case 8 * (n):								\
+		if ((n) < __PROBEKIT_USDT_CTX_SLOTS) {				\
+			asm volatile("%0 = *(u64 *)(%1 + %2)"			\
+				     : "=r"(*val) : "r"(ctx), "i"(8 * (n)));	\
+			return 0;						\
+		}								\
+		break
+#endif
+
+/* Reads the pt_regs slot at off. A uprobe's context is readable only at
+ * constant offsets (kprobe_prog_is_valid_access), so the slot is picked
+ * by a switch of direct loads, each at its own constant offset: a few
+ * compares and one load, where a read at a computed offset is a call of
+ * bpf_probe_read_kernel. An offset outside the switch (unaligned, past
+ * the slots, or a target without a list) still goes through
+ * bpf_probe_read_kernel. */
 static __always_inline long __probekit_usdt_read_reg(unsigned long *val, struct pt_regs *ctx,
 						     long off)
 {
+#ifdef __PROBEKIT_USDT_CTX_SLOTS
+	switch (off) {
+	__probekit_usdt_slot(0); __probekit_usdt_slot(1); __probekit_usdt_slot(2);
+	__probekit_usdt_slot(3); __probekit_usdt_slot(4); __probekit_usdt_slot(5);
+	__probekit_usdt_slot(6); __probekit_usdt_slot(7); __probekit_usdt_slot(8);
+	__probekit_usdt_slot(9); __probekit_usdt_slot(10); __probekit_usdt_slot(11);
+	__probekit_usdt_slot(12); __probekit_usdt_slot(13); __probekit_usdt_slot(14);
+	__probekit_usdt_slot(15); __probekit_usdt_slot(16); __probekit_usdt_slot(17);
+	__probekit_usdt_slot(18); __probekit_usdt_slot(19); __probekit_usdt_slot(20);
+	__probekit_usdt_slot(21); __probekit_usdt_slot(22); __probekit_usdt_slot(23);
+	__probekit_usdt_slot(24); __probekit_usdt_slot(25); __probekit_usdt_slot(26);
+	__probekit_usdt_slot(27); __probekit_usdt_slot(28); __probekit_usdt_slot(29);
+	__probekit_usdt_slot(30); __probekit_usdt_slot(31); __probekit_usdt_slot(32);
+	__probekit_usdt_slot(33);
+	}
+#endif
 	return bpf_probe_read_kernel(val, sizeof(*val), (const void *)ctx + off);
 }
 
-/* The argument fetch behind bpf_usdt_arg; see there. */
-static __always_inline int __probekit_usdt_arg(struct pt_regs *ctx, __u64 arg_num, long *res)
+/* The argument fetch behind bpf_usdt_arg, for the probe whose spec id
+ * (__bpf_usdt_spec_id) is id; see bpf_usdt_arg. */
+static __always_inline int __probekit_usdt_arg_of(struct pt_regs *ctx, int id, __u64 arg_num, long *res)
 {
 	struct __bpf_usdt_spec *spec;
 	struct __bpf_usdt_arg_spec *arg;
@@ -311,7 +362,9 @@ static __always_inline int __probekit_usdt_arg(struct pt_regs *ctx, __u64 arg_nu
 
 	*res = 0;
 
-	spec = __bpf_usdt_spec(ctx);
+	if (id < 0)
+		return -ESRCH;
+	spec = bpf_map_lookup_elem(&__bpf_usdt_specs, &id);
 	if (!spec)
 		return -ESRCH;
 	if (arg_num >= BPF_USDT_MAX_ARG_CNT)
@@ -391,22 +444,40 @@ static __always_inline int __probekit_usdt_arg(struct pt_regs *ctx, __u64 arg_nu
  * object, as bpf2go builds it. */
 struct bpf_user_pt_regs_t {};
 
-/* Argument arg_num's value as bpf_usdt_arg stores it; 0 on error. */
-__attribute__((noinline)) long __probekit_usdt_arg_value(struct bpf_user_pt_regs_t *uctx, __u64 arg_num)
+/* Argument arg_num's value, of the probe whose spec id is id, as
+ * bpf_usdt_arg stores it; 0 on error. The spec id is an argument so that
+ * a program reading several arguments finds it once per hit (with
+ * bpf_get_attach_cookie, or two lookups in the IP map), not once per
+ * argument. */
+__attribute__((noinline)) long __probekit_usdt_arg_value(struct bpf_user_pt_regs_t *uctx, int id,
+							  __u64 arg_num)
 {
 	long v;
 
-	if (__probekit_usdt_arg((struct pt_regs *)uctx, arg_num, &v))
+	if (__probekit_usdt_arg_of((struct pt_regs *)uctx, id, arg_num, &v))
 		return 0;
 	return v;
 }
 
-/* bpf_usdt_arg's result for argument arg_num: 0 or a negative error. */
-__attribute__((noinline)) int __probekit_usdt_arg_error(struct bpf_user_pt_regs_t *uctx, __u64 arg_num)
+/* bpf_usdt_arg's result for argument arg_num of the probe whose spec id
+ * is id: 0 or a negative error. */
+__attribute__((noinline)) int __probekit_usdt_arg_error(struct bpf_user_pt_regs_t *uctx, int id,
+							 __u64 arg_num)
 {
 	long v;
 
-	return __probekit_usdt_arg((struct pt_regs *)uctx, arg_num, &v);
+	return __probekit_usdt_arg_of((struct pt_regs *)uctx, id, arg_num, &v);
+}
+
+/* bpf_usdt_arg of the probe whose spec id (__bpf_usdt_spec_id) is id. */
+static __always_inline int __probekit_usdt_arg_id(struct pt_regs *ctx, int id, __u64 arg_num, long *res)
+{
+	long v = __probekit_usdt_arg_value((struct bpf_user_pt_regs_t *)ctx, id, arg_num);
+
+	*res = v;
+	if (v)
+		return 0;
+	return __probekit_usdt_arg_error((struct bpf_user_pt_regs_t *)ctx, id, arg_num);
 }
 
 /* Stores the value of argument arg_num in *res, truncated to its size and
@@ -417,12 +488,7 @@ __attribute__((noinline)) int __probekit_usdt_arg_error(struct bpf_user_pt_regs_
  * cannot be an error's, so only a 0 costs a second call, for the error. */
 static __always_inline int bpf_usdt_arg(struct pt_regs *ctx, __u64 arg_num, long *res)
 {
-	long v = __probekit_usdt_arg_value((struct bpf_user_pt_regs_t *)ctx, arg_num);
-
-	*res = v;
-	if (v)
-		return 0;
-	return __probekit_usdt_arg_error((struct bpf_user_pt_regs_t *)ctx, arg_num);
+	return __probekit_usdt_arg_id(ctx, __bpf_usdt_spec_id(ctx), arg_num, res);
 }
 
 /* The 64-bit cookie the attach call gave this probe (not the BPF cookie,
@@ -450,7 +516,7 @@ static __always_inline long bpf_usdt_cookie(struct pt_regs *ctx)
 /* The n-th argument as the body's parameter expects it; void * converts to
  * integers and pointers alike (with -Wint-conversion silenced). */
 #define __probekit_usdt_get(n) \
-	((void *)__probekit_usdt_arg_value((struct bpf_user_pt_regs_t *)ctx, n))
+	((void *)__probekit_usdt_arg_value((struct bpf_user_pt_regs_t *)ctx, __probekit_usdt_id, n))
 
 #define __probekit_usdt_args0() ctx
 #define __probekit_usdt_args1(a) __probekit_usdt_args0(), __probekit_usdt_get(0)
@@ -474,6 +540,10 @@ static __always_inline typeof(name(0))						\
 __probekit_usdt_body_##name(struct pt_regs *ctx, ##args);			\
 typeof(name(0)) name(struct pt_regs *ctx)					\
 {										\
+	/* One spec id per hit, for every argument. */				\
+	int __probekit_usdt_id = __bpf_usdt_spec_id(ctx);			\
+										\
+	(void)__probekit_usdt_id;						\
 	_Pragma("GCC diagnostic push")						\
 	_Pragma("GCC diagnostic ignored \"-Wint-conversion\"")			\
 	return __probekit_usdt_body_##name(__probekit_usdt_args(args));		\
