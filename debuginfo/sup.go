@@ -299,6 +299,12 @@ func OpenSup(debug *File, ef *safeelf.File, opts *Options) (*Lines, error) {
 		return nil, err
 	}
 	defer sf.Close()
+	return SupLines(sf)
+}
+
+// SupLines reads the DWARF of a supplementary file found with FindSup,
+// for LinesOptions.Sup and SignaturesOptions.Sup; sf may be closed after.
+func SupLines(sf *File) (*Lines, error) {
 	sef, err := safeelf.NewFile(sf)
 	if err != nil {
 		return nil, fmt.Errorf("debuginfo: %s: %w", sf.Path, err)

@@ -108,14 +108,9 @@ func (src *debugSource) warn(err error) {
 // openSup opens the DWARF of the supplementary file sf; nil when it does
 // not read (said to Options.DebugInfo.Warn).
 func openSup(sf *debuginfo.File, src *debugSource) *debuginfo.Lines {
-	sef, err := safeelf.NewFile(sf)
+	l, err := debuginfo.SupLines(sf)
 	if err != nil {
-		src.warn(fmt.Errorf("%s: %w", sf.Path, err))
-		return nil
-	}
-	l, err := debuginfo.OpenLinesELF(sef, nil)
-	if err != nil {
-		src.warn(fmt.Errorf("%s: %w", sf.Path, err))
+		src.warn(err)
 		return nil
 	}
 	return l
