@@ -1,6 +1,7 @@
 package procmaps
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -8,8 +9,10 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"unsafe"
 
 	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 )
 
 // procRoot is where procfs is mounted.
@@ -113,13 +116,69 @@ func (p *Process) gone(detail string) error {
 }
 
 // readStart reads the start time and whether the process is a zombie
-// (or dead) from /proc/PID/stat.
+// (or dead) from /proc/PID/stat. It allocates nothing unless it fails:
+// Check runs it after every lookup of a live process (symbolize's
+// SymbolizeInto).
 func readStart(pid int) (start uint64, zombie bool, err error) {
-	st, err := readStat(pid)
-	if err != nil {
-		return 0, false, err
+	// procRoot + "/" + pid + "/stat", NUL-terminated, on the stack.
+	var path [64]byte
+	n := copy(path[:], procRoot)
+	path[n] = '/'
+	n++
+	n += len(strconv.AppendInt(path[n:n], int64(pid), 10))
+	n += copy(path[n:], "/stat")
+	if n >= len(path) {
+		return 0, false, fmt.Errorf("stat of pid %d: path too long", pid)
 	}
-	return st.Starttime, st.State == "Z" || st.State == "X", nil
+	path[n] = 0
+	cwd := unix.AT_FDCWD // a variable: the constant is negative
+	fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, uintptr(cwd), uintptr(unsafe.Pointer(&path[0])),
+		uintptr(unix.O_RDONLY|unix.O_CLOEXEC), 0, 0, 0)
+	if errno != 0 {
+		return 0, false, &fs.PathError{Op: "open", Path: string(path[:n]), Err: errno}
+	}
+	var buf [1024]byte
+	got, _, errno := unix.Syscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+	unix.Close(int(fd))
+	if errno != 0 {
+		return 0, false, &fs.PathError{Op: "read", Path: string(path[:n]), Err: errno}
+	}
+	start, state, ok := parseStatStart(buf[:got])
+	if !ok {
+		return 0, false, fmt.Errorf("%s: unexpected content %q", string(path[:n]), string(buf[:got]))
+	}
+	return start, state == 'Z' || state == 'X', nil
+}
+
+// parseStatStart takes the state (field 3) and the start time (field
+// 22) from the text of /proc/PID/stat, after the command name's closing
+// parenthesis (the name may hold spaces and parentheses itself).
+func parseStatStart(b []byte) (start uint64, state byte, ok bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+3 >= len(b) {
+		return 0, 0, false
+	}
+	state = b[i+2]
+	// Fields from 3 on, one space apart: the start time is the 20th.
+	f := b[i+2:]
+	for k := 0; k < 19; k++ {
+		j := bytes.IndexByte(f, ' ')
+		if j < 0 {
+			return 0, 0, false
+		}
+		f = f[j+1:]
+	}
+	for _, c := range f {
+		if c < '0' || c > '9' {
+			break
+		}
+		if start > (1<<64-1-9)/10 {
+			return 0, 0, false
+		}
+		start = start*10 + uint64(c-'0')
+		ok = true
+	}
+	return start, state, ok
 }
 
 // readStat reads /proc/PID/stat.

@@ -337,3 +337,48 @@ func reusePID(t *testing.T, pid int) *exec.Cmd {
 
 func second[T any](_ T, err error) error        { return err }
 func third[T, U any](_ T, _ U, err error) error { return err }
+
+// Check of a live process allocates nothing (symbolize runs it after
+// every SymbolizeInto), and readStart reads what procfs's parser reads.
+func TestCheckNoAlloc(t *testing.T) {
+	p, err := Open(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if err := p.Check(); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("Check: %v allocations", n)
+	}
+	st, err := readStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, zombie, err := readStart(os.Getpid())
+	if err != nil || start != st.Starttime || zombie {
+		t.Errorf("readStart: %d, %v, %v; procfs: %d", start, zombie, err, st.Starttime)
+	}
+}
+
+func TestParseStatStart(t *testing.T) {
+	for _, c := range []struct {
+		in    string
+		start uint64
+		state byte
+		ok    bool
+	}{
+		{"1 (a b) c) S 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 4242 100 200", 4242, 'S', true},
+		{"7 (x) Z 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 99\n", 99, 'Z', true},
+		{"7 (x) S 1 2", 0, 0, false},
+		{"7 x S", 0, 0, false},
+		{"", 0, 0, false},
+		{"7 (x) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 99999999999999999999999", 0, 0, false},
+	} {
+		start, state, ok := parseStatStart([]byte(c.in))
+		if start != c.start || state != c.state || ok != c.ok {
+			t.Errorf("%q: %d %q %v, want %d %q %v", c.in, start, state, ok, c.start, c.state, c.ok)
+		}
+	}
+}
