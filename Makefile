@@ -103,7 +103,7 @@ test-kernels: deps vmrun
 # the rest of
 # KERNEL_PKGS is run by test-kernels, outside CI, until each has a green
 # run on every kernel (README.md, "Supported kernels").
-KERNEL_PKGS_CI := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe,./usdt,./bpfunwind,./follow,./tracer
+KERNEL_PKGS_CI := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe,./usdt,./usdt/bpf,./bpfunwind,./follow,./tracer
 
 test-kernels-ci: deps vmrun
 	./bin/vmrun -j 2 '5.10=$(KERNEL_PKGS_CI)' '6.1=$(KERNEL_PKGS_CI)' '6.12=$(KERNEL_PKGS_CI)'

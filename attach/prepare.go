@@ -85,5 +85,24 @@ func Prepare(spec *ebpf.CollectionSpec, programs ...string) error {
 			return fmt.Errorf("prepare: set %s: %w", CookieFlag, err)
 		}
 	}
+	if v, ok := spec.Variables[EntryCallerName]; ok {
+		// stack.bpf.h's: whether the kernel's stack walk gives a
+		// function entry's caller itself. A probe that cannot run
+		// leaves it unknown (0).
+		mode := uint32(0)
+		if adds, err := features.Have(features.EntryCaller); err == nil {
+			mode = 1
+			if adds {
+				mode = 2
+			}
+		}
+		if err := v.Set(mode); err != nil {
+			return fmt.Errorf("prepare: set %s: %w", EntryCallerName, err)
+		}
+	}
 	return nil
 }
+
+// EntryCallerName is stack.bpf.h's constant telling whether the
+// kernel's user stack walk gives a function entry's caller itself.
+const EntryCallerName = "probekit_stack_entry_caller"

@@ -189,6 +189,7 @@ const (
 	traceMapStackTraces              = "stack_traces"
 	traceProgTraceFunc               = "trace_func"
 	traceProgTraceUsdt               = "trace_usdt"
+	traceVarProbekitStackEntryCaller = "probekit_stack_entry_caller"
 	traceVarProbekitTraceCopyPages   = "probekit_trace_copy_pages"
 	traceVarProbekitTraceHistVal     = "probekit_trace_hist_val"
 	traceVarProbekitTraceKeyCfi      = "probekit_trace_key_cfi"
@@ -277,6 +278,7 @@ type traceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceVariableSpecs struct {
+	ProbekitStackEntryCaller *ebpf.VariableSpec `ebpf:"probekit_stack_entry_caller"`
 	ProbekitTraceCopyPages   *ebpf.VariableSpec `ebpf:"probekit_trace_copy_pages"`
 	ProbekitTraceHistVal     *ebpf.VariableSpec `ebpf:"probekit_trace_hist_val"`
 	ProbekitTraceKeyCfi      *ebpf.VariableSpec `ebpf:"probekit_trace_key_cfi"`
@@ -359,6 +361,7 @@ func (m *traceMaps) Close() error {
 //
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type traceVariables struct {
+	ProbekitStackEntryCaller *ebpf.Variable `ebpf:"probekit_stack_entry_caller"`
 	ProbekitTraceCopyPages   *ebpf.Variable `ebpf:"probekit_trace_copy_pages"`
 	ProbekitTraceHistVal     *ebpf.Variable `ebpf:"probekit_trace_hist_val"`
 	ProbekitTraceKeyCfi      *ebpf.Variable `ebpf:"probekit_trace_key_cfi"`

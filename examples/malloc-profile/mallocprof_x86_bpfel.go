@@ -72,13 +72,14 @@ type mallocprofProbekitCfiStack struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	mallocprofMapCounts             = "counts"
-	mallocprofMapProbekitCfiObjects = "probekit_cfi_objects"
-	mallocprofMapProbekitCfiProcs   = "probekit_cfi_procs"
-	mallocprofMapProbekitCfiRows    = "probekit_cfi_rows"
-	mallocprofMapProbekitCfiScratch = "probekit_cfi_scratch"
-	mallocprofMapStacks             = "stacks"
-	mallocprofProgMallocStack       = "malloc_stack"
+	mallocprofMapCounts                   = "counts"
+	mallocprofMapProbekitCfiObjects       = "probekit_cfi_objects"
+	mallocprofMapProbekitCfiProcs         = "probekit_cfi_procs"
+	mallocprofMapProbekitCfiRows          = "probekit_cfi_rows"
+	mallocprofMapProbekitCfiScratch       = "probekit_cfi_scratch"
+	mallocprofMapStacks                   = "stacks"
+	mallocprofProgMallocStack             = "malloc_stack"
+	mallocprofVarProbekitStackEntryCaller = "probekit_stack_entry_caller"
 )
 
 // loadMallocprof returns the embedded CollectionSpec for mallocprof.
@@ -142,6 +143,7 @@ type mallocprofMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type mallocprofVariableSpecs struct {
+	ProbekitStackEntryCaller *ebpf.VariableSpec `ebpf:"probekit_stack_entry_caller"`
 }
 
 // mallocprofObjects contains all objects after they have been loaded into the kernel.
@@ -187,6 +189,7 @@ func (m *mallocprofMaps) Close() error {
 //
 // It can be passed to loadMallocprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type mallocprofVariables struct {
+	ProbekitStackEntryCaller *ebpf.Variable `ebpf:"probekit_stack_entry_caller"`
 }
 
 // mallocprofPrograms contains all programs after they have been loaded into the kernel.

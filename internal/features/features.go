@@ -38,6 +38,12 @@ const (
 	// nop5 uprobes (56101b69c919, Linux 6.18). Informational: probekit plants its
 	// probes on the NOP the note names and never relies on it.
 	UprobeSyscall
+	// EntryCaller: at a uprobe on a function's first instruction when it
+	// is push %rbp (or endbr64), the kernel's user stack walk
+	// (bpf_get_stack, bpf_get_stackid) puts the caller, the return
+	// address at rsp, second itself (x86-64). Debian's 5.10 does not;
+	// its 6.1 and 6.12 do (measured with probeEntryCaller).
+	EntryCaller
 	numFeatures
 )
 
@@ -46,6 +52,7 @@ var names = [numFeatures]string{
 	RefCtr:        "uprobe ref_ctr_offset (Linux 4.20)",
 	UprobeMulti:   "uprobe_multi link with PID filter fix (Linux 6.6+)",
 	UprobeSyscall: "uprobe syscall (Linux 6.18)",
+	EntryCaller:   "the caller in user stacks at a function's entry",
 }
 
 // since is each feature's first mainline release.
@@ -54,6 +61,7 @@ var since = [numFeatures]string{
 	RefCtr:        "4.20",
 	UprobeMulti:   "6.6",
 	UprobeSyscall: "6.18",
+	EntryCaller:   "",
 }
 
 // Since is the first Linux release with f ("5.15"), for tests that skip
@@ -77,6 +85,7 @@ var probes = [numFeatures]func() (bool, error){
 	RefCtr:        sync.OnceValues(probeRefCtr),
 	UprobeMulti:   sync.OnceValues(probeUprobeMulti),
 	UprobeSyscall: sync.OnceValues(probeUprobeSyscall),
+	EntryCaller:   sync.OnceValues(probeEntryCaller),
 }
 
 // forced counts, per feature, the ForceOff calls not yet restored.

@@ -70,6 +70,15 @@ static __always_inline long __probekit_stack_return_address(void *ctx, __u64 *re
 #endif
 }
 
+/* Whether the kernel's walk puts the caller second itself at a
+ * function's first instruction (push %rbp or endbr64 there, x86-64):
+ * 0 not known, 1 it does not, 2 it does. Set before load (package
+ * attach's Prepare, from a probe of the running kernel). Not known, the
+ * walk's second frame is compared with the return address: in direct
+ * recursion they are equal when the kernel did not add it, and a frame
+ * is lost. */
+volatile const __u32 probekit_stack_entry_caller = 0;
+
 /* probekit_user_stack fills buf (size bytes) with the current thread's
  * user stack and returns its number of frames; see the top of the file.
  * size must be a constant the verifier sees. */
@@ -88,7 +97,7 @@ static __always_inline long probekit_user_stack(void *ctx, __u64 *buf, __u32 siz
 	if (n < 8)
 		return n < 0 ? n : 0;
 	buf[0] = buf[1];
-	if (n >= 16 && buf[2] == ret) {
+	if (n >= 16 && buf[2] == ret && probekit_stack_entry_caller != 1) {
 		/* The kernel put the caller second itself: buf[1..n/8] is
 		 * IP, caller, the rest; move the caller and the rest down. */
 		for (__u32 j = 1; j < PROBEKIT_STACK_MAX_DEPTH; j++) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/unwind"
 )
 
@@ -137,10 +138,20 @@ func LookupStack(stacks *ebpf.Map, id int32, caller uint64) (Stack, error) {
 		}
 		s = append(s, a)
 	}
-	if caller != 0 && len(s) > 0 && (len(s) < 2 || s[1] != caller) {
+	if caller != 0 && len(s) > 0 && (len(s) < 2 || s[1] != caller || !kernelAddsCaller()) {
 		s = slices.Insert(s, 1, caller)
 	}
 	return s, nil
+}
+
+// kernelAddsCaller reports whether the kernel's walk may have put a
+// function entry's caller second itself (features.EntryCaller; true
+// when the probe cannot tell, so that the walk's second frame decides).
+// Where it does not, a second frame equal to the caller is the walk's
+// own (direct recursion), and the caller is put in front of it.
+func kernelAddsCaller() bool {
+	adds, err := features.Have(features.EntryCaller)
+	return adds || err != nil
 }
 
 // CountedStack is one distinct user stack counted by stack.bpf.h's

@@ -108,27 +108,28 @@ type CfitestProbekitUsdtIpKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	CfitestMapBpfUsdtIpToSpecId      = "__bpf_usdt_ip_to_spec_id"
-	CfitestMapBpfUsdtSpecs           = "__bpf_usdt_specs"
-	CfitestMapCfiCounts              = "cfi_counts"
-	CfitestMapCfiStacks              = "cfi_stacks"
-	CfitestMapEvents                 = "events"
-	CfitestMapFpCounts               = "fp_counts"
-	CfitestMapFpIds                  = "fp_ids"
-	CfitestMapFpScratch              = "fp_scratch"
-	CfitestMapProbekitCfiObjects     = "probekit_cfi_objects"
-	CfitestMapProbekitCfiProcs       = "probekit_cfi_procs"
-	CfitestMapProbekitCfiRows        = "probekit_cfi_rows"
-	CfitestMapProbekitCfiScratch     = "probekit_cfi_scratch"
-	CfitestProgBare                  = "bare"
-	CfitestProgCfiCount              = "cfi_count"
-	CfitestProgCfiCountUsdt          = "cfi_count_usdt"
-	CfitestProgCfiStack              = "cfi_stack"
-	CfitestProgCfiWalk               = "cfi_walk"
-	CfitestProgFpCount               = "fp_count"
-	CfitestProgFpWalk                = "fp_walk"
-	CfitestVarFramesSeen             = "frames_seen"
-	CfitestVarProbekitUsdtHaveCookie = "probekit_usdt_have_cookie"
+	CfitestMapBpfUsdtIpToSpecId        = "__bpf_usdt_ip_to_spec_id"
+	CfitestMapBpfUsdtSpecs             = "__bpf_usdt_specs"
+	CfitestMapCfiCounts                = "cfi_counts"
+	CfitestMapCfiStacks                = "cfi_stacks"
+	CfitestMapEvents                   = "events"
+	CfitestMapFpCounts                 = "fp_counts"
+	CfitestMapFpIds                    = "fp_ids"
+	CfitestMapFpScratch                = "fp_scratch"
+	CfitestMapProbekitCfiObjects       = "probekit_cfi_objects"
+	CfitestMapProbekitCfiProcs         = "probekit_cfi_procs"
+	CfitestMapProbekitCfiRows          = "probekit_cfi_rows"
+	CfitestMapProbekitCfiScratch       = "probekit_cfi_scratch"
+	CfitestProgBare                    = "bare"
+	CfitestProgCfiCount                = "cfi_count"
+	CfitestProgCfiCountUsdt            = "cfi_count_usdt"
+	CfitestProgCfiStack                = "cfi_stack"
+	CfitestProgCfiWalk                 = "cfi_walk"
+	CfitestProgFpCount                 = "fp_count"
+	CfitestProgFpWalk                  = "fp_walk"
+	CfitestVarFramesSeen               = "frames_seen"
+	CfitestVarProbekitStackEntryCaller = "probekit_stack_entry_caller"
+	CfitestVarProbekitUsdtHaveCookie   = "probekit_usdt_have_cookie"
 )
 
 // LoadCfitest returns the embedded CollectionSpec for Cfitest.
@@ -204,8 +205,9 @@ type CfitestMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CfitestVariableSpecs struct {
-	FramesSeen             *ebpf.VariableSpec `ebpf:"frames_seen"`
-	ProbekitUsdtHaveCookie *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
+	FramesSeen               *ebpf.VariableSpec `ebpf:"frames_seen"`
+	ProbekitStackEntryCaller *ebpf.VariableSpec `ebpf:"probekit_stack_entry_caller"`
+	ProbekitUsdtHaveCookie   *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
 }
 
 // CfitestObjects contains all objects after they have been loaded into the kernel.
@@ -263,8 +265,9 @@ func (m *CfitestMaps) Close() error {
 //
 // It can be passed to LoadCfitestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CfitestVariables struct {
-	FramesSeen             *ebpf.Variable `ebpf:"frames_seen"`
-	ProbekitUsdtHaveCookie *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
+	FramesSeen               *ebpf.Variable `ebpf:"frames_seen"`
+	ProbekitStackEntryCaller *ebpf.Variable `ebpf:"probekit_stack_entry_caller"`
+	ProbekitUsdtHaveCookie   *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
 }
 
 // CfitestPrograms contains all programs after they have been loaded into the kernel.

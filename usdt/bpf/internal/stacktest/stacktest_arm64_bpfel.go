@@ -53,21 +53,22 @@ type StacktestProbekitUsdtIpKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	StacktestMapBpfUsdtIpToSpecId      = "__bpf_usdt_ip_to_spec_id"
-	StacktestMapBpfUsdtSpecs           = "__bpf_usdt_specs"
-	StacktestMapStackCounts            = "stack_counts"
-	StacktestMapStackIds               = "stack_ids"
-	StacktestMapStacks                 = "stacks"
-	StacktestProgStackBare             = "stack_bare"
-	StacktestProgStackCopy             = "stack_copy"
-	StacktestProgStackCopy1page        = "stack_copy_1page"
-	StacktestProgStackCopy2pages       = "stack_copy_2pages"
-	StacktestProgStackCopyOnly         = "stack_copy_only"
-	StacktestProgStackCount            = "stack_count"
-	StacktestProgStackEntry            = "stack_entry"
-	StacktestProgStackPlain            = "stack_plain"
-	StacktestProgStackSite             = "stack_site"
-	StacktestVarProbekitUsdtHaveCookie = "probekit_usdt_have_cookie"
+	StacktestMapBpfUsdtIpToSpecId        = "__bpf_usdt_ip_to_spec_id"
+	StacktestMapBpfUsdtSpecs             = "__bpf_usdt_specs"
+	StacktestMapStackCounts              = "stack_counts"
+	StacktestMapStackIds                 = "stack_ids"
+	StacktestMapStacks                   = "stacks"
+	StacktestProgStackBare               = "stack_bare"
+	StacktestProgStackCopy               = "stack_copy"
+	StacktestProgStackCopy1page          = "stack_copy_1page"
+	StacktestProgStackCopy2pages         = "stack_copy_2pages"
+	StacktestProgStackCopyOnly           = "stack_copy_only"
+	StacktestProgStackCount              = "stack_count"
+	StacktestProgStackEntry              = "stack_entry"
+	StacktestProgStackPlain              = "stack_plain"
+	StacktestProgStackSite               = "stack_site"
+	StacktestVarProbekitStackEntryCaller = "probekit_stack_entry_caller"
+	StacktestVarProbekitUsdtHaveCookie   = "probekit_usdt_have_cookie"
 )
 
 // LoadStacktest returns the embedded CollectionSpec for Stacktest.
@@ -138,7 +139,8 @@ type StacktestMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type StacktestVariableSpecs struct {
-	ProbekitUsdtHaveCookie *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
+	ProbekitStackEntryCaller *ebpf.VariableSpec `ebpf:"probekit_stack_entry_caller"`
+	ProbekitUsdtHaveCookie   *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
 }
 
 // StacktestObjects contains all objects after they have been loaded into the kernel.
@@ -182,7 +184,8 @@ func (m *StacktestMaps) Close() error {
 //
 // It can be passed to LoadStacktestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type StacktestVariables struct {
-	ProbekitUsdtHaveCookie *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
+	ProbekitStackEntryCaller *ebpf.Variable `ebpf:"probekit_stack_entry_caller"`
+	ProbekitUsdtHaveCookie   *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
 }
 
 // StacktestPrograms contains all programs after they have been loaded into the kernel.
