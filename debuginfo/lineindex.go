@@ -272,7 +272,10 @@ func (x *LineIndex) HasSymbols() bool { return x.withSymbols }
 // ok is false when no function holds pc (or the index holds no
 // symbols).
 func (x *LineIndex) Lookup(dst []SourceFrame, pc uint64) (frames []SourceFrame, sym IndexSymbol, ok bool, err error) {
-	r := x.rec(pc)
+	return x.lookupRec(dst, x.rec(pc))
+}
+
+func (x *LineIndex) lookupRec(dst []SourceFrame, r []byte) (frames []SourceFrame, sym IndexSymbol, ok bool, err error) {
 	if s := binary.LittleEndian.Uint32(r[12:]); s != noChain {
 		e := x.syms[symSize*s:]
 		sym, ok = IndexSymbol{x.str(binary.LittleEndian.Uint32(e)), binary.LittleEndian.Uint64(e[8:])}, true
@@ -283,15 +286,84 @@ func (x *LineIndex) Lookup(dst []SourceFrame, pc uint64) (frames []SourceFrame, 
 
 // rec returns the record of the interval holding pc.
 func (x *LineIndex) rec(pc uint64) []byte {
+	return x.recs[recSize*x.interval(pc):]
+}
+
+// Locate appends to dst the interval holding each of pcs, for
+// LookupInterval. It also loads what the lookups of those intervals
+// read (record, symbol, chain, first frame, strings) in passes over the
+// batch whose loads do not depend on each other, so that the processor
+// has many cache misses in flight at once instead of one: the lookups
+// after it find their memory cached. Batches of a few hundred are what
+// the caches hold; symbolize.File.FramesOf uses 256, and names 100,000
+// scattered libc addresses in 140 ns each against 175 ns by Lookup
+// (symbolize's BenchmarkFileManyLines).
+func (x *LineIndex) Locate(dst []uint32, pcs []uint64) []uint32 {
+	le := binary.LittleEndian
+	n := len(dst)
+	var sink uint32
+	for _, pc := range pcs {
+		b := max(x.bucket(pc), 0)
+		sink += uint32(x.buckets[4*b])
+		dst = append(dst, uint32(b))
+	}
+	for _, b := range dst[n:] {
+		sink += uint32(x.addrs[8*min(int(le.Uint32(x.buckets[4*b:])), x.nAddrs-1)])
+	}
+	for k, pc := range pcs {
+		dst[n+k] = uint32(x.interval(pc))
+	}
+	for _, i := range dst[n:] {
+		sink += uint32(x.recs[recSize*i])
+	}
+	for _, i := range dst[n:] {
+		r := x.recs[recSize*i:]
+		if c := le.Uint32(r); c != noChain {
+			sink += uint32(x.chains[4*c])
+		}
+		if s := le.Uint32(r[12:]); s != noChain {
+			sink += uint32(x.syms[symSize*s])
+		}
+		sink += uint32(x.strBytes[le.Uint32(r[4:])])
+	}
+	for _, i := range dst[n:] {
+		r := x.recs[recSize*i:]
+		if c := le.Uint32(r); c != noChain {
+			sink += uint32(x.frames[frameSize*le.Uint32(x.chains[4*c:])])
+		}
+		if s := le.Uint32(r[12:]); s != noChain {
+			sink += uint32(x.strBytes[le.Uint32(x.syms[symSize*s:])])
+		}
+	}
+	for _, i := range dst[n:] {
+		r := x.recs[recSize*i:]
+		if c := le.Uint32(r); c != noChain {
+			sink += uint32(x.strBytes[le.Uint32(x.frames[frameSize*le.Uint32(x.chains[4*c:]):])])
+		}
+	}
+	locateSink = sink
+	return dst
+}
+
+// locateSink keeps Locate's loads from being compiled away.
+var locateSink uint32
+
+// LookupInterval is Lookup of an address in interval i, which Locate
+// found for it (an interval Locate did not return panics).
+func (x *LineIndex) LookupInterval(dst []SourceFrame, i uint32) (frames []SourceFrame, sym IndexSymbol, ok bool, err error) {
+	return x.lookupRec(dst, x.recs[recSize*i:])
+}
+
+// interval returns the interval holding pc.
+func (x *LineIndex) interval(pc uint64) int {
 	le := binary.LittleEndian
 	lo, hi := 0, x.nAddrs
 	// Bucket i holds base + i<<shift; the answer (the first address
 	// above pc) lies between the counts at pc's bucket and the next.
-	switch {
-	case pc < x.base:
+	switch b := x.bucket(pc); {
+	case b < 0:
 		hi = int(le.Uint32(x.buckets))
-	case (pc-x.base)>>x.shift < uint64(x.nBuckets):
-		b := int((pc - x.base) >> x.shift)
+	case b < x.nBuckets:
 		lo, hi = int(le.Uint32(x.buckets[4*b:])), int(le.Uint32(x.buckets[4*b+4:]))
 	default:
 		lo = int(le.Uint32(x.buckets[4*x.nBuckets:]))
@@ -304,7 +376,19 @@ func (x *LineIndex) rec(pc uint64) []byte {
 			hi = m
 		}
 	}
-	return x.recs[recSize*(lo-1):]
+	return lo - 1
+}
+
+// bucket returns the bucket of pc: -1 below the first, nBuckets past
+// the last.
+func (x *LineIndex) bucket(pc uint64) int {
+	switch {
+	case pc < x.base:
+		return -1
+	case (pc-x.base)>>x.shift < uint64(x.nBuckets):
+		return int((pc - x.base) >> x.shift)
+	}
+	return x.nBuckets
 }
 
 func (x *LineIndex) chainOf(dst []SourceFrame, r []byte) ([]SourceFrame, error) {

@@ -149,6 +149,24 @@ func TestLineIndexSymbols(t *testing.T) {
 		if named == 0 {
 			t.Errorf("%s: no address named", c.file)
 		}
+		// Locate and LookupInterval answer as Lookup, in batches
+		// that cross every bound.
+		var pcs []uint64
+		for pc := lo; pc < hi; pc++ {
+			pcs = append(pcs, pc)
+		}
+		pcs = append(pcs, 0, lo-1, hi, hi+1<<20, ^uint64(0))
+		for len(pcs) > 0 {
+			batch := pcs[:min(len(pcs), 300)]
+			pcs = pcs[len(batch):]
+			for k, i := range x.Locate(nil, batch) {
+				fs, sym, ok, err := x.LookupInterval(nil, i)
+				wfs, wsym, wok, werr := x.Lookup(nil, batch[k])
+				if ok != wok || sym != wsym || !reflect.DeepEqual(fs, wfs) || fmt.Sprint(err) != fmt.Sprint(werr) {
+					t.Fatalf("%s %#x: interval %d: %+v %v %v, Lookup %+v %v %v", c.file, batch[k], i, fs, sym, ok, wfs, wsym, wok)
+				}
+			}
+		}
 	}
 }
 

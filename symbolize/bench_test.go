@@ -197,6 +197,44 @@ func BenchmarkFileWarmLines(b *testing.B) {
 	}
 }
 
+// BenchmarkFileManyLines: 100,000 random libc addresses with lines and
+// inline chains from the line index, one Frames call each against one
+// FramesOf call for all (its lookups overlapping their cache misses); an
+// op is one address.
+func BenchmarkFileManyLines(b *testing.B) {
+	addrs := libcTextAddrs(b, 100000, 3)
+	cache := b.TempDir()
+	if _, err := New(&Options{IndexDir: cache}).File(libcPath); err != nil {
+		b.Fatal(err)
+	}
+	f, err := New(&Options{IndexDir: cache}).File(libcPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	frames := make([]Frame, 0, 4*len(addrs))
+	for _, c := range []struct {
+		name string
+		run  func()
+	}{
+		{"Frames", func() {
+			frames = frames[:0]
+			for _, a := range addrs {
+				frames = f.Frames(frames, a)
+			}
+		}},
+		{"FramesOf", func() { frames = f.FramesOf(frames[:0], addrs) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			c.run()
+			b.ResetTimer()
+			for b.Loop() {
+				c.run()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(addrs)), "ns/addr")
+		})
+	}
+}
+
 // threadCPU is the CPU time of the calling thread in nanoseconds: on a
 // machine other work shares, ns/op counts the time the benchmark waited
 // for a CPU, cpu-ns/op does not.

@@ -203,6 +203,19 @@ func TestLineIndexNoAlloc(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("File.Frames: %v allocations per 1024 lookups", n)
 	}
+	// FramesOf gives what Frames gives for each address, in order,
+	// and allocates nothing either.
+	var want []Frame
+	for _, a := range addrs {
+		want = f.Frames(want, a)
+	}
+	many := make([]Frame, 0, 2*len(want))
+	if many = f.FramesOf(many, addrs); !slices.Equal(many, want) {
+		t.Fatalf("FramesOf: %d frames differ from Frames' %d", len(many), len(want))
+	}
+	if n := testing.AllocsPerRun(20, func() { many = f.FramesOf(many[:0], addrs) }); n != 0 {
+		t.Errorf("File.FramesOf: %v allocations per 1024 addresses", n)
+	}
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		t.Fatal(err)

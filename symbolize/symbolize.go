@@ -261,3 +261,36 @@ func (f *File) Frames(dst []Frame, addr uint64) []Frame {
 	}
 	return t.frames(dst, fr, addr, f.s.demangle)
 }
+
+// locateBatch is how many addresses FramesOf looks up at once: what the
+// memory its lookups touch for them (a few cache lines each) leaves in
+// a core's cache.
+const locateBatch = 256
+
+// FramesOf appends the frames of each of the link-time addresses addrs to
+// dst, in their order, and returns it: Frames for each, but from a line
+// index (the cache's) the lookups of a batch overlap their memory loads
+// (debuginfo.LineIndex.Locate), which names a long list of scattered
+// addresses about 1.25 times as fast (BenchmarkFileManyLines). With room
+// in dst it allocates nothing.
+func (f *File) FramesOf(dst []Frame, addrs []uint64) []Frame {
+	t := f.t.Load()
+	if t.evicted.Load() || !t.symIndex {
+		for _, a := range addrs {
+			dst = f.Frames(dst, a)
+		}
+		return dst
+	}
+	t.ref.Store(true)
+	var iv [locateBatch]uint32
+	for len(addrs) > 0 {
+		chunk := addrs[:min(len(addrs), locateBatch)]
+		addrs = addrs[len(chunk):]
+		for k, i := range t.index.Locate(iv[:0], chunk) {
+			var buf [8]debuginfo.SourceFrame
+			sfs, sym, ok, err := t.index.LookupInterval(buf[:0], i)
+			dst = t.indexSourceFrames(dst, Frame{Address: chunk[k], Object: f.path}, chunk[k], sfs, sym, ok, err, f.s.demangle)
+		}
+	}
+	return dst
+}

@@ -381,6 +381,11 @@ func (t *table) frames(dst []Frame, base Frame, vaddr uint64, dem bool) []Frame 
 func (t *table) indexFrames(dst []Frame, base Frame, vaddr uint64, dem bool) []Frame {
 	var buf [8]debuginfo.SourceFrame
 	sfs, sym, ok, err := t.index.Lookup(buf[:0], vaddr)
+	return t.indexSourceFrames(dst, base, vaddr, sfs, sym, ok, err, dem)
+}
+
+// indexSourceFrames is indexFrames after the lookup.
+func (t *table) indexSourceFrames(dst []Frame, base Frame, vaddr uint64, sfs []debuginfo.SourceFrame, sym debuginfo.IndexSymbol, ok bool, err error, dem bool) []Frame {
 	fr := base
 	if ok {
 		fr.Function, fr.Offset = sym.Name, vaddr-sym.Start
