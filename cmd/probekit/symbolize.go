@@ -220,10 +220,7 @@ func (sy *symbolizer) lineError(n int, err error) {
 func (sy *symbolizer) name(addrs []uint64) error {
 	var err error
 	if sy.file != nil {
-		sy.frames = sy.frames[:0]
-		for _, a := range addrs {
-			sy.frames = sy.file.Frames(sy.frames, a)
-		}
+		sy.frames = sy.file.FramesOf(sy.frames[:0], addrs)
 	} else {
 		sy.frames, err = sy.proc.SymbolizeInto(sy.frames[:0], addrs)
 		if perr := sy.proc.PerfMapErr(); perr != nil {
@@ -242,6 +239,11 @@ func (sy *symbolizer) name(addrs []uint64) error {
 		if sy.json {
 			b = appendFrameJSON(b, fr)
 		} else {
+			if sy.file != nil {
+				// With -e every frame's object is the file given:
+				// not repeated on each line (--json keeps it).
+				fr.Object = ""
+			}
 			b, _ = fr.AppendText(b)
 		}
 		b = append(b, '\n')

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -63,13 +62,14 @@ func TestSymbolizeFileJSON(t *testing.T) {
 }
 
 // TestSymbolizeStdin: addresses one per line on stdin, human output as
-// addr2line -f gives it, one line each.
+// addr2line -f gives it, one line each (the file given with -e is not
+// repeated on each line).
 func TestSymbolizeStdin(t *testing.T) {
 	symbolizeStdin = strings.NewReader("10d5\n\n0x14f0\n")
 	defer func() { symbolizeStdin = os.Stdin }()
 	path := testkit.Fixture("usdt_sample")
 	code, out, stderr := runCmd("symbolize", "-e", path)
-	want := fmt.Sprintf("0x10d5 main+0x5 (%s)\n0x14f0 fire_consts+0x0 (%s)\n", path, path)
+	want := "0x10d5 main+0x5\n0x14f0 fire_consts+0x0\n"
 	if code != 0 || out != want {
 		t.Fatalf("exit %d: %q, want %q (%s)", code, out, want, stderr)
 	}
