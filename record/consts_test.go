@@ -34,6 +34,15 @@ func TestInlineConstants(t *testing.T) {
 		t.Fatal(err)
 	}
 	byOff[spec.Variables[KeySpecName].Offset] = keys
+	// .rodata as the variables lay it out.
+	image := map[uint32]byte{}
+	for _, v := range spec.Variables {
+		if v.SectionName == ".rodata" {
+			for k, c := range v.Value {
+				image[v.Offset+uint32(k)] = c
+			}
+		}
+	}
 	before := spec.Copy()
 	inlineConstants(spec)
 	for _, prog := range []string{ProgramName, FuncProgramName} {
@@ -42,23 +51,23 @@ func TestInlineConstants(t *testing.T) {
 			t.Fatalf("%s: %d instructions, was %d", prog, len(insns), len(old))
 		}
 		seen := map[uint32]int{}
-		for i := 1; i < len(insns); i++ {
+		for i := range insns {
 			if insns[i].OpCode == old[i].OpCode {
 				continue
 			}
-			addr, ld := old[i-1], old[i]
-			if addr.Reference() != ".rodata" || ld.OpCode.Class() != asm.LdXClass {
-				t.Fatalf("%s: instruction %d rewritten: %v after %v, now %v", prog, i, ld, addr, insns[i])
+			ld := old[i]
+			off, ok := rodataOffset(old, i)
+			if !ok || ld.OpCode.Class() != asm.LdXClass || insns[i].OpCode != asm.Mov.Op32(asm.ImmSource) {
+				t.Fatalf("%s: instruction %d rewritten: %v, now %v (not a load at a known .rodata offset)", prog, i, ld, insns[i])
 			}
-			off := uint32(uint64(addr.Constant)>>32) + uint32(ld.Offset)
-			got := uint64(uint32(insns[i].Constant))
-			if insns[i].OpCode.Class() == asm.ALU64Class { // the pair became one 64-bit constant
-				got = uint64(insns[i-1].Constant)
+			var want uint64
+			for k := ld.OpCode.Size().Sizeof() - 1; k >= 0; k-- {
+				want = want<<8 | uint64(image[off+uint32(k)])
 			}
-			if want, ok := byOff[off]; ok {
-				if got != want {
-					t.Errorf("%s: load of .rodata+%d became %#x, want %#x", prog, off, got, want)
-				}
+			if got := uint64(uint32(insns[i].Constant)); got != want {
+				t.Errorf("%s: load of .rodata+%d became %#x, want %#x", prog, off, got, want)
+			}
+			if _, ok := byOff[off]; ok {
 				seen[off]++
 			}
 		}
@@ -66,4 +75,45 @@ func TestInlineConstants(t *testing.T) {
 			t.Errorf("%s: rewritten loads by offset %v: the mode's and the key spec's missing", prog, seen)
 		}
 	}
+}
+
+// rodataOffset finds, walking back from load i through code that no
+// jump lands in (conditional jumps fall through to it), the .rodata
+// address its source register was given and the constants added to it:
+// the offset it loads from.
+func rodataOffset(insns asm.Instructions, i int) (uint32, bool) {
+	starts := map[asm.RawInstructionOffset]int{}
+	landed := map[int]bool{}
+	for it := insns.Iterate(); it.Next(); {
+		starts[it.Offset] = it.Index
+	}
+	for it := insns.Iterate(); it.Next(); {
+		if c := it.Ins.OpCode.Class(); (c == asm.JumpClass || c == asm.Jump32Class) && it.Ins.OpCode.JumpOp() != asm.Call && it.Ins.OpCode.JumpOp() != asm.Exit {
+			landed[starts[it.Offset+it.Ins.Width()+asm.RawInstructionOffset(it.Ins.Offset)]] = true
+		}
+	}
+	src, add := insns[i].Src, int64(insns[i].Offset)
+	for k := i - 1; k >= 0; k-- {
+		in := insns[k]
+		if landed[k+1] {
+			return 0, false
+		}
+		if op := in.OpCode; op.Class() == asm.JumpClass && (op.JumpOp() == asm.Ja || op.JumpOp() == asm.Exit ||
+			op.JumpOp() == asm.Call && src <= asm.R5) { // a call keeps r6 to r9
+			return 0, false
+		}
+		if in.Dst != src || in.OpCode.Class() == asm.JumpClass || in.OpCode.Class() == asm.Jump32Class {
+			continue
+		}
+		switch {
+		case in.IsLoadFromMap() && in.Reference() == ".rodata":
+			return uint32(int64(uint32(uint64(in.Constant)>>32)) + add), true
+		case in.OpCode == asm.Add.Op(asm.ImmSource):
+			add += in.Constant
+		case in.OpCode.Class() == asm.StXClass || in.OpCode.Class() == asm.StClass:
+		default:
+			return 0, false
+		}
+	}
+	return 0, false
 }
