@@ -26,6 +26,9 @@
  * when the unread data passes a threshold. */
 #include <linux/bpf.h>
 #include <linux/ptrace.h>
+/* Arguments read without the spec where every site agrees on them
+ * (usdt.SetSameArgs). */
+#define PROBEKIT_USDT_SAME_ARGS
 #include "usdt.bpf.h"
 #include "stack.bpf.h"
 #include "unwind.bpf.h"
@@ -657,7 +660,9 @@ static __noinline int hit_val(struct pt_regs *ctx, int func, __u64 cookie, __u32
 
 	if (func)
 		return func_hist_val_n(ctx, cookie, n, v);
-	if (n >= TRACE_MAX_VALS || bpf_usdt_arg(ctx, n, &l))
+	if (n >= TRACE_MAX_VALS)
+		return 0;
+	if (!__probekit_usdt_same_arg(ctx, n, &l) && bpf_usdt_arg(ctx, n, &l))
 		return 0;
 	*v = l;
 	return 1;
@@ -967,6 +972,29 @@ __attribute__((noinline)) int probekit_trace_usdt_arg_term(struct bpf_user_pt_re
 	return filter_cmp(v, op, num);
 }
 
+/* __probekit_usdt_same_arg of argument n, a term's constant: a case per
+ * argument, each reading the table at constant offsets, which the loader
+ * turns into immediates (record's inlineConstants). The verifier keeps
+ * the one case n takes and, in it, the one register load. */
+static __always_inline int same_arg_of(struct pt_regs *ctx, __u32 n, long *v)
+{
+	switch (n) {
+	case 0: return __probekit_usdt_same_arg(ctx, 0, v);
+	case 1: return __probekit_usdt_same_arg(ctx, 1, v);
+	case 2: return __probekit_usdt_same_arg(ctx, 2, v);
+	case 3: return __probekit_usdt_same_arg(ctx, 3, v);
+	case 4: return __probekit_usdt_same_arg(ctx, 4, v);
+	case 5: return __probekit_usdt_same_arg(ctx, 5, v);
+	case 6: return __probekit_usdt_same_arg(ctx, 6, v);
+	case 7: return __probekit_usdt_same_arg(ctx, 7, v);
+	case 8: return __probekit_usdt_same_arg(ctx, 8, v);
+	case 9: return __probekit_usdt_same_arg(ctx, 9, v);
+	case 10: return __probekit_usdt_same_arg(ctx, 10, v);
+	case 11: return __probekit_usdt_same_arg(ctx, 11, v);
+	}
+	return 0;
+}
+
 /* Whether the hit passes the filter: all terms of some group hold.
  * cookie: a function probe's BPF cookie. Inlined: a USDT argument term
  * is one call (probekit_trace_usdt_arg_term), the others one call of
@@ -985,6 +1013,14 @@ static __always_inline int filter_pass(struct pt_regs *ctx, int func, __u64 cook
 		if (i >= probekit_trace_nterms)
 			break;
 		if (group && !func && t->field == FILTER_ARG) {
+			long v;
+
+			/* Where every site has the argument at one place: no
+			 * spec id, no call. */
+			if (same_arg_of(ctx, t->val, &v)) {
+				group = filter_cmp(v, t->op, t->num);
+				goto next;
+			}
 			if (!have_id) {
 				id = __bpf_usdt_spec_id(ctx);
 				have_id = 1;
@@ -993,6 +1029,7 @@ static __always_inline int filter_pass(struct pt_regs *ctx, int func, __u64 cook
 							     t->op, t->num);
 		} else if (group)
 			group = filter_term_ok(ctx, func, cookie, t);
+next:
 		if (t->or_after) {
 			if (group)
 				return 1;

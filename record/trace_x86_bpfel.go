@@ -157,6 +157,27 @@ type traceProbekitUsdtIpKey struct {
 	Ip   int64
 }
 
+type traceProbekitUsdtSameArgs struct {
+	_    structs.HostLayout
+	Mask uint32
+	Pad  uint32
+	Spec struct {
+		_    structs.HostLayout
+		Args [12]struct {
+			_           structs.HostLayout
+			ValOff      uint64
+			_           [6]byte /* unsupported bitfield */
+			RegOff      int16
+			ArgSigned   bool
+			ArgBitshift int8
+			_           [6]byte
+		}
+		UsdtCookie uint64
+		ArgCnt     int16
+		_          [6]byte
+	}
+}
+
 type traceScratch struct {
 	_          structs.HostLayout
 	Users      uint64
@@ -189,6 +210,7 @@ const (
 	traceMapStackTraces              = "stack_traces"
 	traceProgTraceFunc               = "trace_func"
 	traceProgTraceUsdt               = "trace_usdt"
+	traceVarProbekitUsdtSame         = "__probekit_usdt_same"
 	traceVarProbekitStackEntryCaller = "probekit_stack_entry_caller"
 	traceVarProbekitTraceCopyPages   = "probekit_trace_copy_pages"
 	traceVarProbekitTraceHistVal     = "probekit_trace_hist_val"
@@ -278,6 +300,7 @@ type traceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceVariableSpecs struct {
+	ProbekitUsdtSame         *ebpf.VariableSpec `ebpf:"__probekit_usdt_same"`
 	ProbekitStackEntryCaller *ebpf.VariableSpec `ebpf:"probekit_stack_entry_caller"`
 	ProbekitTraceCopyPages   *ebpf.VariableSpec `ebpf:"probekit_trace_copy_pages"`
 	ProbekitTraceHistVal     *ebpf.VariableSpec `ebpf:"probekit_trace_hist_val"`
@@ -361,6 +384,7 @@ func (m *traceMaps) Close() error {
 //
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type traceVariables struct {
+	ProbekitUsdtSame         *ebpf.Variable `ebpf:"__probekit_usdt_same"`
 	ProbekitStackEntryCaller *ebpf.Variable `ebpf:"probekit_stack_entry_caller"`
 	ProbekitTraceCopyPages   *ebpf.Variable `ebpf:"probekit_trace_copy_pages"`
 	ProbekitTraceHistVal     *ebpf.Variable `ebpf:"probekit_trace_hist_val"`

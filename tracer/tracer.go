@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -256,6 +257,33 @@ func (t *tracer) warnf(format string, args ...any) {
 	fmt.Fprintf(t.errOut, "probekit trace: warning: "+format+"\n", args...)
 }
 
+// setSameArgs compiles into the program where the USDT arguments are
+// (usdt.SetSameArgs) when every site is known before load and the
+// program reads arguments per hit (a filter, keys, a histogram): a
+// named file or the -p process's object, not followed. A filtered-out
+// hit then reads one register and nothing else (BenchmarkTraceCount's
+// trace_count_filtered_out). Where the sites cannot be found now the
+// arguments stay read from each site's spec, as they are for a
+// followed or glob target.
+func setSameArgs(spec *ebpf.CollectionSpec, cfg *Config) {
+	if len(cfg.Filter) == 0 && len(cfg.Keys) == 0 && cfg.Mode != record.ModeHist || cfg.Follow || followSelectors(cfg) {
+		return
+	}
+	var refs []usdt.ProbeRef
+	for _, p := range cfg.Probes {
+		if p.Kind != record.KindUSDT {
+			continue
+		}
+		// A launched command's own view of a name (its PATH, its
+		// libraries) is not known before it runs.
+		if cfg.Process == nil && !strings.Contains(p.Target, "/") {
+			return
+		}
+		refs = append(refs, usdt.ProbeRef{Target: p.Target, Provider: p.Provider, Name: p.Name})
+	}
+	usdt.SetSameArgs(spec, refs, &usdt.Options{Process: cfg.Process})
+}
+
 // Run attaches cfg's probes, then prints their hits (or with OnHit gives
 // them to it) until ctx is done, the traced process or command exits, or
 // Limit is reached; an aggregating mode prints what the kernel counted at
@@ -330,6 +358,9 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 		if err := record.SetFilter(spec, cfg.Filter); err != nil {
 			return err
 		}
+	}
+	if which&record.USDTProgram != 0 {
+		setSameArgs(spec, cfg)
 	}
 	if cfg.Stack && cfg.Mode == record.ModeEvents {
 		if err := setStackRecords(spec, cfg); err != nil {

@@ -82,6 +82,9 @@ type Attacher struct {
 	// (usdt.bpf.h's struct __probekit_usdt_ip_key), not by the address
 	// alone (libbpf's layout).
 	ipByProcess bool
+	// same is the program's __probekit_usdt_same (SetSameArgs): sites
+	// must agree with it.
+	same sameArgs
 }
 
 // ipKey is an IP map entry: the runtime address of a site in process
@@ -113,7 +116,11 @@ type ipEntry struct {
 // Prepare readied). The spec gives the specs map's BTF (its layout) and
 // the cookie flag Prepare set.
 func NewAttacher(spec *ebpf.CollectionSpec, coll *ebpf.Collection) (*Attacher, error) {
-	return NewAttacherWithMaps(spec, coll.Maps[specsMapName], coll.Maps[ipMapName])
+	a, err := NewAttacherWithMaps(spec, coll.Maps[specsMapName], coll.Maps[ipMapName])
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // NewAttacherWithMaps is NewAttacher for objects loaded another way
@@ -146,6 +153,9 @@ func NewAttacherWithMaps(spec *ebpf.CollectionSpec, specs, ipToSpecID *ebpf.Map)
 			return nil, fmt.Errorf("read %s: %w", cookieFlagName, err)
 		}
 		a.cookie = flag
+	}
+	if err := a.readSameArgs(spec); err != nil {
+		return nil, err
 	}
 	if !a.cookie && ipToSpecID == nil {
 		return nil, fmt.Errorf("%s flag is off but there is no %s map", cookieFlagName, ipMapName)

@@ -60,6 +60,9 @@ func (a *Attacher) plan(h *holding, objs []object, opts *Options, userSema bool)
 				if err != nil {
 					return nil, fmt.Errorf("%v: %w", &s, err)
 				}
+				if err := a.checkSame(&spec, b); err != nil {
+					return nil, fmt.Errorf("%v: %w", &s, err)
+				}
 				k, ok := index[string(b)]
 				if !ok {
 					k = len(encoded)

@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/record"
 )
@@ -202,6 +203,10 @@ func BenchmarkTraceCount(b *testing.B) {
 	// Every hit filtered out in the kernel (-r is never positive): by
 	// one comparison, and by the first of two.
 	b.Run("trace_count_filtered_out", func(b *testing.B) { benchTraceCount(b, fixture, false, "--filter", "arg3 > 0") })
+	b.Run("trace_count_filtered_out_perf_event", func(b *testing.B) {
+		defer features.ForceOff(features.UprobeMulti)()
+		benchTraceCount(b, fixture, false, "--filter", "arg3 > 0")
+	})
 	b.Run("trace_count_filtered_out_2", func(b *testing.B) {
 		benchTraceCount(b, fixture, false, "--filter", "arg3 > 0 && comm == \"x\"")
 	})
@@ -219,6 +224,9 @@ func BenchmarkTraceCount(b *testing.B) {
 		benchBpftrace(b, fixture, "loop", "cpu-ns/hit", fmt.Sprintf("usdt:%s:sample:loop { @[comm] = count(); }", fixture), marker, "zero")
 	})
 	// The cast: bpftrace 0.17 compares the argument, -r, as unsigned.
+	b.Run("bpftrace_count", func(b *testing.B) {
+		benchBpftrace(b, fixture, "loop", "cpu-ns/hit", fmt.Sprintf("usdt:%s:sample:loop { @ = count(); }", fixture), marker, "zero")
+	})
 	b.Run("bpftrace_count_filtered_out", func(b *testing.B) {
 		benchBpftrace(b, fixture, "loop", "cpu-ns/hit", fmt.Sprintf("usdt:%s:sample:loop /(int64)arg2 > 0/ { @ = count(); }", fixture), marker, "zero")
 	})

@@ -427,6 +427,64 @@ static __always_inline int __probekit_usdt_arg_of(struct pt_regs *ctx, int id, _
 	return 0;
 }
 
+#ifdef PROBEKIT_USDT_SAME_ARGS
+/* Where each argument is at every site the program will be attached to,
+ * when they all agree: a program that defines PROBEKIT_USDT_SAME_ARGS
+ * before including this header gets it; the Go side sets it before load
+ * (usdt.SetSameArgs) from the sites it resolves, and the Attacher
+ * refuses a site that disagrees with it. Bit n of mask says that every
+ * site has argument n in one register, or as one constant: spec.args[n].
+ * A constant (.rodata): the verifier knows it, keeps one load of the
+ * register, and a hit reads neither the spec nor this table. */
+struct __probekit_usdt_same_args {
+	__u32 mask;
+	__u32 __pad;
+	struct __bpf_usdt_spec spec;
+};
+volatile const struct __probekit_usdt_same_args __probekit_usdt_same = {};
+
+/* Argument arg_num from __probekit_usdt_same when every site agrees on
+ * it: 1 with *res set as bpf_usdt_arg sets it. 0 when the spec must be
+ * read instead (the sites differ, the argument is in memory, or nothing
+ * set the table). It calls no helper and reads no map: what a filter or
+ * a key on an argument needs per hit, where the spec path costs
+ * bpf_get_attach_cookie and a spec lookup. */
+static __always_inline int __probekit_usdt_same_arg(struct pt_regs *ctx, __u64 arg_num, long *res)
+{
+	/* volatile: clang must read the table, not fold its initializer. */
+	const volatile struct __bpf_usdt_arg_spec *arg;
+	unsigned long val;
+	int shift;
+
+	if (arg_num >= BPF_USDT_MAX_ARG_CNT)
+		return 0;
+	__probekit_usdt_barrier(arg_num);
+	if (!(__probekit_usdt_same.mask & (1u << arg_num)))
+		return 0;
+	arg = &__probekit_usdt_same.spec.args[arg_num];
+	shift = arg->arg_bitshift;
+	if (__probekit_usdt_size(shift) < 0)
+		return 0;
+	switch (arg->arg_type) {
+	case BPF_USDT_ARG_CONST:
+		val = arg->val_off;
+		break;
+	case BPF_USDT_ARG_REG:
+		if (__probekit_usdt_read_reg(&val, ctx, arg->reg_off))
+			return 0;
+		break;
+	default:
+		return 0;
+	}
+	val <<= shift;
+	if (arg->arg_signed)
+		*res = (long)val >> shift;
+	else
+		*res = val >> shift;
+	return 1;
+}
+#endif /* PROBEKIT_USDT_SAME_ARGS */
+
 /* The argument fetch runs in two global functions (Linux 5.6). The verifier checks a global function once, on its own,
  * with its arguments unknown, and a caller sees only its scalar result;
  * inlined, each fetch's branches (spec found or not, argument kind, size,

@@ -2,10 +2,13 @@
 
 /* regtest.c: reg_slots stores, at each hit, every slot of the uprobe
  * context as usdt.bpf.h's __probekit_usdt_read_reg reads it and as
- * bpf_probe_read_kernel reads it, with each read's result. */
+ * bpf_probe_read_kernel reads it, with each read's result. same_args
+ * stores, at each hit, every argument as __probekit_usdt_same_arg reads
+ * it (when it does) and as bpf_usdt_arg reads it from the spec. */
 #include <linux/bpf.h>
 #include <linux/ptrace.h>
 #include <bpf/bpf_helpers.h>
+#define PROBEKIT_USDT_SAME_ARGS
 #include "usdt.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -47,6 +50,51 @@ int reg_slots(struct pt_regs *ctx)
 		v = 0;
 		s->helper_err[i] = bpf_probe_read_kernel(&v, sizeof(v), (const void *)ctx + off);
 		s->helper[i] = v;
+	}
+	return 0;
+}
+
+#define SAME_MAX_HITS 32
+
+struct same_hit {
+	__u32 fast;	/* bit n: argument n read without the spec */
+	__u32 __pad;
+	__s64 fast_val[BPF_USDT_MAX_ARG_CNT];
+	__s64 spec_val[BPF_USDT_MAX_ARG_CNT];
+	__s64 spec_err[BPF_USDT_MAX_ARG_CNT];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SAME_MAX_HITS);
+	__type(key, __u32);
+	__type(value, struct same_hit);
+} same_hits SEC(".maps");
+
+/* The hits stored: same_hits[0, same_n). The test's hits come one at
+ * a time, from one thread. */
+__u32 same_n = 0;
+
+SEC("usdt")
+int same_args(struct pt_regs *ctx)
+{
+	__u32 key = same_n;
+	struct same_hit *h = bpf_map_lookup_elem(&same_hits, &key);
+
+	same_n = key + 1;
+	if (!h)
+		return 0;
+	h->fast = 0;
+#pragma unroll
+	for (__u32 n = 0; n < BPF_USDT_MAX_ARG_CNT; n++) {
+		long v = 0;
+
+		if (__probekit_usdt_same_arg(ctx, n, &v))
+			h->fast |= 1u << n;
+		h->fast_val[n] = v;
+		v = 0;
+		h->spec_err[n] = bpf_usdt_arg(ctx, n, &v);
+		h->spec_val[n] = v;
 	}
 	return 0;
 }

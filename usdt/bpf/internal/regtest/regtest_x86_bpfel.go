@@ -36,6 +36,27 @@ type RegtestProbekitUsdtIpKey struct {
 	Ip   int64
 }
 
+type RegtestProbekitUsdtSameArgs struct {
+	_    structs.HostLayout
+	Mask uint32
+	Pad  uint32
+	Spec struct {
+		_    structs.HostLayout
+		Args [12]struct {
+			_           structs.HostLayout
+			ValOff      uint64
+			_           [6]byte /* unsupported bitfield */
+			RegOff      int16
+			ArgSigned   bool
+			ArgBitshift int8
+			_           [6]byte
+		}
+		UsdtCookie uint64
+		ArgCnt     int16
+		_          [6]byte
+	}
+}
+
 type RegtestRegSlots struct {
 	_         structs.HostLayout
 	Nslots    uint64
@@ -46,15 +67,28 @@ type RegtestRegSlots struct {
 	HelperErr [21]int64
 }
 
+type RegtestSameHit struct {
+	_       structs.HostLayout
+	Fast    uint32
+	Pad     uint32
+	FastVal [12]int64
+	SpecVal [12]int64
+	SpecErr [12]int64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	RegtestMapBpfUsdtIpToSpecId      = "__bpf_usdt_ip_to_spec_id"
 	RegtestMapBpfUsdtSpecs           = "__bpf_usdt_specs"
+	RegtestMapSameHits               = "same_hits"
 	RegtestMapSlots                  = "slots"
 	RegtestProgRegSlots              = "reg_slots"
+	RegtestProgSameArgs              = "same_args"
+	RegtestVarProbekitUsdtSame       = "__probekit_usdt_same"
 	RegtestVarProbekitUsdtHaveCookie = "probekit_usdt_have_cookie"
+	RegtestVarSameN                  = "same_n"
 )
 
 // LoadRegtest returns the embedded CollectionSpec for Regtest.
@@ -100,6 +134,7 @@ type RegtestSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type RegtestProgramSpecs struct {
 	RegSlots *ebpf.ProgramSpec `ebpf:"reg_slots"`
+	SameArgs *ebpf.ProgramSpec `ebpf:"same_args"`
 }
 
 // RegtestMapSpecs contains maps before they are loaded into the kernel.
@@ -108,6 +143,7 @@ type RegtestProgramSpecs struct {
 type RegtestMapSpecs struct {
 	BpfUsdtIpToSpecId *ebpf.MapSpec `ebpf:"__bpf_usdt_ip_to_spec_id"`
 	BpfUsdtSpecs      *ebpf.MapSpec `ebpf:"__bpf_usdt_specs"`
+	SameHits          *ebpf.MapSpec `ebpf:"same_hits"`
 	Slots             *ebpf.MapSpec `ebpf:"slots"`
 }
 
@@ -115,7 +151,9 @@ type RegtestMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type RegtestVariableSpecs struct {
+	ProbekitUsdtSame       *ebpf.VariableSpec `ebpf:"__probekit_usdt_same"`
 	ProbekitUsdtHaveCookie *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
+	SameN                  *ebpf.VariableSpec `ebpf:"same_n"`
 }
 
 // RegtestObjects contains all objects after they have been loaded into the kernel.
@@ -140,6 +178,7 @@ func (o *RegtestObjects) Close() error {
 type RegtestMaps struct {
 	BpfUsdtIpToSpecId *ebpf.Map `ebpf:"__bpf_usdt_ip_to_spec_id"`
 	BpfUsdtSpecs      *ebpf.Map `ebpf:"__bpf_usdt_specs"`
+	SameHits          *ebpf.Map `ebpf:"same_hits"`
 	Slots             *ebpf.Map `ebpf:"slots"`
 }
 
@@ -147,6 +186,7 @@ func (m *RegtestMaps) Close() error {
 	return _RegtestClose(
 		m.BpfUsdtIpToSpecId,
 		m.BpfUsdtSpecs,
+		m.SameHits,
 		m.Slots,
 	)
 }
@@ -155,7 +195,9 @@ func (m *RegtestMaps) Close() error {
 //
 // It can be passed to LoadRegtestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RegtestVariables struct {
+	ProbekitUsdtSame       *ebpf.Variable `ebpf:"__probekit_usdt_same"`
 	ProbekitUsdtHaveCookie *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
+	SameN                  *ebpf.Variable `ebpf:"same_n"`
 }
 
 // RegtestPrograms contains all programs after they have been loaded into the kernel.
@@ -163,11 +205,13 @@ type RegtestVariables struct {
 // It can be passed to LoadRegtestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RegtestPrograms struct {
 	RegSlots *ebpf.Program `ebpf:"reg_slots"`
+	SameArgs *ebpf.Program `ebpf:"same_args"`
 }
 
 func (p *RegtestPrograms) Close() error {
 	return _RegtestClose(
 		p.RegSlots,
+		p.SameArgs,
 	)
 }
 
