@@ -116,11 +116,7 @@ type ipEntry struct {
 // Prepare readied). The spec gives the specs map's BTF (its layout) and
 // the cookie flag Prepare set.
 func NewAttacher(spec *ebpf.CollectionSpec, coll *ebpf.Collection) (*Attacher, error) {
-	a, err := NewAttacherWithMaps(spec, coll.Maps[specsMapName], coll.Maps[ipMapName])
-	if err != nil {
-		return nil, err
-	}
-	return a, nil
+	return NewAttacherWithMaps(spec, coll.Maps[specsMapName], coll.Maps[ipMapName])
 }
 
 // NewAttacherWithMaps is NewAttacher for objects loaded another way

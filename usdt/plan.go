@@ -48,8 +48,7 @@ func (a *Attacher) plan(h *holding, objs []object, opts *Options, userSema bool)
 				if opts.LocationCookie != nil {
 					cookie = opts.LocationCookie(p, li)
 				}
-				spec, argErrs := buildSpec(o.file.Machine, loc.Address, loc.Args, sym, cookie)
-				argErrs = append(argErrs, a.layout.fit(&spec)...)
+				spec, argErrs := a.layout.siteSpec(o, loc, sym, cookie)
 				for _, e := range argErrs {
 					h.warnings = append(h.warnings, fmt.Errorf("%v: %w", &s, e))
 				}
@@ -109,4 +108,11 @@ func symbolsFor(o *object) func(string) (uint64, bool) {
 		}
 		return resolve(name)
 	}
+}
+
+// siteSpec is the spec of location loc of o, fitted to the layout, with
+// what could not be expressed (the arguments left unavailable).
+func (l *specLayout) siteSpec(o *object, loc *Location, sym func(string) (uint64, bool), cookie uint64) (bpfSpec, []error) {
+	spec, errs := buildSpec(o.file.Machine, loc.Address, loc.Args, sym, cookie)
+	return spec, append(errs, l.fit(&spec)...)
 }

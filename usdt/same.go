@@ -54,7 +54,7 @@ func SetSameArgs(spec *ebpf.CollectionSpec, probes []ProbeRef, opts *Options) (u
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", specsMapName, err)
 	}
-	if want := 8 + layout.size(); int(v.Size()) != want {
+	if want := layout.sameArgsSize(); int(v.Size()) != want {
 		return 0, fmt.Errorf("usdt: %s is %d bytes, want %d (a mask, padding and a spec)", SameArgsName, v.Size(), want)
 	}
 	if opts == nil {
@@ -77,8 +77,7 @@ func SetSameArgs(spec *ebpf.CollectionSpec, probes []ProbeRef, opts *Options) (u
 			for _, p := range o.probes {
 				for li := range p.Locations {
 					loc := &p.Locations[li]
-					s, _ := buildSpec(o.file.Machine, loc.Address, loc.Args, sym, 0)
-					layout.fit(&s)
+					s, _ := layout.siteSpec(o, loc, sym, 0)
 					specs = append(specs, s)
 				}
 			}
@@ -120,6 +119,10 @@ func sameOf(specs []bpfSpec) (mask uint32, args [maxSpecArgs]bpfArg) {
 	return mask, args
 }
 
+// sameArgsSize is the size of struct __probekit_usdt_same_args: a mask,
+// padding and a spec.
+func (l *specLayout) sameArgsSize() int { return 8 + l.size() }
+
 // sameArgs is what an Attacher checks sites against: the table of the
 // collection's program (its arguments' records as encoded).
 type sameArgs struct {
@@ -134,8 +137,8 @@ func (a *Attacher) readSameArgs(spec *ebpf.CollectionSpec) error {
 		return nil
 	}
 	b := bytes.Clone(v.Value)
-	if len(b) != 8+a.layout.size() {
-		return fmt.Errorf("usdt: %s is %d bytes, want %d", SameArgsName, len(b), 8+a.layout.size())
+	if len(b) != a.layout.sameArgsSize() {
+		return fmt.Errorf("usdt: %s is %d bytes, want %d", SameArgsName, len(b), a.layout.sameArgsSize())
 	}
 	a.same = sameArgs{mask: binary.NativeEndian.Uint32(b), spec: b[8:]}
 	return nil
