@@ -30,7 +30,7 @@ DEPS := systemtap-sdt-dev clang-19 llvm-19 libbpf-dev binutils file gcc g++ libc
 	python3.11 openjdk-17-jre-headless openjdk-17-jdk-headless postgresql-15 libruby3.1 ruby3.1 php8.2-cli nodejs \
 	util-linux prometheus \
 	libc6-dbg elfutils debuginfod gdb bpftrace dwz \
-	qemu-system-x86 qemu-user-static kmod xz-utils
+	qemu-system-x86 qemu-user-static kmod xz-utils bpftool
 
 .PHONY: all deps generate testdata test fuzz bench demo build clean-testdata vmrun test-kernel test-kernels test-kernels-ci
 

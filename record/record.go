@@ -611,6 +611,9 @@ func LoadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.Colle
 	}
 	// A copy: the caller may set other values and load spec again.
 	spec = spec.Copy()
+	if _, err := compileUSDTFilter(spec); err != nil {
+		return nil, err
+	}
 	inlineConstants(spec)
 	if cfiPart == 0 {
 		dropCFIWalk(spec)

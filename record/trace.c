@@ -880,6 +880,12 @@ volatile const __u32 probekit_trace_nterms = 0;
 /* The terms. Set before load. */
 volatile const struct filter_term probekit_trace_terms[TRACE_MAX_TERMS] = {};
 
+/* Set by the loader when it compiled the terms into instructions at the
+ * entry of trace_usdt (record's compileUSDTFilter: every term reads a
+ * value at one place at every site, or the pid or tid); trace_usdt then
+ * skips filter_pass. */
+volatile const __u32 probekit_trace_usdt_filtered = 0;
+
 /* Whether v op num holds, for a number's operator (FILTER_EQ to
  * FILTER_GE); 0 for any other. */
 static __always_inline int filter_cmp(__s64 v, __u32 op, __s64 num)
@@ -1381,7 +1387,7 @@ int trace_usdt(struct pt_regs *ctx)
 	 * is (lat_start). */
 	if (probekit_trace_mode == TRACE_LATENCY)
 		return latency_hit(ctx, 0, 0);
-	if (probekit_trace_nterms && !filter_pass(ctx, 0, 0))
+	if (probekit_trace_nterms && !probekit_trace_usdt_filtered && !filter_pass(ctx, 0, 0))
 		return 0;
 	if (probekit_trace_mode != TRACE_EVENTS)
 		return aggregate(ctx, 0, 0);

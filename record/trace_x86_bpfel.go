@@ -189,40 +189,41 @@ type traceScratch struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	traceMapBpfUsdtIpToSpecId        = "__bpf_usdt_ip_to_spec_id"
-	traceMapBpfUsdtSpecs             = "__bpf_usdt_specs"
-	traceMapCfiStacks                = "cfi_stacks"
-	traceMapCounts                   = "counts"
-	traceMapDropped                  = "dropped"
-	traceMapEvents                   = "events"
-	traceMapFuncIps                  = "func_ips"
-	traceMapHist                     = "hist"
-	traceMapKeyOverflow              = "key_overflow"
-	traceMapKeyed                    = "keyed"
-	traceMapLatKeys                  = "lat_keys"
-	traceMapLatLost                  = "lat_lost"
-	traceMapLatStacks                = "lat_stacks"
-	traceMapProbekitCfiObjects       = "probekit_cfi_objects"
-	traceMapProbekitCfiProcs         = "probekit_cfi_procs"
-	traceMapProbekitCfiRows          = "probekit_cfi_rows"
-	traceMapProbekitCfiScratch       = "probekit_cfi_scratch"
-	traceMapScratch                  = "scratch"
-	traceMapStackTraces              = "stack_traces"
-	traceProgTraceFunc               = "trace_func"
-	traceProgTraceUsdt               = "trace_usdt"
-	traceVarProbekitUsdtSame         = "__probekit_usdt_same"
-	traceVarProbekitStackEntryCaller = "probekit_stack_entry_caller"
-	traceVarProbekitTraceCopyPages   = "probekit_trace_copy_pages"
-	traceVarProbekitTraceHistVal     = "probekit_trace_hist_val"
-	traceVarProbekitTraceKeyCfi      = "probekit_trace_key_cfi"
-	traceVarProbekitTraceKeySpec     = "probekit_trace_key_spec"
-	traceVarProbekitTraceMode        = "probekit_trace_mode"
-	traceVarProbekitTraceNterms      = "probekit_trace_nterms"
-	traceVarProbekitTraceStack       = "probekit_trace_stack"
-	traceVarProbekitTraceStrMask     = "probekit_trace_str_mask"
-	traceVarProbekitTraceTerms       = "probekit_trace_terms"
-	traceVarProbekitTraceWakeupBytes = "probekit_trace_wakeup_bytes"
-	traceVarProbekitUsdtHaveCookie   = "probekit_usdt_have_cookie"
+	traceMapBpfUsdtIpToSpecId         = "__bpf_usdt_ip_to_spec_id"
+	traceMapBpfUsdtSpecs              = "__bpf_usdt_specs"
+	traceMapCfiStacks                 = "cfi_stacks"
+	traceMapCounts                    = "counts"
+	traceMapDropped                   = "dropped"
+	traceMapEvents                    = "events"
+	traceMapFuncIps                   = "func_ips"
+	traceMapHist                      = "hist"
+	traceMapKeyOverflow               = "key_overflow"
+	traceMapKeyed                     = "keyed"
+	traceMapLatKeys                   = "lat_keys"
+	traceMapLatLost                   = "lat_lost"
+	traceMapLatStacks                 = "lat_stacks"
+	traceMapProbekitCfiObjects        = "probekit_cfi_objects"
+	traceMapProbekitCfiProcs          = "probekit_cfi_procs"
+	traceMapProbekitCfiRows           = "probekit_cfi_rows"
+	traceMapProbekitCfiScratch        = "probekit_cfi_scratch"
+	traceMapScratch                   = "scratch"
+	traceMapStackTraces               = "stack_traces"
+	traceProgTraceFunc                = "trace_func"
+	traceProgTraceUsdt                = "trace_usdt"
+	traceVarProbekitUsdtSame          = "__probekit_usdt_same"
+	traceVarProbekitStackEntryCaller  = "probekit_stack_entry_caller"
+	traceVarProbekitTraceCopyPages    = "probekit_trace_copy_pages"
+	traceVarProbekitTraceHistVal      = "probekit_trace_hist_val"
+	traceVarProbekitTraceKeyCfi       = "probekit_trace_key_cfi"
+	traceVarProbekitTraceKeySpec      = "probekit_trace_key_spec"
+	traceVarProbekitTraceMode         = "probekit_trace_mode"
+	traceVarProbekitTraceNterms       = "probekit_trace_nterms"
+	traceVarProbekitTraceStack        = "probekit_trace_stack"
+	traceVarProbekitTraceStrMask      = "probekit_trace_str_mask"
+	traceVarProbekitTraceTerms        = "probekit_trace_terms"
+	traceVarProbekitTraceUsdtFiltered = "probekit_trace_usdt_filtered"
+	traceVarProbekitTraceWakeupBytes  = "probekit_trace_wakeup_bytes"
+	traceVarProbekitUsdtHaveCookie    = "probekit_usdt_have_cookie"
 )
 
 // loadTrace returns the embedded CollectionSpec for trace.
@@ -300,19 +301,20 @@ type traceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceVariableSpecs struct {
-	ProbekitUsdtSame         *ebpf.VariableSpec `ebpf:"__probekit_usdt_same"`
-	ProbekitStackEntryCaller *ebpf.VariableSpec `ebpf:"probekit_stack_entry_caller"`
-	ProbekitTraceCopyPages   *ebpf.VariableSpec `ebpf:"probekit_trace_copy_pages"`
-	ProbekitTraceHistVal     *ebpf.VariableSpec `ebpf:"probekit_trace_hist_val"`
-	ProbekitTraceKeyCfi      *ebpf.VariableSpec `ebpf:"probekit_trace_key_cfi"`
-	ProbekitTraceKeySpec     *ebpf.VariableSpec `ebpf:"probekit_trace_key_spec"`
-	ProbekitTraceMode        *ebpf.VariableSpec `ebpf:"probekit_trace_mode"`
-	ProbekitTraceNterms      *ebpf.VariableSpec `ebpf:"probekit_trace_nterms"`
-	ProbekitTraceStack       *ebpf.VariableSpec `ebpf:"probekit_trace_stack"`
-	ProbekitTraceStrMask     *ebpf.VariableSpec `ebpf:"probekit_trace_str_mask"`
-	ProbekitTraceTerms       *ebpf.VariableSpec `ebpf:"probekit_trace_terms"`
-	ProbekitTraceWakeupBytes *ebpf.VariableSpec `ebpf:"probekit_trace_wakeup_bytes"`
-	ProbekitUsdtHaveCookie   *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
+	ProbekitUsdtSame          *ebpf.VariableSpec `ebpf:"__probekit_usdt_same"`
+	ProbekitStackEntryCaller  *ebpf.VariableSpec `ebpf:"probekit_stack_entry_caller"`
+	ProbekitTraceCopyPages    *ebpf.VariableSpec `ebpf:"probekit_trace_copy_pages"`
+	ProbekitTraceHistVal      *ebpf.VariableSpec `ebpf:"probekit_trace_hist_val"`
+	ProbekitTraceKeyCfi       *ebpf.VariableSpec `ebpf:"probekit_trace_key_cfi"`
+	ProbekitTraceKeySpec      *ebpf.VariableSpec `ebpf:"probekit_trace_key_spec"`
+	ProbekitTraceMode         *ebpf.VariableSpec `ebpf:"probekit_trace_mode"`
+	ProbekitTraceNterms       *ebpf.VariableSpec `ebpf:"probekit_trace_nterms"`
+	ProbekitTraceStack        *ebpf.VariableSpec `ebpf:"probekit_trace_stack"`
+	ProbekitTraceStrMask      *ebpf.VariableSpec `ebpf:"probekit_trace_str_mask"`
+	ProbekitTraceTerms        *ebpf.VariableSpec `ebpf:"probekit_trace_terms"`
+	ProbekitTraceUsdtFiltered *ebpf.VariableSpec `ebpf:"probekit_trace_usdt_filtered"`
+	ProbekitTraceWakeupBytes  *ebpf.VariableSpec `ebpf:"probekit_trace_wakeup_bytes"`
+	ProbekitUsdtHaveCookie    *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
 }
 
 // traceObjects contains all objects after they have been loaded into the kernel.
@@ -384,19 +386,20 @@ func (m *traceMaps) Close() error {
 //
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type traceVariables struct {
-	ProbekitUsdtSame         *ebpf.Variable `ebpf:"__probekit_usdt_same"`
-	ProbekitStackEntryCaller *ebpf.Variable `ebpf:"probekit_stack_entry_caller"`
-	ProbekitTraceCopyPages   *ebpf.Variable `ebpf:"probekit_trace_copy_pages"`
-	ProbekitTraceHistVal     *ebpf.Variable `ebpf:"probekit_trace_hist_val"`
-	ProbekitTraceKeyCfi      *ebpf.Variable `ebpf:"probekit_trace_key_cfi"`
-	ProbekitTraceKeySpec     *ebpf.Variable `ebpf:"probekit_trace_key_spec"`
-	ProbekitTraceMode        *ebpf.Variable `ebpf:"probekit_trace_mode"`
-	ProbekitTraceNterms      *ebpf.Variable `ebpf:"probekit_trace_nterms"`
-	ProbekitTraceStack       *ebpf.Variable `ebpf:"probekit_trace_stack"`
-	ProbekitTraceStrMask     *ebpf.Variable `ebpf:"probekit_trace_str_mask"`
-	ProbekitTraceTerms       *ebpf.Variable `ebpf:"probekit_trace_terms"`
-	ProbekitTraceWakeupBytes *ebpf.Variable `ebpf:"probekit_trace_wakeup_bytes"`
-	ProbekitUsdtHaveCookie   *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
+	ProbekitUsdtSame          *ebpf.Variable `ebpf:"__probekit_usdt_same"`
+	ProbekitStackEntryCaller  *ebpf.Variable `ebpf:"probekit_stack_entry_caller"`
+	ProbekitTraceCopyPages    *ebpf.Variable `ebpf:"probekit_trace_copy_pages"`
+	ProbekitTraceHistVal      *ebpf.Variable `ebpf:"probekit_trace_hist_val"`
+	ProbekitTraceKeyCfi       *ebpf.Variable `ebpf:"probekit_trace_key_cfi"`
+	ProbekitTraceKeySpec      *ebpf.Variable `ebpf:"probekit_trace_key_spec"`
+	ProbekitTraceMode         *ebpf.Variable `ebpf:"probekit_trace_mode"`
+	ProbekitTraceNterms       *ebpf.Variable `ebpf:"probekit_trace_nterms"`
+	ProbekitTraceStack        *ebpf.Variable `ebpf:"probekit_trace_stack"`
+	ProbekitTraceStrMask      *ebpf.Variable `ebpf:"probekit_trace_str_mask"`
+	ProbekitTraceTerms        *ebpf.Variable `ebpf:"probekit_trace_terms"`
+	ProbekitTraceUsdtFiltered *ebpf.Variable `ebpf:"probekit_trace_usdt_filtered"`
+	ProbekitTraceWakeupBytes  *ebpf.Variable `ebpf:"probekit_trace_wakeup_bytes"`
+	ProbekitUsdtHaveCookie    *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
 }
 
 // tracePrograms contains all programs after they have been loaded into the kernel.

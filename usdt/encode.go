@@ -266,22 +266,64 @@ type bitWriter struct {
 // starting at byte base. Bits of v above the field's width are dropped
 // (fit has checked the values that could have any).
 func (w bitWriter) put(base uint64, f specField, v uint64) {
-	start := base*8 + uint64(f.bitOff)
 	for i := range uint64(f.bits) {
-		bit := v >> i & 1
-		var p uint64
-		var mask byte
-		if w.bigEndian {
-			p = start + uint64(f.bits) - 1 - i
-			mask = 0x80 >> (p % 8)
+		p, mask := w.bit(base, f, i)
+		if v>>i&1 != 0 {
+			w.buf[p] |= mask
 		} else {
-			p = start + i
-			mask = 1 << (p % 8)
-		}
-		if bit != 0 {
-			w.buf[p/8] |= mask
-		} else {
-			w.buf[p/8] &^= mask
+			w.buf[p] &^= mask
 		}
 	}
+}
+
+// bit is the byte and the mask of bit i (from the least significant) of
+// the field f of the struct starting at byte base.
+func (w bitWriter) bit(base uint64, f specField, i uint64) (uint64, byte) {
+	start := base*8 + uint64(f.bitOff)
+	if w.bigEndian {
+		p := start + uint64(f.bits) - 1 - i
+		return p / 8, 0x80 >> (p % 8)
+	}
+	p := start + i
+	return p / 8, 1 << (p % 8)
+}
+
+// get reads the field f of the struct starting at byte base, as put
+// stored it.
+func (w bitWriter) get(base uint64, f specField) uint64 {
+	var v uint64
+	for i := range uint64(f.bits) {
+		if p, mask := w.bit(base, f, i); w.buf[p]&mask != 0 {
+			v |= 1 << i
+		}
+	}
+	return v
+}
+
+// decodeArg reads argument i of the encoded spec b, which is
+// l.valueSize bytes.
+func (l *specLayout) decodeArg(b []byte, i int) bpfArg {
+	r := bitWriter{buf: b, bigEndian: hostBigEndian}
+	base := uint64(l.argsOff) + uint64(i)*uint64(l.argStride)
+	a := bpfArg{
+		Type:     uint8(r.get(base, l.argType)),
+		ValOff:   r.get(base, l.valOff),
+		RegOff:   int16(signExtend(r.get(base, l.regOff), l.regOff.bits)),
+		Signed:   r.get(base, l.signed) != 0,
+		BitShift: uint8(r.get(base, l.bitShift)),
+	}
+	if l.hasSIB() {
+		a.IdxRegOff = uint16(r.get(base, l.idxRegOff))
+		a.ScaleShift = uint8(r.get(base, l.scaleShift))
+	}
+	return a
+}
+
+// signExtend extends the low bits of v as a signed number.
+func signExtend(v uint64, bits uint32) int64 {
+	if bits == 0 || bits >= 64 {
+		return int64(v)
+	}
+	shift := 64 - bits
+	return int64(v<<shift) >> shift
 }

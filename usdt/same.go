@@ -97,6 +97,70 @@ func SetSameArgs(spec *ebpf.CollectionSpec, probes []ProbeRef, opts *Options) (u
 	return mask, nil
 }
 
+// Place is where an argument is at every site a program attaches to,
+// as SetSameArgs found it: a constant, or a register read whole and then
+// cut to Size bytes and extended as bpf_usdt_arg does.
+type Place struct {
+	Const bool
+	// Value is the constant, extended from Size bytes (Const).
+	Value int64
+	// RegOff is the byte offset of the register in the kernel's pt_regs
+	// (not Const).
+	RegOff int
+	// Size is the argument's size in bytes: 1, 2, 4 or 8.
+	Size   int
+	Signed bool
+}
+
+// SameArgsOf reads what SetSameArgs wrote into spec: the place of each
+// argument (0-based) that every site has in one register or as one
+// constant. It is empty for a spec SetSameArgs did not set, and an error
+// for one without the table (PROBEKIT_USDT_SAME_ARGS).
+func SameArgsOf(spec *ebpf.CollectionSpec) (map[int]Place, error) {
+	v, ok := spec.Variables[SameArgsName]
+	if !ok {
+		return nil, fmt.Errorf("usdt: no %s (define PROBEKIT_USDT_SAME_ARGS before including usdt.bpf.h)", SameArgsName)
+	}
+	ms, ok := spec.Maps[specsMapName]
+	if !ok {
+		return nil, ErrNoSpecsMap
+	}
+	layout, err := newSpecLayout(ms.Value)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", specsMapName, err)
+	}
+	b := v.Value
+	if len(b) != layout.sameArgsSize() {
+		return nil, fmt.Errorf("usdt: %s is %d bytes, want %d", SameArgsName, len(b), layout.sameArgsSize())
+	}
+	mask := binary.NativeEndian.Uint32(b)
+	places := map[int]Place{}
+	for n := range min(maxSpecArgs, layout.argCap) {
+		if mask&(1<<n) == 0 {
+			continue
+		}
+		a := layout.decodeArg(b[8:], n)
+		if a.BitShift%8 != 0 || a.BitShift > 56 || a.Type != argConst && a.Type != argReg {
+			continue
+		}
+		p := Place{Size: 8 - int(a.BitShift)/8, Signed: a.Signed}
+		if a.Type == argConst {
+			// As the BPF side extends a value: keep Size bytes.
+			p.Const = true
+			v := a.ValOff << a.BitShift
+			if a.Signed {
+				p.Value = int64(v) >> a.BitShift
+			} else {
+				p.Value = int64(v >> a.BitShift)
+			}
+		} else {
+			p.RegOff = int(a.RegOff)
+		}
+		places[n] = p
+	}
+	return places, nil
+}
+
 // sameOf returns which arguments every one of specs has in one register
 // or as one constant (a bit each), and where: the first spec's.
 func sameOf(specs []bpfSpec) (mask uint32, args [maxSpecArgs]bpfArg) {

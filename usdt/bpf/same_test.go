@@ -19,7 +19,8 @@ type sameRig struct {
 	coll *ebpf.Collection
 	att  *usdt.Attacher
 	mask uint32 // what SetSameArgs set
-	read int    // hits already returned by hits
+	spec *ebpf.CollectionSpec
+	read int // hits already returned by hits
 }
 
 func newSameRig(t *testing.T, fx string, pid int, probes ...string) *sameRig {
@@ -49,7 +50,7 @@ func newSameRig(t *testing.T, fx string, pid int, probes ...string) *sameRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &sameRig{coll: coll, att: att, mask: mask}
+	return &sameRig{coll: coll, att: att, mask: mask, spec: spec}
 }
 
 func (r *sameRig) attach(t *testing.T, fx string, pid int, name string) {
@@ -120,6 +121,17 @@ func TestSameArgs(t *testing.T) {
 	if r.mask != 0xff {
 		t.Errorf("sample:sizes: arguments %#x read without the spec, want 0xff", r.mask)
 	}
+	// What SameArgsOf reads back: eight registers, of the fixture's
+	// sizes and signs.
+	places, err := usdt.SameArgsOf(r.spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, size := range []int{1, 1, 2, 2, 4, 4, 8, 8} {
+		if pl, ok := places[n]; !ok || pl.Const || pl.Size != size || pl.Signed != (n%2 == 0) || pl.RegOff%8 != 0 {
+			t.Errorf("sample:sizes argument %d: %+v (%v), want a register of %d bytes, signed %v", n, pl, ok, size, n%2 == 0)
+		}
+	}
 	r.attach(t, fx, p.PID(), "sizes")
 	want := p.Fire("sizes", 2)
 	for i, h := range r.hits(t, 2) {
@@ -130,6 +142,14 @@ func TestSameArgs(t *testing.T) {
 	r.attach(t, fx, p.PID(), "consts")
 	want = p.Fire("consts", 1)
 	checkSame(t, "consts", r.hits(t, 1)[0], 0x1f, want[0].Args)
+	if places, err = usdt.SameArgsOf(r.spec); err != nil || len(places) != 5 {
+		t.Fatalf("sample:consts: %v, %v", places, err)
+	}
+	for n, v := range want[0].Args {
+		if pl := places[n]; !pl.Const || pl.Value != v {
+			t.Errorf("sample:consts argument %d: %+v, want the constant %d", n, pl, v)
+		}
+	}
 
 	r = newSameRig(t, fx, p.PID(), "loop", "sema")
 	r.attach(t, fx, p.PID(), "loop")

@@ -1,0 +1,246 @@
+package record
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/cilium/ebpf/asm"
+
+	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/usdt"
+)
+
+// oracleHolds evaluates terms on a hit's values as the filter's
+// documentation says (groups up to OrAfter joined by ||, terms joined by
+// &&), apart from the program.
+func oracleHolds(terms []FilterTerm, args []int64, pid int64) bool {
+	group := true
+	for i, t := range terms {
+		var v int64
+		switch t.Field {
+		case FilterArg:
+			v = args[t.Val]
+		case FilterPID, FilterTID:
+			v = pid // the fixture's only thread
+		}
+		var ok bool
+		switch t.Op {
+		case FilterEQ:
+			ok = v == t.Num
+		case FilterNE:
+			ok = v != t.Num
+		case FilterLT:
+			ok = v < t.Num
+		case FilterLE:
+			ok = v <= t.Num
+		case FilterGT:
+			ok = v > t.Num
+		case FilterGE:
+			ok = v >= t.Num
+		}
+		group = group && ok
+		if t.OrAfter || i == len(terms)-1 {
+			if group {
+				return true
+			}
+			group = true
+		}
+	}
+	return false
+}
+
+// countFiltered loads the trace program counting hits of the fixture's
+// sample:probe that terms keep, with the arguments' places compiled in
+// (same) or not, fires the probe rounds times and returns the count and
+// the hits the fixture reported. compiled says whether the load wrote
+// the filter as instructions.
+func countFiltered(t *testing.T, p *testkit.Process, fx, probe string, terms []FilterTerm, same bool, rounds int) (count uint64, hits []testkit.Hit, compiled bool) {
+	t.Helper()
+	spec, err := Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := usdt.Prepare(spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetMode(spec, ModeCount, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetFilter(spec, terms); err != nil {
+		t.Fatal(err)
+	}
+	if same {
+		refs := []usdt.ProbeRef{{Target: fx, Provider: "sample", Name: probe}}
+		if _, err := usdt.SetSameArgs(spec, refs, &usdt.Options{PID: p.PID()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if compiled, err = compileUSDTFilter(spec.Copy()); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := LoadSpec(spec, USDTProgram)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer objs.Close()
+	att, err := usdt.NewAttacherWithMaps(spec, objs.Specs, objs.IPToSpecID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := att.Attach(objs.Program, fx, "sample", probe, &usdt.Options{PID: p.PID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	hits = p.Fire(probe, rounds)
+	counts, err := objs.Counts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return counts[0], hits, compiled
+}
+
+// TestKernelCompiledFilter counts, on the fixture's probes, the hits that
+// filters keep, with the filter written as instructions at the program's
+// entry (the arguments' places known, compileUSDTFilter) and evaluated
+// by the program's own code (not known), and checks both against the
+// filter evaluated on the values the fixture passed. sample:sizes has
+// signed and unsigned arguments of 1 to 8 bytes in registers, varying
+// with the round; sample:consts has constants only.
+func TestKernelCompiledFilter(t *testing.T) {
+	testkit.RequireKernel(t)
+	if _, ok := ctxSlots[runtime.GOARCH]; !ok {
+		t.Skip("no compiled filter on this architecture")
+	}
+	fx := testkit.Fixture("usdt_sample")
+	p := testkit.Start(t, fx)
+	pid := int64(p.PID())
+	arg := func(n int, op FilterOp, num int64) FilterTerm {
+		return FilterTerm{Field: FilterArg, Op: op, Val: n, Num: num}
+	}
+	or := func(t FilterTerm) FilterTerm { t.OrAfter = true; return t }
+	const rounds = 10
+	type filterCase struct {
+		probe    string
+		terms    []FilterTerm
+		compiled bool
+	}
+	var cases []filterCase
+	// Each operator at a value some round has (u1 253 at round 3, s4
+	// -123459 at round 3), as the last term (the jump to pass) and
+	// before another (the jump to fail).
+	for op := FilterEQ; op <= FilterGE; op++ {
+		always := arg(3, FilterGE, 0)
+		cases = append(cases,
+			filterCase{"sizes", []FilterTerm{arg(1, op, 253)}, true},
+			filterCase{"sizes", []FilterTerm{arg(1, op, 253), always}, true},
+			filterCase{"sizes", []FilterTerm{arg(4, op, -123459), always}, true},
+			filterCase{"sizes", []FilterTerm{or(arg(4, op, -123459)), arg(1, FilterEQ, 255)}, true})
+	}
+	for _, c := range append(cases, []filterCase{
+		// s1 = -5 - r as int8: sign extension of one byte.
+		{"sizes", []FilterTerm{arg(0, FilterGT, -8)}, true},
+		// u1 = 250 + r as uint8 wraps to 0 at round 6.
+		{"sizes", []FilterTerm{arg(1, FilterLT, 10)}, true},
+		{"sizes", []FilterTerm{arg(2, FilterEQ, -1236)}, true},
+		{"sizes", []FilterTerm{arg(3, FilterGE, 60005)}, true},
+		{"sizes", []FilterTerm{arg(4, FilterNE, -123460)}, true},
+		// Past 32 bits: the constant is a 64-bit load.
+		{"sizes", []FilterTerm{arg(5, FilterGT, 4000000007)}, true},
+		{"sizes", []FilterTerm{arg(6, FilterLE, -1234567890125)}, true},
+		{"sizes", []FilterTerm{arg(7, FilterLT, -610)}, true},
+		// Groups: && binds before ||.
+		{"sizes", []FilterTerm{arg(0, FilterGT, -7), or(arg(1, FilterLT, 8)), arg(3, FilterNE, 60009)}, true},
+		{"sizes", []FilterTerm{arg(1, FilterLT, 8), or(arg(3, FilterNE, 60007)), arg(0, FilterLE, -12), arg(2, FilterLT, 0)}, true},
+		// Helper terms keep the context for the argument after them.
+		{"sizes", []FilterTerm{{Field: FilterPID, Op: FilterEQ, Num: pid}, arg(1, FilterLT, 10)}, true},
+		{"sizes", []FilterTerm{or(FilterTerm{Field: FilterPID, Op: FilterEQ, Num: 1}), {Field: FilterTID, Op: FilterEQ, Num: pid}, arg(6, FilterGT, -1234567890128)}, true},
+		// Constants decide before load: a true term takes no instruction,
+		// a false one drops its group, one always-true group the rest.
+		{"consts", []FilterTerm{arg(0, FilterEQ, 5), arg(2, FilterEQ, -1)}, true},
+		{"consts", []FilterTerm{or(arg(1, FilterEQ, -8)), arg(4, FilterEQ, 0x7fffffffffffffff)}, true},
+		{"consts", []FilterTerm{or(arg(3, FilterLT, 65535)), {Field: FilterPID, Op: FilterEQ, Num: pid}}, true},
+		// Every hit dropped: left to the program (its code after the
+		// filter would be unreachable).
+		{"consts", []FilterTerm{arg(1, FilterEQ, -8)}, false},
+		// A string term is the program's.
+		{"sizes", []FilterTerm{arg(0, FilterGT, -8), {Field: FilterComm, Op: FilterEQ, Str: "usdt_sample"}}, false},
+	}...) {
+		t.Run(fmt.Sprintf("%s/%+v", c.probe, c.terms), func(t *testing.T) {
+			got, hits, compiled := countFiltered(t, p, fx, c.probe, c.terms, true, rounds)
+			if compiled != c.compiled {
+				t.Errorf("compiled %v, want %v", compiled, c.compiled)
+			}
+			want := uint64(0)
+			for _, h := range hits {
+				if oracleHolds(c.terms, h.Args, pid) {
+					want++
+				}
+			}
+			if got != want {
+				t.Errorf("compiled filter counted %d of %d hits, want %d", got, len(hits), want)
+			}
+			prog, _, compiledNot := countFiltered(t, p, fx, c.probe, c.terms, false, rounds)
+			if prog != want {
+				t.Errorf("the program's filter counted %d, want %d", prog, want)
+			}
+			if compiledNot && c.probe == "sizes" && hasArgTerm(c.terms) {
+				t.Error("compiled without the arguments' places")
+			}
+		})
+	}
+}
+
+func hasArgTerm(terms []FilterTerm) bool {
+	for _, t := range terms {
+		if t.Field == FilterArg {
+			return true
+		}
+	}
+	return false
+}
+
+// The instructions of a one-term filter are those of a compiler that
+// knows the probe: the load of the register, the extension of its size,
+// the comparison that jumps past the drop.
+func TestFilterInstructions(t *testing.T) {
+	places := map[int]usdt.Place{0: {RegOff: 112, Size: 4, Signed: true}, 1: {Const: true, Value: 7, Size: 8}}
+	terms := []filterTerm{{Field: uint8(FilterArg), Op: uint8(FilterGT), Val: 0, OrAfter: 1}}
+	insns, ok := filterInstructions(terms, places, 21)
+	if !ok {
+		t.Fatal("not compiled")
+	}
+	want := asm.Instructions{
+		asm.LoadMem(asm.R2, asm.R1, 112, asm.DWord),
+		asm.LSh.Imm(asm.R2, 32),
+		asm.ArSh.Imm(asm.R2, 32),
+		asm.JSGT.Imm(asm.R2, 0, filterPassLabel),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol(filterDropLabel),
+		asm.Return(),
+	}
+	if fmt.Sprint(insns) != fmt.Sprint(want) {
+		t.Errorf("got\n%v\nwant\n%v", insns, want)
+	}
+	// Refused: an offset past the context, a string, an unknown place.
+	for _, c := range []struct {
+		places map[int]usdt.Place
+		term   filterTerm
+	}{
+		{map[int]usdt.Place{0: {RegOff: 21 * 8, Size: 8}}, filterTerm{Field: uint8(FilterArg), Op: uint8(FilterEQ)}},
+		{map[int]usdt.Place{0: {RegOff: 4, Size: 8}}, filterTerm{Field: uint8(FilterArg), Op: uint8(FilterEQ)}},
+		{places, filterTerm{Field: uint8(FilterStr), Op: uint8(FilterEQ)}},
+		{places, filterTerm{Field: uint8(FilterArg), Op: uint8(FilterEQ), Val: 2}},
+		{places, filterTerm{Field: uint8(FilterArg), Op: uint8(FilterPrefix)}},
+	} {
+		c.term.OrAfter = 1
+		if _, ok := filterInstructions([]filterTerm{c.term}, c.places, 21); ok {
+			t.Errorf("%+v with %+v compiled", c.term, c.places)
+		}
+	}
+	// Constant-true filter: no instruction at all.
+	insns, ok = filterInstructions([]filterTerm{{Field: uint8(FilterArg), Op: uint8(FilterEQ), Val: 1, Num: 7, OrAfter: 1}}, places, 21)
+	if !ok || len(insns) != 0 {
+		t.Errorf("constant-true filter: %v, %v", insns, ok)
+	}
+}
