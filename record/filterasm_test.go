@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
 	"github.com/probekit/probekit/internal/test/testkit"
@@ -57,6 +58,14 @@ func oracleHolds(terms []FilterTerm, args []int64, pid int64) bool {
 // the filter as instructions.
 func countFiltered(t *testing.T, p *testkit.Process, fx, probe string, terms []FilterTerm, same bool, rounds int) (count uint64, hits []testkit.Hit, compiled bool) {
 	t.Helper()
+	counts, hits, compiled := countHits(t, p, fx, probe, terms, same, rounds, 1, nil)
+	return counts[0], hits, compiled
+}
+
+// countHits is countFiltered with the counts of probe indexes 0 to n-1,
+// after setup has changed the spec.
+func countHits(t *testing.T, p *testkit.Process, fx, probe string, terms []FilterTerm, same bool, rounds, n int, setup func(*ebpf.CollectionSpec) error) (counts []uint64, hits []testkit.Hit, compiled bool) {
+	t.Helper()
 	spec, err := Spec()
 	if err != nil {
 		t.Fatal(err)
@@ -70,9 +79,14 @@ func countFiltered(t *testing.T, p *testkit.Process, fx, probe string, terms []F
 	if err := SetFilter(spec, terms); err != nil {
 		t.Fatal(err)
 	}
+	if setup != nil {
+		if err := setup(spec); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if same {
 		refs := []usdt.ProbeRef{{Target: fx, Provider: "sample", Name: probe}}
-		if _, err := usdt.SetSameArgs(spec, refs, &usdt.Options{PID: p.PID()}); err != nil {
+		if _, _, err := usdt.SetSameArgs(spec, refs, &usdt.Options{PID: p.PID()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -94,11 +108,30 @@ func countFiltered(t *testing.T, p *testkit.Process, fx, probe string, terms []F
 	}
 	defer l.Close()
 	hits = p.Fire(probe, rounds)
-	counts, err := objs.Counts(1)
-	if err != nil {
+	if counts, err = objs.Counts(n); err != nil {
 		t.Fatal(err)
 	}
-	return counts[0], hits, compiled
+	return counts, hits, compiled
+}
+
+// With SetUSDTProbe a counted hit is of the index it names, not of its
+// site's cookie (0 here); so are the hits a compiled filter keeps.
+func TestKernelUSDTProbe(t *testing.T) {
+	testkit.RequireKernel(t)
+	fx := testkit.Fixture("usdt_sample")
+	p := testkit.Start(t, fx)
+	set := func(spec *ebpf.CollectionSpec) error { return SetUSDTProbe(spec, 3) }
+	counts, _, _ := countHits(t, p, fx, "loop", nil, false, 7, 4, set)
+	if want := []uint64{0, 0, 0, 7}; fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Errorf("counts %v, want %v", counts, want)
+	}
+	counts, _, _ = countHits(t, p, fx, "loop", []FilterTerm{{Field: FilterArg, Op: FilterGE, Val: 0, Num: 2}}, true, 7, 4, set)
+	if want := []uint64{0, 0, 0, 5}; fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Errorf("filtered: counts %v, want %v", counts, want)
+	}
+	if err := SetUSDTProbe(&ebpf.CollectionSpec{}, MaxCounted); err == nil {
+		t.Error("index MaxCounted accepted")
+	}
 }
 
 // TestKernelCompiledFilter counts, on the fixture's probes, the hits that

@@ -164,6 +164,24 @@ func SetMode(spec *ebpf.CollectionSpec, mode Mode, histVal int) error {
 	return nil
 }
 
+// USDTProbeName is the constant SetUSDTProbe sets.
+const USDTProbeName = "probekit_trace_usdt_probe"
+
+// SetUSDTProbe tells spec's USDT program that every hit it counts
+// (ModeCount, ModeHist) is of probe index, as when it is attached to one
+// site whose cookie is index: a hit then reads no spec for its index and
+// calls no helper. Other modes, and hits that send records, still read
+// the cookie.
+func SetUSDTProbe(spec *ebpf.CollectionSpec, index uint32) error {
+	if index >= MaxCounted {
+		return fmt.Errorf("record: probe index %d, at most %d", index, MaxCounted-1)
+	}
+	if err := spec.Variables[USDTProbeName].Set(index + 1); err != nil {
+		return fmt.Errorf("set %s: %w", USDTProbeName, err)
+	}
+	return nil
+}
+
 // MaxArgs is the number of values a record can carry (usdt.bpf.h's
 // BPF_USDT_MAX_ARG_CNT: 12 USDT arguments; a function probe sends at most
 // 9 argument registers, Go's on x86-64, or one return register).

@@ -772,6 +772,11 @@ static __always_inline int key_has_probe(void)
 	return 0;
 }
 
+/* 1 + the probe index of every USDT hit, when it is known before load
+ * (record.SetUSDTProbe: one site); 0: each hit's index is its spec's
+ * cookie. Known, a counted hit reads no spec and calls no helper. */
+volatile const __u32 probekit_trace_usdt_probe = 0;
+
 /* Counts a hit in counts or hist; nothing goes to the ring. cookie: a
  * function probe's (func), unused for a USDT location. */
 static __always_inline int aggregate(struct pt_regs *ctx, int func, __u64 cookie)
@@ -785,6 +790,8 @@ static __always_inline int aggregate(struct pt_regs *ctx, int func, __u64 cookie
 
 	if (func) {
 		probe = (__u32)cookie;
+	} else if (probekit_trace_usdt_probe) {
+		probe = probekit_trace_usdt_probe - 1;
 	} else if (!probekit_trace_key_spec || key_has_probe()) {
 		spec = __bpf_usdt_spec(ctx);
 		if (!spec)
@@ -978,29 +985,6 @@ __attribute__((noinline)) int probekit_trace_usdt_arg_term(struct bpf_user_pt_re
 	return filter_cmp(v, op, num);
 }
 
-/* __probekit_usdt_same_arg of argument n, a term's constant: a case per
- * argument, each reading the table at constant offsets, which the loader
- * turns into immediates (record's inlineConstants). The verifier keeps
- * the one case n takes and, in it, the one register load. */
-static __always_inline int same_arg_of(struct pt_regs *ctx, __u32 n, long *v)
-{
-	switch (n) {
-	case 0: return __probekit_usdt_same_arg(ctx, 0, v);
-	case 1: return __probekit_usdt_same_arg(ctx, 1, v);
-	case 2: return __probekit_usdt_same_arg(ctx, 2, v);
-	case 3: return __probekit_usdt_same_arg(ctx, 3, v);
-	case 4: return __probekit_usdt_same_arg(ctx, 4, v);
-	case 5: return __probekit_usdt_same_arg(ctx, 5, v);
-	case 6: return __probekit_usdt_same_arg(ctx, 6, v);
-	case 7: return __probekit_usdt_same_arg(ctx, 7, v);
-	case 8: return __probekit_usdt_same_arg(ctx, 8, v);
-	case 9: return __probekit_usdt_same_arg(ctx, 9, v);
-	case 10: return __probekit_usdt_same_arg(ctx, 10, v);
-	case 11: return __probekit_usdt_same_arg(ctx, 11, v);
-	}
-	return 0;
-}
-
 /* Whether the hit passes the filter: all terms of some group hold.
  * cookie: a function probe's BPF cookie. Inlined: a USDT argument term
  * is one call (probekit_trace_usdt_arg_term), the others one call of
@@ -1023,7 +1007,7 @@ static __always_inline int filter_pass(struct pt_regs *ctx, int func, __u64 cook
 
 			/* Where every site has the argument at one place: no
 			 * spec id, no call. */
-			if (same_arg_of(ctx, t->val, &v)) {
+			if (__probekit_usdt_same_arg(ctx, t->val, &v)) {
 				group = filter_cmp(v, t->op, t->num);
 				goto next;
 			}

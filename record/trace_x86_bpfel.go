@@ -222,6 +222,7 @@ const (
 	traceVarProbekitTraceStrMask      = "probekit_trace_str_mask"
 	traceVarProbekitTraceTerms        = "probekit_trace_terms"
 	traceVarProbekitTraceUsdtFiltered = "probekit_trace_usdt_filtered"
+	traceVarProbekitTraceUsdtProbe    = "probekit_trace_usdt_probe"
 	traceVarProbekitTraceWakeupBytes  = "probekit_trace_wakeup_bytes"
 	traceVarProbekitUsdtHaveCookie    = "probekit_usdt_have_cookie"
 )
@@ -313,6 +314,7 @@ type traceVariableSpecs struct {
 	ProbekitTraceStrMask      *ebpf.VariableSpec `ebpf:"probekit_trace_str_mask"`
 	ProbekitTraceTerms        *ebpf.VariableSpec `ebpf:"probekit_trace_terms"`
 	ProbekitTraceUsdtFiltered *ebpf.VariableSpec `ebpf:"probekit_trace_usdt_filtered"`
+	ProbekitTraceUsdtProbe    *ebpf.VariableSpec `ebpf:"probekit_trace_usdt_probe"`
 	ProbekitTraceWakeupBytes  *ebpf.VariableSpec `ebpf:"probekit_trace_wakeup_bytes"`
 	ProbekitUsdtHaveCookie    *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
 }
@@ -398,6 +400,7 @@ type traceVariables struct {
 	ProbekitTraceStrMask      *ebpf.Variable `ebpf:"probekit_trace_str_mask"`
 	ProbekitTraceTerms        *ebpf.Variable `ebpf:"probekit_trace_terms"`
 	ProbekitTraceUsdtFiltered *ebpf.Variable `ebpf:"probekit_trace_usdt_filtered"`
+	ProbekitTraceUsdtProbe    *ebpf.Variable `ebpf:"probekit_trace_usdt_probe"`
 	ProbekitTraceWakeupBytes  *ebpf.Variable `ebpf:"probekit_trace_wakeup_bytes"`
 	ProbekitUsdtHaveCookie    *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
 }

@@ -259,15 +259,18 @@ func (t *tracer) warnf(format string, args ...any) {
 
 // setSameArgs compiles into the program where the USDT arguments are
 // (usdt.SetSameArgs) when every site is known before load and the
-// program reads arguments per hit (a filter, keys, a histogram): a
-// named file or the -p process's object, not followed. A filtered-out
-// hit then reads one register and nothing else (BenchmarkTraceCount's
-// trace_count_filtered_out). Where the sites cannot be found now the
+// program filters or aggregates hits: a named file or the -p process's
+// object, not followed. A filter on arguments is then written as
+// instructions (record's compiled filter: a filtered-out hit is a
+// register load, a compare and an exit; BenchmarkTraceCount's
+// trace_count_filtered_out), keys and histograms read their arguments
+// without the site's spec. Where the sites cannot be found now the
 // arguments stay read from each site's spec, as they are for a
-// followed or glob target.
-func setSameArgs(spec *ebpf.CollectionSpec, cfg *Config) {
-	if len(cfg.Filter) == 0 && len(cfg.Keys) == 0 && cfg.Mode != record.ModeHist || cfg.Follow || followSelectors(cfg) {
-		return
+// followed or glob target. It returns how many sites it found (0 when
+// it did not look).
+func setSameArgs(spec *ebpf.CollectionSpec, cfg *Config) int {
+	if len(cfg.Filter) == 0 && len(cfg.Keys) == 0 && cfg.Mode == record.ModeEvents || cfg.Follow || followSelectors(cfg) {
+		return 0
 	}
 	var refs []usdt.ProbeRef
 	for _, p := range cfg.Probes {
@@ -277,11 +280,15 @@ func setSameArgs(spec *ebpf.CollectionSpec, cfg *Config) {
 		// A launched command's own view of a name (its PATH, its
 		// libraries) is not known before it runs.
 		if cfg.Process == nil && !strings.Contains(p.Target, "/") {
-			return
+			return 0
 		}
 		refs = append(refs, usdt.ProbeRef{Target: p.Target, Provider: p.Provider, Name: p.Name})
 	}
-	usdt.SetSameArgs(spec, refs, &usdt.Options{Process: cfg.Process})
+	_, sites, err := usdt.SetSameArgs(spec, refs, &usdt.Options{Process: cfg.Process})
+	if err != nil {
+		return 0
+	}
+	return sites
 }
 
 // Run attaches cfg's probes, then prints their hits (or with OnHit gives
@@ -359,8 +366,17 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 			return err
 		}
 	}
+	// One USDT site and nothing else: its index is 0 (t.cookie numbers
+	// sites as they attach), which a counted hit need not look up.
+	oneSite := false
 	if which&record.USDTProgram != 0 {
-		setSameArgs(spec, cfg)
+		sites := setSameArgs(spec, cfg)
+		if sites == 1 && which == record.USDTProgram && (cfg.Mode == record.ModeCount || cfg.Mode == record.ModeHist) {
+			if err := record.SetUSDTProbe(spec, 0); err != nil {
+				return err
+			}
+			oneSite = true
+		}
 	}
 	if cfg.Stack && cfg.Mode == record.ModeEvents {
 		if err := setStackRecords(spec, cfg); err != nil {
@@ -458,6 +474,9 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 	}
 	// Attached: the files may go (the kernel holds what it needs).
 	fa.close()
+	if oneSite && len(t.sites) != 1 {
+		return fmt.Errorf("the program was built for one USDT site and %d were attached (did the target change?)", len(t.sites))
+	}
 	if cfg.Mode == record.ModeCount && len(cfg.Keys) == 0 && len(t.sites) > record.MaxCounted {
 		return fmt.Errorf("--count counts at most %d probe sites, these probes have %d", record.MaxCounted, len(t.sites))
 	}

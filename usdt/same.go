@@ -34,42 +34,43 @@ type ProbeRef struct {
 // constant, and where. A program built with PROBEKIT_USDT_SAME_ARGS then
 // reads those with __probekit_usdt_same_arg: the verifier knows the
 // location, and a hit reads one register, with no spec lookup and no
-// helper call. It returns the arguments set, a bit each.
+// helper call. It returns the arguments set, a bit each, and how many
+// sites it found.
 //
 // The table is a constant of the program: an Attacher of the collection
 // loaded from spec (NewAttacher, NewAttacherWithMaps) refuses, with
 // ErrNotSameArgs, any site that has such an argument elsewhere. Use it
 // when the sites are known before load (no glob target, no following);
 // without it every argument is read from its site's spec.
-func SetSameArgs(spec *ebpf.CollectionSpec, probes []ProbeRef, opts *Options) (uint32, error) {
+func SetSameArgs(spec *ebpf.CollectionSpec, probes []ProbeRef, opts *Options) (mask uint32, sites int, err error) {
 	v, ok := spec.Variables[SameArgsName]
 	if !ok {
-		return 0, fmt.Errorf("usdt: no %s (define PROBEKIT_USDT_SAME_ARGS before including usdt.bpf.h)", SameArgsName)
+		return 0, 0, fmt.Errorf("usdt: no %s (define PROBEKIT_USDT_SAME_ARGS before including usdt.bpf.h)", SameArgsName)
 	}
 	ms, ok := spec.Maps[specsMapName]
 	if !ok {
-		return 0, ErrNoSpecsMap
+		return 0, 0, ErrNoSpecsMap
 	}
 	layout, err := newSpecLayout(ms.Value)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", specsMapName, err)
+		return 0, 0, fmt.Errorf("%s: %w", specsMapName, err)
 	}
 	if want := layout.sameArgsSize(); int(v.Size()) != want {
-		return 0, fmt.Errorf("usdt: %s is %d bytes, want %d (a mask, padding and a spec)", SameArgsName, v.Size(), want)
+		return 0, 0, fmt.Errorf("usdt: %s is %d bytes, want %d (a mask, padding and a spec)", SameArgsName, v.Size(), want)
 	}
 	if opts == nil {
 		opts = &Options{}
 	}
 	proc, err := openProcess(opts)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	a := &Attacher{layout: layout, cache: NewCache()}
 	var specs []bpfSpec
 	for _, r := range probes {
 		objs, err := a.objects(proc, r.Target, r.Provider, r.Name)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		for oi := range objs {
 			o := &objs[oi]
@@ -87,14 +88,14 @@ func SetSameArgs(spec *ebpf.CollectionSpec, probes []ProbeRef, opts *Options) (u
 	mask, args := sameOf(specs)
 	enc, err := layout.encode(&bpfSpec{Args: args[:]})
 	if err != nil {
-		return 0, fmt.Errorf("usdt: %s: %w", SameArgsName, err)
+		return 0, 0, fmt.Errorf("usdt: %s: %w", SameArgsName, err)
 	}
 	b := binary.NativeEndian.AppendUint32(make([]byte, 0, 8+len(enc)), mask)
 	b = append(b, 0, 0, 0, 0)
 	if err := v.Set(append(b, enc...)); err != nil {
-		return 0, fmt.Errorf("usdt: set %s: %w", SameArgsName, err)
+		return 0, 0, fmt.Errorf("usdt: set %s: %w", SameArgsName, err)
 	}
-	return mask, nil
+	return mask, len(specs), nil
 }
 
 // Place is where an argument is at every site a program attaches to,

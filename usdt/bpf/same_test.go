@@ -37,7 +37,7 @@ func newSameRig(t *testing.T, fx string, pid int, probes ...string) *sameRig {
 	for _, p := range probes {
 		refs = append(refs, usdt.ProbeRef{Target: fx, Provider: "sample", Name: p})
 	}
-	mask, err := usdt.SetSameArgs(spec, refs, &usdt.Options{PID: pid})
+	mask, _, err := usdt.SetSameArgs(spec, refs, &usdt.Options{PID: pid})
 	if err != nil {
 		t.Fatal(err)
 	}
