@@ -5,6 +5,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 )
 
 // inlineConstants replaces, in each program of spec, each load from a
@@ -112,6 +113,92 @@ func writesDst(op asm.OpCode) bool {
 	switch op.Class() {
 	case asm.ALUClass, asm.ALU64Class, asm.LdClass, asm.LdXClass:
 		return true
+	}
+	return false
+}
+
+// dropDeadLoads replaces, in each program of spec, each instruction
+// that only sets a register to a constant (a 64-bit immediate load, a
+// map value's address, a move of an immediate) where straight-line code
+// after it sets the register again before anything reads it: what
+// inlineConstants leaves of the address of a .rodata variable it turned
+// into an immediate, and the immediates themselves that the verifier's
+// branch pruning made dead. Each becomes jumps by 0 (as many as its
+// slots), which the verifier removes (Linux 5.1, opt_remove_nops): a
+// hit no longer executes it, and jump offsets stay as they are. A jump,
+// call or exit before the next write keeps the instruction.
+func dropDeadLoads(spec *ebpf.CollectionSpec) {
+	nop := asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)}
+	for _, p := range spec.Programs {
+		insns := p.Instructions
+		out := make(asm.Instructions, 0, len(insns))
+		for i, ins := range insns {
+			if !setsConstant(ins) || !deadAfter(insns[i+1:], ins.Dst) {
+				out = append(out, ins)
+				continue
+			}
+			first := btf.WithFuncMetadata(nop.WithSymbol(ins.Symbol()).WithSource(ins.Source()), btf.FuncMetadata(&ins))
+			out = append(out, first)
+			if ins.Width() == 2 {
+				out = append(out, nop)
+			}
+		}
+		p.Instructions = out
+	}
+}
+
+// setsConstant reports whether ins sets its destination to a constant
+// and does nothing else: a 64-bit immediate load or a move of an
+// immediate.
+func setsConstant(ins asm.Instruction) bool {
+	op := ins.OpCode
+	if op == asm.LoadImmOp(asm.DWord) {
+		return true
+	}
+	return (op.Class() == asm.ALUClass || op.Class() == asm.ALU64Class) && op.ALUOp() == asm.Mov && op.Source() == asm.ImmSource
+}
+
+// deadAfter reports whether straight-line code from the start of insns
+// sets r again before it reads it or leaves the line (a jump, a call, an
+// exit). Registers an instruction reads: an ALU operation its
+// destination (but a move) and a register source, a load its source,
+// stores and atomics both; any other kind counts as reading r.
+func deadAfter(insns asm.Instructions, r asm.Register) bool {
+	for _, ins := range insns {
+		op := ins.OpCode
+		switch c := op.Class(); {
+		case c.IsJump():
+			return false
+		case c == asm.ALUClass || c == asm.ALU64Class:
+			reg := op.Source() == asm.RegSource
+			if reg && ins.Src == r || op.ALUOp() != asm.Mov && ins.Dst == r {
+				return false
+			}
+			if ins.Dst == r {
+				return true
+			}
+		case c == asm.LdXClass && op.Mode() == asm.MemMode:
+			if ins.Src == r {
+				return false
+			}
+			if ins.Dst == r {
+				return true
+			}
+		case op == asm.LoadImmOp(asm.DWord):
+			if ins.Dst == r {
+				return true
+			}
+		case c == asm.StClass && op.Mode() == asm.MemMode:
+			if ins.Dst == r {
+				return false
+			}
+		case c == asm.StXClass && op.Mode() == asm.MemMode:
+			if ins.Dst == r || ins.Src == r {
+				return false
+			}
+		default:
+			return false
+		}
 	}
 	return false
 }

@@ -1,8 +1,10 @@
 package record
 
 import (
+	"slices"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 )
 
@@ -116,4 +118,57 @@ func rodataOffset(insns asm.Instructions, i int) (uint32, bool) {
 		}
 	}
 	return 0, false
+}
+
+// dropDeadLoads turns into jumps by 0 exactly the constants that are set
+// again before any read, in as many slots, keeping a symbol.
+func TestDropDeadLoads(t *testing.T) {
+	mov := func(r asm.Register, v int32) asm.Instruction { return asm.Mov.Imm(r, v) }
+	for _, c := range []struct {
+		name  string
+		insns asm.Instructions
+		dead  []int // indexes dropped
+	}{
+		{"address then immediate", asm.Instructions{asm.LoadImm(asm.R1, 1<<40, asm.DWord), mov(asm.R1, 1), asm.Return()}, []int{0}},
+		{"immediate then immediate", asm.Instructions{mov(asm.R1, 1), asm.Mov.Imm32(asm.R1, 2), asm.Return()}, []int{0}},
+		{"other registers between", asm.Instructions{asm.LoadImm(asm.R1, 1<<40, asm.DWord), mov(asm.R2, 1), asm.StoreMem(asm.R10, -8, asm.R2, asm.DWord), asm.LoadMem(asm.R3, asm.R10, -8, asm.DWord), mov(asm.R1, 0), asm.Return()}, []int{0}},
+		{"load through it", asm.Instructions{asm.LoadImm(asm.R1, 1<<40, asm.DWord), asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), mov(asm.R1, 0), asm.Return()}, nil},
+		{"ALU source", asm.Instructions{mov(asm.R1, 3), asm.Add.Reg(asm.R2, asm.R1), mov(asm.R1, 0), asm.Return()}, nil},
+		{"ALU destination", asm.Instructions{mov(asm.R1, 3), asm.Add.Imm(asm.R1, 2), mov(asm.R1, 0), asm.Return()}, nil},
+		{"stored", asm.Instructions{mov(asm.R1, 3), asm.StoreMem(asm.R10, -8, asm.R1, asm.DWord), mov(asm.R1, 0), asm.Return()}, nil},
+		{"store base", asm.Instructions{mov(asm.R1, 3), asm.StoreImm(asm.R1, 0, 0, asm.Word), mov(asm.R1, 0), asm.Return()}, nil},
+		{"jump between", asm.Instructions{mov(asm.R1, 3), asm.JEq.Imm(asm.R2, 0, "x"), mov(asm.R1, 0).WithSymbol("x"), asm.Return()}, nil},
+		{"call between", asm.Instructions{mov(asm.R1, 3), asm.FnGetCurrentPidTgid.Call(), mov(asm.R1, 0), asm.Return()}, nil},
+		{"exit after", asm.Instructions{mov(asm.R0, 3), asm.Return()}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.insns[0] = c.insns[0].WithSymbol("prog")
+			spec := &ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"prog": {Instructions: c.insns}}}
+			dropDeadLoads(spec)
+			got := spec.Programs["prog"].Instructions
+			if got.Size() != c.insns.Size() || got.Name() != "prog" {
+				t.Fatalf("%d bytes named %q, was %d", got.Size(), got.Name(), c.insns.Size())
+			}
+			var want asm.Instructions
+			for i, ins := range c.insns {
+				if slices.Contains(c.dead, i) {
+					for range ins.Width() {
+						want = append(want, asm.Instruction{OpCode: asm.Ja.Op(asm.ImmSource)})
+					}
+					continue
+				}
+				want = append(want, ins)
+			}
+			for i := range want {
+				w, g := want[i], got[i]
+				if w.OpCode == asm.Ja.Op(asm.ImmSource) {
+					if g.OpCode != w.OpCode || g.Offset != 0 {
+						t.Errorf("instruction %d: %v, want a jump by 0", i, g)
+					}
+				} else if g.OpCode != w.OpCode || g.Dst != w.Dst || g.Constant != w.Constant {
+					t.Errorf("instruction %d: %v, want %v", i, g, w)
+				}
+			}
+		})
+	}
 }

@@ -633,6 +633,7 @@ func LoadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.Colle
 		return nil, err
 	}
 	inlineConstants(spec)
+	dropDeadLoads(spec)
 	if cfiPart == 0 {
 		dropCFIWalk(spec)
 	}
