@@ -16,6 +16,10 @@ import (
 // compiled into instructions at its entry (compileUSDTFilter).
 const USDTFilteredName = "probekit_trace_usdt_filtered"
 
+// compileFilters is whether LoadSpecOptions compiles filters into
+// instructions; tests turn it off to compare with the programs' own.
+var compileFilters = true
+
 // ctxSlots is the number of 8-byte slots of a uprobe's context (struct
 // pt_regs) that trace_usdt may load by constant offset: usdt.bpf.h's
 // __PROBEKIT_USDT_CTX_SLOTS. Elsewhere no filter is compiled.
@@ -33,28 +37,13 @@ var ctxSlots = map[string]int{"amd64": 21, "arm64": 34}
 // the filter to the program. Latency mode evaluates the filter at a
 // start only, in the program. It reports whether it compiled the filter.
 func compileUSDTFilter(spec *ebpf.CollectionSpec) (bool, error) {
-	p := spec.Programs[ProgramName]
-	done, ok := spec.Variables[USDTFilteredName]
-	if p == nil || !ok || len(p.Instructions) == 0 {
-		return false, nil
-	}
-	var mode, nterms, filtered uint32
-	var table [MaxFilterTerms]filterTerm
-	for name, dst := range map[string]any{ModeName: &mode, NTermsName: &nterms, TermsName: &table, USDTFilteredName: &filtered} {
-		if err := spec.Variables[name].Get(dst); err != nil {
-			return false, fmt.Errorf("record: %s: %w", name, err)
-		}
-	}
-	if filtered != 0 || nterms == 0 || nterms > MaxFilterTerms || Mode(mode) == ModeLatency {
-		return false, nil
-	}
-	slots := ctxSlots[runtime.GOARCH]
-	if slots == 0 {
-		return false, nil
+	p, terms, done, err := filterToCompile(spec, ProgramName, USDTFilteredName)
+	if p == nil || err != nil {
+		return false, err
 	}
 	// Without the table (an error) only pid and tid terms compile.
 	places, _ := usdt.SameArgsOf(spec)
-	prologue, ok := filterInstructions(table[:nterms], places, slots)
+	prologue, ok := filterInstructions(terms, places, ctxSlots[runtime.GOARCH])
 	if !ok {
 		return false, nil
 	}
@@ -65,6 +54,121 @@ func compileUSDTFilter(spec *ebpf.CollectionSpec) (bool, error) {
 		return false, fmt.Errorf("record: set %s: %w", USDTFilteredName, err)
 	}
 	return true, nil
+}
+
+// filterToCompile returns the program prog of spec and its filter's
+// terms when there is a filter to compile into it: terms set, not
+// compiled yet (the constant doneName), not latency mode, on an
+// architecture with a known context. Otherwise the program is nil.
+func filterToCompile(spec *ebpf.CollectionSpec, prog, doneName string) (*ebpf.ProgramSpec, []filterTerm, *ebpf.VariableSpec, error) {
+	p := spec.Programs[prog]
+	done, ok := spec.Variables[doneName]
+	if !compileFilters || p == nil || !ok || len(p.Instructions) == 0 || ctxSlots[runtime.GOARCH] == 0 {
+		return nil, nil, nil, nil
+	}
+	var mode, nterms, filtered uint32
+	var table [MaxFilterTerms]filterTerm
+	for name, dst := range map[string]any{ModeName: &mode, NTermsName: &nterms, TermsName: &table, doneName: &filtered} {
+		if err := spec.Variables[name].Get(dst); err != nil {
+			return nil, nil, nil, fmt.Errorf("record: %s: %w", name, err)
+		}
+	}
+	if filtered != 0 || nterms == 0 || nterms > MaxFilterTerms || Mode(mode) == ModeLatency {
+		return nil, nil, nil, nil
+	}
+	return p, table[:nterms], done, nil
+}
+
+// FuncFilteredName is the constant that tells trace_func its filter was
+// compiled into instructions at its entry (compileFuncFilter).
+const FuncFilteredName = "probekit_trace_func_filtered"
+
+// funcRegOffsets are where a function probe's values are, by the Regs of
+// its cookie: the offsets in the context of trace.c's FUNC_C_REGS,
+// FUNC_GO_REGS and FUNC_RET_REG, by architecture.
+var funcRegOffsets = map[string][RegsRet + 1][]int{
+	// struct pt_regs: r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax,
+	// cx, dx, si, di.
+	"amd64": {
+		RegsC:   {112, 104, 96, 88, 72, 64},             // di, si, dx, cx, r8, r9
+		RegsGo:  {80, 40, 88, 112, 104, 72, 64, 56, 48}, // ax, bx, cx, di, si, r8-r11
+		RegsRet: {80},                                   // ax
+	},
+	// struct user_pt_regs: x0 to x30 first.
+	"arm64": {
+		RegsC:   {0, 8, 16, 24, 32, 40, 48, 56},
+		RegsGo:  {0, 8, 16, 24, 32, 40, 48, 56},
+		RegsRet: {0},
+	},
+}
+
+// compileFuncFilter writes the filter of spec as instructions at the
+// entry of trace_func, as compileUSDTFilter does for trace_usdt. A
+// function probe's values depend on its site's cookie (FuncCookie's
+// Regs), so the instructions read the cookie (bpf_get_attach_cookie),
+// drop a hit without one, as the program does, and evaluate the terms
+// on the registers of the cookie's kind, each kind in its own block; a
+// value the kind does not have fails its term, as in the program. It
+// needs BPF cookies (without them a site's cookie is in func_ips) and
+// terms on numbers, the pid or the tid.
+func compileFuncFilter(spec *ebpf.CollectionSpec) (bool, error) {
+	p, terms, done, err := filterToCompile(spec, FuncProgramName, FuncFilteredName)
+	if p == nil || err != nil {
+		return false, err
+	}
+	var cookies bool
+	if v, ok := spec.Variables[CookieFlagName]; !ok || v.Get(&cookies) != nil || !cookies {
+		return false, nil
+	}
+	prologue, ok := funcFilterInstructions(terms, funcRegOffsets[runtime.GOARCH], ctxSlots[runtime.GOARCH])
+	if !ok {
+		return false, nil
+	}
+	p.Instructions = withPrologue(p.Instructions, prologue)
+	if err := done.Set(uint32(1)); err != nil {
+		return false, fmt.Errorf("record: set %s: %w", FuncFilteredName, err)
+	}
+	return true, nil
+}
+
+// funcFilterInstructions is compileFuncFilter's prologue: the cookie, a
+// dispatch on its Regs, a block of terms for each kind (offs) and one for
+// any other (no value at all), the drop, and the context back in r1.
+func funcFilterInstructions(terms []filterTerm, offs [RegsRet + 1][]int, slots int) (asm.Instructions, bool) {
+	const pass = filterRestoreLabel
+	block := func(k int) string { return fmt.Sprintf("probekit_filter_regs_%d", k) }
+	out := asm.Instructions{
+		asm.Mov.Reg(asm.R6, asm.R1),
+		asm.FnGetAttachCookie.Call(),
+		asm.JEq.Imm(asm.R0, 0, filterDropLabel),
+		asm.Mov.Reg(asm.R2, asm.R0),
+		asm.RSh.Imm(asm.R2, funcCookieRegsShift),
+		asm.And.Imm(asm.R2, 0xff),
+	}
+	for k := range offs {
+		out = append(out, asm.JEq.Imm(asm.R2, int32(k), block(k)))
+	}
+	kinds := append([][]int{nil}, offs[:]...)
+	for i, regs := range kinds {
+		places := map[int]usdt.Place{}
+		for n, off := range regs {
+			places[n] = usdt.Place{RegOff: off, Size: 8, Signed: true}
+		}
+		prefix := fmt.Sprintf("probekit_filter_%d_", i)
+		body, ok := filterBlock(terms, places, slots, asm.R6, true, prefix, pass, filterDropLabel)
+		if !ok {
+			return nil, false
+		}
+		if i > 0 {
+			body[0] = body[0].WithSymbol(block(i - 1))
+		}
+		out = append(out, body...)
+	}
+	return append(out,
+		asm.Mov.Imm(asm.R0, 0).WithSymbol(filterDropLabel),
+		asm.Return(),
+		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol(pass),
+	), true
 }
 
 // withPrologue returns insns with prologue before them: the first
@@ -103,7 +207,6 @@ func withPrologue(insns, prologue asm.Instructions) asm.Instructions {
 const (
 	filterPassLabel    = "probekit_filter_pass"
 	filterDropLabel    = "probekit_filter_drop"
-	filterGroupLabel   = "probekit_filter_group_%d"
 	filterRestoreLabel = "probekit_filter_restore"
 )
 
@@ -113,66 +216,98 @@ const (
 // the instruction after them, with the context in r1, otherwise: jumps
 // to filterPassLabel, which the caller puts on the program's first
 // instruction. places says where each argument is; slots bounds the
-// context's offsets. No instruction is unreachable (the verifier refuses
-// those): a group decided false before load is left out, one decided
-// true ends the filter. It reports false for a term it cannot compile,
-// and for a filter that drops every hit (the program's own code would be
-// unreachable); nil instructions and true for one that drops none.
+// context's offsets. It reports false for a term it cannot compile, and
+// for a filter that drops every hit (the program's own code would be
+// unreachable, which the verifier refuses); nil instructions and true
+// for one that drops none.
 func filterInstructions(terms []filterTerm, places map[int]usdt.Place, slots int) (asm.Instructions, bool) {
+	helper := hasHelperTerm(terms)
+	pass, ctx := filterPassLabel, asm.R1
+	var out asm.Instructions
+	if helper {
+		// A helper call (pid, tid) clobbers r1-r5: the context waits
+		// in r6, which the program's own code sets before it reads it.
+		pass, ctx = filterRestoreLabel, asm.R6
+		out = append(out, asm.Mov.Reg(asm.R6, asm.R1))
+	}
+	body, ok := filterBlock(terms, places, slots, ctx, false, "probekit_filter_", pass, filterDropLabel)
+	switch {
+	case !ok:
+		return nil, false
+	case len(body) == 1 && body[0].Reference() == pass:
+		return nil, true
+	case len(body) == 1 && body[0].Reference() == filterDropLabel:
+		return nil, false
+	}
+	out = append(out, body...)
+	out = append(out, asm.Mov.Imm(asm.R0, 0).WithSymbol(filterDropLabel), asm.Return())
+	if helper {
+		out = append(out, asm.Mov.Reg(asm.R1, asm.R6).WithSymbol(pass))
+	}
+	return out, true
+}
+
+// hasHelperTerm reports whether a term calls a helper (pid, tid).
+func hasHelperTerm(terms []filterTerm) bool {
+	for _, t := range terms {
+		if f := FilterField(t.Field); f == FilterPID || f == FilterTID {
+			return true
+		}
+	}
+	return false
+}
+
+// filterBlock compiles terms, with the arguments at places and the
+// context in ctx, into instructions that jump to pass for a hit some
+// group holds for and to drop otherwise; its labels begin with prefix. A
+// term on a value without a place fails (absentFails: a function's value
+// its registers do not have) or is refused (a USDT argument, which the
+// program may still read from the site's spec). Groups decided before
+// load take no instruction (false) or end the filter (true); a filter
+// decided entirely is one jump, to pass or to drop.
+func filterBlock(terms []filterTerm, places map[int]usdt.Place, slots int, ctx asm.Register, absentFails bool, prefix, pass, drop string) (asm.Instructions, bool) {
 	// The groups that decide, in order, up to one that always holds.
 	var groups [][]filterTerm
 	always := false
-	for start, i := 0, 0; i < len(terms); i++ {
+	for start, i := 0, 0; i < len(terms) && !always; i++ {
 		if terms[i].OrAfter == 0 && i < len(terms)-1 {
 			continue
 		}
 		g := terms[start : i+1]
 		start = i + 1
-		body, ok := groupInstructions(g, places, slots, asm.R1, filterDropLabel, "")
+		body, ok := groupInstructions(g, places, slots, ctx, absentFails, drop, "")
 		switch {
 		case !ok:
 			return nil, false
 		case len(body) == 1 && body[0].OpCode.JumpOp() == asm.Ja:
-			continue // never holds
+			// Never holds.
 		case len(body) == 0:
 			always = true
 		default:
 			groups = append(groups, g)
 		}
-		if always {
-			break
-		}
 	}
-	if len(groups) == 0 {
-		return nil, always
+	switch {
+	case len(groups) == 0 && always:
+		return asm.Instructions{asm.Ja.Label(pass)}, true
+	case len(groups) == 0:
+		return asm.Instructions{asm.Ja.Label(drop)}, true
 	}
-	// A helper call (pid, tid) clobbers r1-r5: the context waits in r6,
-	// which the program's own code sets before it reads it.
-	helper := false
-	for _, t := range terms {
-		if f := FilterField(t.Field); f == FilterPID || f == FilterTID {
-			helper = true
-		}
-	}
-	pass, ctx := filterPassLabel, asm.R1
+	label := func(k int) string { return fmt.Sprintf("%sgroup_%d", prefix, k) }
 	var out asm.Instructions
-	if helper {
-		pass, ctx = filterRestoreLabel, asm.R6
-		out = append(out, asm.Mov.Reg(asm.R6, asm.R1))
-	}
 	for k, g := range groups {
 		last := k == len(groups)-1
-		fail, jumpPass := fmt.Sprintf(filterGroupLabel, k+1), ""
+		fail, jumpPass := label(k+1), ""
 		switch {
 		case last && always:
 			fail = pass
 		case last:
-			// Holds: on to pass; else fall through to the drop.
-			fail, jumpPass = filterDropLabel, pass
+			// Holds: on to pass; else on to the drop.
+			fail, jumpPass = drop, pass
 		}
-		body, _ := groupInstructions(g, places, slots, ctx, fail, jumpPass)
+		body, _ := groupInstructions(g, places, slots, ctx, absentFails, fail, jumpPass)
 		if k > 0 {
-			body[0] = body[0].WithSymbol(fmt.Sprintf(filterGroupLabel, k))
+			body[0] = body[0].WithSymbol(label(k))
 		}
 		out = append(out, body...)
 		if jumpPass == "" {
@@ -180,10 +315,9 @@ func filterInstructions(terms []filterTerm, places map[int]usdt.Place, slots int
 		}
 	}
 	if !always {
-		out = append(out, asm.Mov.Imm(asm.R0, 0).WithSymbol(filterDropLabel), asm.Return())
-	}
-	if helper {
-		out = append(out, asm.Mov.Reg(asm.R1, asm.R6).WithSymbol(pass))
+		// A jump by 0 where the drop follows, which the verifier
+		// removes.
+		out = append(out, asm.Ja.Label(drop))
 	}
 	return out, true
 }
@@ -192,8 +326,9 @@ func filterInstructions(terms []filterTerm, places map[int]usdt.Place, slots int
 // r2 (an argument's register read from the context in ctx) and a jump to fail when it does not hold; with pass set, the last
 // term jumps to pass when it holds instead, and the group falls through
 // when it does not. A term decided before load (an argument that is a
-// constant) takes no instruction, or makes the group one jump to fail.
-func groupInstructions(terms []filterTerm, places map[int]usdt.Place, slots int, ctx asm.Register, fail, pass string) (asm.Instructions, bool) {
+// constant; with absentFails, one without a place) takes no instruction,
+// or makes the group one jump to fail.
+func groupInstructions(terms []filterTerm, places map[int]usdt.Place, slots int, ctx asm.Register, absentFails bool, fail, pass string) (asm.Instructions, bool) {
 	var out asm.Instructions
 	var live []filterTerm
 	for _, t := range terms {
@@ -205,6 +340,9 @@ func groupInstructions(terms []filterTerm, places map[int]usdt.Place, slots int,
 			continue
 		}
 		p, ok := places[int(t.Val)]
+		if !ok && absentFails {
+			return asm.Instructions{asm.Ja.Label(fail)}, true
+		}
 		if !ok || p.Size < 1 || p.Size > 8 || p.Size&(p.Size-1) != 0 {
 			return nil, false
 		}

@@ -2,12 +2,16 @@ package record
 
 import (
 	"fmt"
+	"os/exec"
 	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/usdt"
 )
@@ -249,6 +253,7 @@ func TestFilterInstructions(t *testing.T) {
 		asm.LSh.Imm(asm.R2, 32),
 		asm.ArSh.Imm(asm.R2, 32),
 		asm.JSGT.Imm(asm.R2, 0, filterPassLabel),
+		asm.Ja.Label(filterDropLabel), // by 0: the verifier removes it
 		asm.Mov.Imm(asm.R0, 0).WithSymbol(filterDropLabel),
 		asm.Return(),
 	}
@@ -276,4 +281,163 @@ func TestFilterInstructions(t *testing.T) {
 	if !ok || len(insns) != 0 {
 		t.Errorf("constant-true filter: %v, %v", insns, ok)
 	}
+}
+
+// TestKernelCompiledFuncFilter counts the hits of func_args's sum6 that
+// filters keep, through four function probes whose cookies say where
+// the values are: C registers (sum6(r, -2, 300, -40000, 5000000000,
+// -6000000000)), the return register (r - 1000039702), Go's (of which
+// rcx, rdi, rsi, r8 and r9 hold -40000, r, -2, 5000000000, -6000000000)
+// and a kind with no values. Each count is checked against the filter
+// evaluated on those values, with the filter compiled
+// (compileFuncFilter) and with the program's own.
+func TestKernelCompiledFuncFilter(t *testing.T) {
+	testkit.RequireKernel(t)
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the fixture is built for x86-64")
+	}
+	ok, err := features.Have(features.Cookie)
+	testkit.NeedFeature(t, ok, err, features.Cookie.Since(), features.Cookie.String())
+	path := testkit.Fixture("func_args")
+	const rounds = 6
+	// The values of each probe's kind in round r; nil: a value it does
+	// not have.
+	values := func(probe int, r int64) []*int64 {
+		v := func(x int64) *int64 { return &x }
+		switch probe {
+		case 0:
+			return []*int64{v(r), v(-2), v(300), v(-40000), v(5000000000), v(-6000000000)}
+		case 1:
+			return []*int64{v(r - 1000039702)}
+		case 2:
+			return []*int64{nil, nil, v(-40000), v(r), v(-2), v(5000000000), v(-6000000000)}
+		}
+		return nil
+	}
+	cookie := func(i uint32, regs Regs, kind Kind) uint64 {
+		return uint64(i) | uint64(regs)<<funcCookieRegsShift | uint64(kind)<<40
+	}
+	probes := []funcProbe{
+		{"sum6", false, cookie(0, RegsC, KindUprobe)},
+		{"sum6", true, cookie(1, RegsRet, KindUretprobe)},
+		{"sum6", false, cookie(2, RegsGo, KindUprobe)},
+		{"sum6", false, cookie(3, RegsRet+1, KindUprobe)},
+	}
+	arg := func(n int, op FilterOp, num int64) FilterTerm {
+		return FilterTerm{Field: FilterArg, Op: op, Val: n, Num: num}
+	}
+	or := func(t FilterTerm) FilterTerm { t.OrAfter = true; return t }
+	pid := FilterTerm{Field: FilterPID, Op: FilterNE, Num: 0}
+	for _, terms := range [][]FilterTerm{
+		{arg(0, FilterLT, 3)},
+		{arg(0, FilterGE, 2), arg(1, FilterEQ, -2)},
+		{arg(3, FilterEQ, 4)},
+		{arg(4, FilterGT, 4999999999), arg(3, FilterLE, 1)},
+		{or(arg(5, FilterEQ, -6000000000)), arg(0, FilterEQ, -1000039700)},
+		{or(arg(6, FilterLT, -5999999999)), arg(2, FilterNE, 300)},
+		{or(arg(8, FilterEQ, 0)), pid, arg(0, FilterLE, -1000039699)},
+		{pid},
+	} {
+		t.Run(fmt.Sprintf("%+v", terms), func(t *testing.T) {
+			var want [4]uint64
+			// Go's rax and rbx at sum6's entry hold what they hold: a
+			// term on them leaves the Go probe's count to the two
+			// programs agreeing.
+			unknown := false
+			for i := range probes {
+				for r := range int64(rounds) {
+					vals := values(i, r)
+					ok, group := false, true
+					for k, term := range terms {
+						var v *int64
+						if term.Field == FilterPID {
+							v = new(int64) // any pid is not 0
+							*v = 1
+						} else if term.Val < len(vals) {
+							v = vals[term.Val]
+							unknown = unknown || i == 2 && v == nil
+						}
+						group = group && v != nil && holds(*v, term.Op, term.Num)
+						if term.OrAfter || k == len(terms)-1 {
+							ok = ok || group
+							group = true
+						}
+					}
+					if ok {
+						want[i]++
+					}
+				}
+			}
+			var counts [2][4]uint64
+			for k, compiled := range []bool{true, false} {
+				got, was := countFuncHits(t, compiled, terms, probes, path, rounds)
+				if was != compiled {
+					t.Errorf("compiled %v, want %v", was, compiled)
+				}
+				if unknown {
+					want[2] = got[2]
+				}
+				if got != want {
+					t.Errorf("compiled %v: counts %v, want %v", compiled, got, want)
+				}
+				counts[k] = got
+			}
+			if counts[0] != counts[1] {
+				t.Errorf("compiled %v, the program's %v", counts[0], counts[1])
+			}
+		})
+	}
+}
+
+// countFuncHits counts, with terms, the hits of probes (cookie indexes 0
+// to 3) in a run of the fixture at path, with filters compiled or not,
+// and reports whether the filter was compiled.
+func countFuncHits(t *testing.T, compile bool, terms []FilterTerm, probes []funcProbe, path string, rounds int) ([4]uint64, bool) {
+	t.Helper()
+	defer func(was bool) { compileFilters = was }(compileFilters)
+	compileFilters = compile
+	spec, err := Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := SetMode(spec, ModeCount, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetFilter(spec, terms); err != nil {
+		t.Fatal(err)
+	}
+	compiled, err := compileFuncFilter(spec.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := LoadSpec(spec, FuncProgram)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer objs.Close()
+	ex, err := link.OpenExecutable(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range probes {
+		opts := &link.UprobeOptions{Cookie: p.cookie}
+		var l link.Link
+		if p.ret {
+			l, err = ex.Uretprobe(p.sym, objs.FuncProgram, opts)
+		} else {
+			l, err = ex.Uprobe(p.sym, objs.FuncProgram, opts)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+	}
+	if out, err := exec.Command(path, strconv.Itoa(rounds)).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v: %s", path, err, out)
+	}
+	counts, err := objs.Counts(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return [4]uint64(counts), compiled
 }

@@ -260,8 +260,12 @@ func FuncCookie(index uint32, regs Regs, kind Kind, strMask uint32) (uint64, err
 	if kind != KindUprobe && kind != KindUretprobe || regs > RegsRet || strMask>>MaxArgs != 0 {
 		return 0, fmt.Errorf("record: function probe of kind %d, registers %d, strings %#b", kind, regs, strMask)
 	}
-	return uint64(index) | uint64(regs)<<32 | uint64(kind)<<40 | uint64(strMask)<<48, nil
+	return uint64(index) | uint64(regs)<<funcCookieRegsShift | uint64(kind)<<40 | uint64(strMask)<<48, nil
 }
+
+// funcCookieRegsShift is where a function cookie's Regs are (trace.c's
+// FUNC_COOKIE_REGS_SHIFT).
+const funcCookieRegsShift = 32
 
 // Event is one hit, decoded from a record (see Decode).
 type Event struct {
@@ -630,6 +634,9 @@ func LoadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.Colle
 	// A copy: the caller may set other values and load spec again.
 	spec = spec.Copy()
 	if _, err := compileUSDTFilter(spec); err != nil {
+		return nil, err
+	}
+	if _, err := compileFuncFilter(spec); err != nil {
 		return nil, err
 	}
 	inlineConstants(spec)

@@ -893,6 +893,9 @@ volatile const struct filter_term probekit_trace_terms[TRACE_MAX_TERMS] = {};
  * skips filter_pass. */
 volatile const __u32 probekit_trace_usdt_filtered = 0;
 
+/* The same for trace_func (compileFuncFilter). */
+volatile const __u32 probekit_trace_func_filtered = 0;
+
 /* Whether v op num holds, for a number's operator (FILTER_EQ to
  * FILTER_GE); 0 for any other. */
 static __always_inline int filter_cmp(__s64 v, __u32 op, __s64 num)
@@ -1389,7 +1392,7 @@ int trace_func(struct pt_regs *ctx)
 		return 0;
 	if (probekit_trace_mode == TRACE_LATENCY)
 		return latency_hit(ctx, 1, cookie);
-	if (probekit_trace_nterms && !filter_pass(ctx, 1, cookie))
+	if (probekit_trace_nterms && !probekit_trace_func_filtered && !filter_pass(ctx, 1, cookie))
 		return 0;
 	if (probekit_trace_mode != TRACE_EVENTS)
 		return aggregate(ctx, 1, cookie);

@@ -213,6 +213,7 @@ const (
 	traceVarProbekitUsdtSame          = "__probekit_usdt_same"
 	traceVarProbekitStackEntryCaller  = "probekit_stack_entry_caller"
 	traceVarProbekitTraceCopyPages    = "probekit_trace_copy_pages"
+	traceVarProbekitTraceFuncFiltered = "probekit_trace_func_filtered"
 	traceVarProbekitTraceHistVal      = "probekit_trace_hist_val"
 	traceVarProbekitTraceKeyCfi       = "probekit_trace_key_cfi"
 	traceVarProbekitTraceKeySpec      = "probekit_trace_key_spec"
@@ -305,6 +306,7 @@ type traceVariableSpecs struct {
 	ProbekitUsdtSame          *ebpf.VariableSpec `ebpf:"__probekit_usdt_same"`
 	ProbekitStackEntryCaller  *ebpf.VariableSpec `ebpf:"probekit_stack_entry_caller"`
 	ProbekitTraceCopyPages    *ebpf.VariableSpec `ebpf:"probekit_trace_copy_pages"`
+	ProbekitTraceFuncFiltered *ebpf.VariableSpec `ebpf:"probekit_trace_func_filtered"`
 	ProbekitTraceHistVal      *ebpf.VariableSpec `ebpf:"probekit_trace_hist_val"`
 	ProbekitTraceKeyCfi       *ebpf.VariableSpec `ebpf:"probekit_trace_key_cfi"`
 	ProbekitTraceKeySpec      *ebpf.VariableSpec `ebpf:"probekit_trace_key_spec"`
@@ -391,6 +393,7 @@ type traceVariables struct {
 	ProbekitUsdtSame          *ebpf.Variable `ebpf:"__probekit_usdt_same"`
 	ProbekitStackEntryCaller  *ebpf.Variable `ebpf:"probekit_stack_entry_caller"`
 	ProbekitTraceCopyPages    *ebpf.Variable `ebpf:"probekit_trace_copy_pages"`
+	ProbekitTraceFuncFiltered *ebpf.Variable `ebpf:"probekit_trace_func_filtered"`
 	ProbekitTraceHistVal      *ebpf.Variable `ebpf:"probekit_trace_hist_val"`
 	ProbekitTraceKeyCfi       *ebpf.Variable `ebpf:"probekit_trace_key_cfi"`
 	ProbekitTraceKeySpec      *ebpf.Variable `ebpf:"probekit_trace_key_spec"`

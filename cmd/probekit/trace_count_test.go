@@ -230,6 +230,14 @@ func BenchmarkTraceCount(b *testing.B) {
 	b.Run("bpftrace_count_filtered_out", func(b *testing.B) {
 		benchBpftrace(b, fixture, "loop", "cpu-ns/hit", fmt.Sprintf("usdt:%s:sample:loop /(int64)arg2 > 0/ { @ = count(); }", fixture), marker, "zero")
 	})
+	// The same on a function probe: fire_loop(r), the function around
+	// sample:loop, whose argument is never negative.
+	b.Run("trace_count_filtered_out_func", func(b *testing.B) {
+		benchTraceCountProbe(b, fixture, "uprobe:"+fixture+":fire_loop", false, "--filter", "arg1 < 0")
+	})
+	b.Run("bpftrace_count_filtered_out_func", func(b *testing.B) {
+		benchBpftrace(b, fixture, "loop", "cpu-ns/hit", fmt.Sprintf("uprobe:%s:fire_loop /(int64)arg0 < 0/ { @ = count(); }", fixture), marker, "zero")
+	})
 	// Latency: a pair of USDT hits (lat:start, lat:done) and a function's
 	// entry and return (lat_fn), timed per thread; cpu-ns/pair is the
 	// fixture's CPU time per pair of hits.
@@ -240,6 +248,12 @@ func BenchmarkTraceCount(b *testing.B) {
 // extra arguments, waits for a printed count to show it attached, and
 // checks the final count: every hit (counted) or none.
 func benchTraceCount(b *testing.B, fixture string, counted bool, extra ...string) {
+	benchTraceCountProbe(b, fixture, fixture+":sample:loop", counted, extra...)
+}
+
+// benchTraceCountProbe is benchTraceCount on probe, which the fixture's
+// loop command hits.
+func benchTraceCountProbe(b *testing.B, fixture, probe string, counted bool, extra ...string) {
 	p := testkit.Start(b, fixture)
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -264,7 +278,7 @@ func benchTraceCount(b *testing.B, fixture string, counted bool, extra ...string
 	go func() {
 		var errOut bytes.Buffer
 		args := append([]string{"trace", "--json", "--count", "-i", "1", "-p", itoa(p.PID())}, extra...)
-		code := run(append(args, fixture+":sample:loop"), pw, &errOut)
+		code := run(append(args, probe), pw, &errOut)
 		pw.Close()
 		done <- traceResult{code: code, errOut: errOut.String()}
 	}()
