@@ -43,7 +43,7 @@ func compileUSDTFilter(spec *ebpf.CollectionSpec) (bool, error) {
 	}
 	// Without the table (an error) only pid and tid terms compile.
 	places, _ := usdt.SameArgsOf(spec)
-	prologue, ok := filterInstructions(terms, places, ctxSlots[runtime.GOARCH])
+	prologue, ok := filterInstructions(terms, places, ctxSlots[runtime.GOARCH], false)
 	if !ok {
 		return false, nil
 	}
@@ -116,19 +116,61 @@ func compileFuncFilter(spec *ebpf.CollectionSpec) (bool, error) {
 	if p == nil || err != nil {
 		return false, err
 	}
-	var cookies bool
-	if v, ok := spec.Variables[CookieFlagName]; !ok || v.Get(&cookies) != nil || !cookies {
-		return false, nil
+	offs := funcRegOffsets[runtime.GOARCH]
+	var regs uint32
+	if err := spec.Variables[FuncRegsName].Get(&regs); err != nil {
+		return false, fmt.Errorf("record: %s: %w", FuncRegsName, err)
 	}
-	prologue, ok := funcFilterInstructions(terms, funcRegOffsets[runtime.GOARCH], ctxSlots[runtime.GOARCH])
+	var prologue asm.Instructions
+	var cookies, ok bool
+	if v, has := spec.Variables[CookieFlagName]; has {
+		cookies = v.Get(&cookies) == nil && cookies
+	}
+	switch {
+	case regs > 0 && int(regs) <= len(offs):
+		// Every site's kind is known (SetFuncRegs): no cookie to read.
+		prologue, ok = filterInstructions(terms, funcPlaces(offs[regs-1]), ctxSlots[runtime.GOARCH], true)
+	case cookies:
+		prologue, ok = funcFilterInstructions(terms, offs, ctxSlots[runtime.GOARCH])
+	}
 	if !ok {
 		return false, nil
 	}
-	p.Instructions = withPrologue(p.Instructions, prologue)
+	if len(prologue) > 0 {
+		p.Instructions = withPrologue(p.Instructions, prologue)
+	}
 	if err := done.Set(uint32(1)); err != nil {
 		return false, fmt.Errorf("record: set %s: %w", FuncFilteredName, err)
 	}
 	return true, nil
+}
+
+// funcPlaces are the places of a function probe's values, at offs in the
+// context: whole registers, signed.
+func funcPlaces(offs []int) map[int]usdt.Place {
+	places := make(map[int]usdt.Place, len(offs))
+	for n, off := range offs {
+		places[n] = usdt.Place{RegOff: off, Size: 8, Signed: true}
+	}
+	return places
+}
+
+// FuncRegsName is the constant SetFuncRegs sets.
+const FuncRegsName = "probekit_trace_func_regs"
+
+// SetFuncRegs tells the loader of spec that every site trace_func will
+// be attached to has a cookie (FuncCookie) of regs: a filter is then
+// compiled into instructions that read those registers, with no cookie
+// to read first, and on kernels without BPF cookies too. The caller
+// attaches only such sites.
+func SetFuncRegs(spec *ebpf.CollectionSpec, regs Regs) error {
+	if regs > RegsRet {
+		return fmt.Errorf("record: registers %d", regs)
+	}
+	if err := spec.Variables[FuncRegsName].Set(uint32(regs) + 1); err != nil {
+		return fmt.Errorf("set %s: %w", FuncRegsName, err)
+	}
+	return nil
 }
 
 // funcFilterInstructions is compileFuncFilter's prologue: the cookie, a
@@ -150,10 +192,7 @@ func funcFilterInstructions(terms []filterTerm, offs [RegsRet + 1][]int, slots i
 	}
 	kinds := append([][]int{nil}, offs[:]...)
 	for i, regs := range kinds {
-		places := map[int]usdt.Place{}
-		for n, off := range regs {
-			places[n] = usdt.Place{RegOff: off, Size: 8, Signed: true}
-		}
+		places := funcPlaces(regs)
 		prefix := fmt.Sprintf("probekit_filter_%d_", i)
 		body, ok := filterBlock(terms, places, slots, asm.R6, true, prefix, pass, filterDropLabel)
 		if !ok {
@@ -216,11 +255,11 @@ const (
 // the instruction after them, with the context in r1, otherwise: jumps
 // to filterPassLabel, which the caller puts on the program's first
 // instruction. places says where each argument is; slots bounds the
-// context's offsets. It reports false for a term it cannot compile, and
+// context's offsets; absentFails is filterBlock's. It reports false for a term it cannot compile, and
 // for a filter that drops every hit (the program's own code would be
 // unreachable, which the verifier refuses); nil instructions and true
 // for one that drops none.
-func filterInstructions(terms []filterTerm, places map[int]usdt.Place, slots int) (asm.Instructions, bool) {
+func filterInstructions(terms []filterTerm, places map[int]usdt.Place, slots int, absentFails bool) (asm.Instructions, bool) {
 	helper := hasHelperTerm(terms)
 	pass, ctx := filterPassLabel, asm.R1
 	var out asm.Instructions
@@ -230,7 +269,7 @@ func filterInstructions(terms []filterTerm, places map[int]usdt.Place, slots int
 		pass, ctx = filterRestoreLabel, asm.R6
 		out = append(out, asm.Mov.Reg(asm.R6, asm.R1))
 	}
-	body, ok := filterBlock(terms, places, slots, ctx, false, "probekit_filter_", pass, filterDropLabel)
+	body, ok := filterBlock(terms, places, slots, ctx, absentFails, "probekit_filter_", pass, filterDropLabel)
 	switch {
 	case !ok:
 		return nil, false

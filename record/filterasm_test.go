@@ -244,7 +244,7 @@ func hasArgTerm(terms []FilterTerm) bool {
 func TestFilterInstructions(t *testing.T) {
 	places := map[int]usdt.Place{0: {RegOff: 112, Size: 4, Signed: true}, 1: {Const: true, Value: 7, Size: 8}}
 	terms := []filterTerm{{Field: uint8(FilterArg), Op: uint8(FilterGT), Val: 0, OrAfter: 1}}
-	insns, ok := filterInstructions(terms, places, 21)
+	insns, ok := filterInstructions(terms, places, 21, false)
 	if !ok {
 		t.Fatal("not compiled")
 	}
@@ -272,12 +272,12 @@ func TestFilterInstructions(t *testing.T) {
 		{places, filterTerm{Field: uint8(FilterArg), Op: uint8(FilterPrefix)}},
 	} {
 		c.term.OrAfter = 1
-		if _, ok := filterInstructions([]filterTerm{c.term}, c.places, 21); ok {
+		if _, ok := filterInstructions([]filterTerm{c.term}, c.places, 21, false); ok {
 			t.Errorf("%+v with %+v compiled", c.term, c.places)
 		}
 	}
 	// Constant-true filter: no instruction at all.
-	insns, ok = filterInstructions([]filterTerm{{Field: uint8(FilterArg), Op: uint8(FilterEQ), Val: 1, Num: 7, OrAfter: 1}}, places, 21)
+	insns, ok = filterInstructions([]filterTerm{{Field: uint8(FilterArg), Op: uint8(FilterEQ), Val: 1, Num: 7, OrAfter: 1}}, places, 21, false)
 	if !ok || len(insns) != 0 {
 		t.Errorf("constant-true filter: %v, %v", insns, ok)
 	}
@@ -368,9 +368,19 @@ func TestKernelCompiledFuncFilter(t *testing.T) {
 					}
 				}
 			}
+			// With the kind known before load (SetFuncRegs), one probe
+			// of that kind: compiled, for C, where every filter here can
+			// pass; for the return register the program keeps a filter
+			// that drops every hit.
+			for i, regs := range []Regs{RegsC, RegsRet} {
+				got, was := countFuncHits(t, true, &regs, terms, probes[i:i+1], path, rounds)
+				if !was && regs == RegsC || got[i] != want[i] {
+					t.Errorf("registers %d known: compiled %v, counts %v, want %d at %d", regs, was, got, want[i], i)
+				}
+			}
 			var counts [2][4]uint64
 			for k, compiled := range []bool{true, false} {
-				got, was := countFuncHits(t, compiled, terms, probes, path, rounds)
+				got, was := countFuncHits(t, compiled, nil, terms, probes, path, rounds)
 				if was != compiled {
 					t.Errorf("compiled %v, want %v", was, compiled)
 				}
@@ -391,8 +401,9 @@ func TestKernelCompiledFuncFilter(t *testing.T) {
 
 // countFuncHits counts, with terms, the hits of probes (cookie indexes 0
 // to 3) in a run of the fixture at path, with filters compiled or not,
-// and reports whether the filter was compiled.
-func countFuncHits(t *testing.T, compile bool, terms []FilterTerm, probes []funcProbe, path string, rounds int) ([4]uint64, bool) {
+// the kind of every probe's registers known (regs) or not, and reports
+// whether the filter was compiled.
+func countFuncHits(t *testing.T, compile bool, regs *Regs, terms []FilterTerm, probes []funcProbe, path string, rounds int) ([4]uint64, bool) {
 	t.Helper()
 	defer func(was bool) { compileFilters = was }(compileFilters)
 	compileFilters = compile
@@ -405,6 +416,11 @@ func countFuncHits(t *testing.T, compile bool, terms []FilterTerm, probes []func
 	}
 	if err := SetFilter(spec, terms); err != nil {
 		t.Fatal(err)
+	}
+	if regs != nil {
+		if err := SetFuncRegs(spec, *regs); err != nil {
+			t.Fatal(err)
+		}
 	}
 	compiled, err := compileFuncFilter(spec.Copy())
 	if err != nil {

@@ -896,6 +896,11 @@ volatile const __u32 probekit_trace_usdt_filtered = 0;
 /* The same for trace_func (compileFuncFilter). */
 volatile const __u32 probekit_trace_func_filtered = 0;
 
+/* 1 + the FUNC_REGS_* of every function site's cookie, when the caller
+ * knows it before load (record.SetFuncRegs); read by the loader only,
+ * which then compiles the filter without reading the cookie. */
+volatile const __u32 probekit_trace_func_regs = 0;
+
 /* Whether v op num holds, for a number's operator (FILTER_EQ to
  * FILTER_GE); 0 for any other. */
 static __always_inline int filter_cmp(__s64 v, __u32 op, __s64 num)

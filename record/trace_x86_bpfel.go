@@ -214,6 +214,7 @@ const (
 	traceVarProbekitStackEntryCaller  = "probekit_stack_entry_caller"
 	traceVarProbekitTraceCopyPages    = "probekit_trace_copy_pages"
 	traceVarProbekitTraceFuncFiltered = "probekit_trace_func_filtered"
+	traceVarProbekitTraceFuncRegs     = "probekit_trace_func_regs"
 	traceVarProbekitTraceHistVal      = "probekit_trace_hist_val"
 	traceVarProbekitTraceKeyCfi       = "probekit_trace_key_cfi"
 	traceVarProbekitTraceKeySpec      = "probekit_trace_key_spec"
@@ -307,6 +308,7 @@ type traceVariableSpecs struct {
 	ProbekitStackEntryCaller  *ebpf.VariableSpec `ebpf:"probekit_stack_entry_caller"`
 	ProbekitTraceCopyPages    *ebpf.VariableSpec `ebpf:"probekit_trace_copy_pages"`
 	ProbekitTraceFuncFiltered *ebpf.VariableSpec `ebpf:"probekit_trace_func_filtered"`
+	ProbekitTraceFuncRegs     *ebpf.VariableSpec `ebpf:"probekit_trace_func_regs"`
 	ProbekitTraceHistVal      *ebpf.VariableSpec `ebpf:"probekit_trace_hist_val"`
 	ProbekitTraceKeyCfi       *ebpf.VariableSpec `ebpf:"probekit_trace_key_cfi"`
 	ProbekitTraceKeySpec      *ebpf.VariableSpec `ebpf:"probekit_trace_key_spec"`
@@ -394,6 +396,7 @@ type traceVariables struct {
 	ProbekitStackEntryCaller  *ebpf.Variable `ebpf:"probekit_stack_entry_caller"`
 	ProbekitTraceCopyPages    *ebpf.Variable `ebpf:"probekit_trace_copy_pages"`
 	ProbekitTraceFuncFiltered *ebpf.Variable `ebpf:"probekit_trace_func_filtered"`
+	ProbekitTraceFuncRegs     *ebpf.Variable `ebpf:"probekit_trace_func_regs"`
 	ProbekitTraceHistVal      *ebpf.Variable `ebpf:"probekit_trace_hist_val"`
 	ProbekitTraceKeyCfi       *ebpf.Variable `ebpf:"probekit_trace_key_cfi"`
 	ProbekitTraceKeySpec      *ebpf.Variable `ebpf:"probekit_trace_key_spec"`

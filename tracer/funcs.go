@@ -159,6 +159,9 @@ func (t *tracer) funcSites(b *uprobe.Binary, p probe.Spec) (*funcSites, error) {
 		if sp != nil {
 			regs, strMask = sp.regs, strMask|sp.strMask
 		}
+		if t.funcRegs != nil && regs != *t.funcRegs {
+			return nil, fmt.Errorf("%s: %s: the program was built for sites sending registers %d, this one sends %d (did the file change?)", p.Target, fn.Name, *t.funcRegs, regs)
+		}
 		cookie, err := record.FuncCookie(uint32(len(t.sites)), regs, p.Kind, strMask)
 		if err != nil {
 			return nil, err
@@ -255,4 +258,47 @@ func (t *tracer) funcSite(kind record.Kind, name string, addr uint64) {
 		}
 	}
 	t.sites = append(t.sites, s)
+}
+
+// knownFuncRegs is the kind of registers every function site of cfg
+// sends (funcSites), when it is known before load: the return register
+// of a uretprobe, and C's registers for an entry, where the target is not
+// a Go program (Go's functions take Go's registers; a Go function's
+// return, printed by type, may take more than one) and is found before
+// load as at attach (a path, or -p's view of a name; not a launched
+// command's view of a name, nor followed processes).
+func knownFuncRegs(cfg *Config) (record.Regs, bool) {
+	if cfg.Follow || followSelectors(cfg) {
+		return 0, false
+	}
+	var regs record.Regs
+	first := true
+	for _, p := range cfg.Probes {
+		if p.Kind == record.KindUSDT {
+			continue
+		}
+		r := record.RegsC
+		if p.Kind == record.KindUretprobe {
+			r = record.RegsRet
+		}
+		if p.Kind == record.KindUprobe || cfg.Mode == record.ModeEvents {
+			if cfg.Process == nil && len(cfg.Command) > 0 && !strings.Contains(p.Target, "/") {
+				return 0, false
+			}
+			b, err := openFuncTarget(p.Target, cfg.Process)
+			if err != nil {
+				return 0, false
+			}
+			goProgram := b.IsGo()
+			b.Close()
+			if goProgram {
+				return 0, false
+			}
+		}
+		if !first && r != regs {
+			return 0, false
+		}
+		regs, first = r, false
+	}
+	return regs, !first
 }

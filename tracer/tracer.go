@@ -207,6 +207,10 @@ type tracer struct {
 	form  *lineForm
 	sites []Site
 	hits  int
+	// funcRegs is the kind of registers every function site sends, when
+	// the program was built knowing it (record.SetFuncRegs); nil
+	// otherwise.
+	funcRegs *record.Regs
 	// stacks names the frames of --stack; nil without it.
 	stacks *stackNamer
 	// exitErr is the launched command's failure (cmd.Wait), once the
@@ -378,6 +382,15 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 			oneSite = true
 		}
 	}
+	var funcRegs *record.Regs
+	if which&record.FuncProgram != 0 && len(cfg.Filter) > 0 {
+		if regs, ok := knownFuncRegs(cfg); ok {
+			if err := record.SetFuncRegs(spec, regs); err != nil {
+				return err
+			}
+			funcRegs = &regs
+		}
+	}
 	if cfg.Stack && cfg.Mode == record.ModeEvents {
 		if err := setStackRecords(spec, cfg); err != nil {
 			return err
@@ -408,6 +421,7 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 		}
 	}
 	t := newTracer(cfg, stdout, stderr)
+	t.funcRegs = funcRegs
 	t.ctx = ctx
 	if tables != nil {
 		t.stacks.tables = tables
