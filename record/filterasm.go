@@ -44,6 +44,13 @@ func compileUSDTFilter(spec *ebpf.CollectionSpec) (bool, error) {
 	// Without the table (an error) only pid and tid terms compile.
 	places, _ := usdt.SameArgsOf(spec)
 	prologue, ok := filterInstructions(terms, places, ctxSlots[runtime.GOARCH], false)
+	return installFilter(p, done, prologue, ok)
+}
+
+// installFilter puts a compiled filter (ok: one was compiled) before p's
+// instructions and sets done, the constant that leaves out p's own
+// evaluation of the terms. It reports whether it did.
+func installFilter(p *ebpf.ProgramSpec, done *ebpf.VariableSpec, prologue asm.Instructions, ok bool) (bool, error) {
 	if !ok {
 		return false, nil
 	}
@@ -51,7 +58,7 @@ func compileUSDTFilter(spec *ebpf.CollectionSpec) (bool, error) {
 		p.Instructions = withPrologue(p.Instructions, prologue)
 	}
 	if err := done.Set(uint32(1)); err != nil {
-		return false, fmt.Errorf("record: set %s: %w", USDTFilteredName, err)
+		return false, fmt.Errorf("record: set %s: %w", done.Name, err)
 	}
 	return true, nil
 }
@@ -108,9 +115,11 @@ var funcRegOffsets = map[string][RegsRet + 1][]int{
 // Regs), so the instructions read the cookie (bpf_get_attach_cookie),
 // drop a hit without one, as the program does, and evaluate the terms
 // on the registers of the cookie's kind, each kind in its own block; a
-// value the kind does not have fails its term, as in the program. It
-// needs BPF cookies (without them a site's cookie is in func_ips) and
-// terms on numbers, the pid or the tid.
+// value the kind does not have fails its term, as in the program. That
+// needs BPF cookies (without them a site's cookie is in func_ips). Where
+// SetFuncRegs gave the one kind of every site, the terms are evaluated on
+// its registers with no cookie read, with or without BPF cookies. Only
+// terms on numbers, the pid or the tid compile.
 func compileFuncFilter(spec *ebpf.CollectionSpec) (bool, error) {
 	p, terms, done, err := filterToCompile(spec, FuncProgramName, FuncFilteredName)
 	if p == nil || err != nil {
@@ -133,16 +142,7 @@ func compileFuncFilter(spec *ebpf.CollectionSpec) (bool, error) {
 	case cookies:
 		prologue, ok = funcFilterInstructions(terms, offs, ctxSlots[runtime.GOARCH])
 	}
-	if !ok {
-		return false, nil
-	}
-	if len(prologue) > 0 {
-		p.Instructions = withPrologue(p.Instructions, prologue)
-	}
-	if err := done.Set(uint32(1)); err != nil {
-		return false, fmt.Errorf("record: set %s: %w", FuncFilteredName, err)
-	}
-	return true, nil
+	return installFilter(p, done, prologue, ok)
 }
 
 // funcPlaces are the places of a function probe's values, at offs in the

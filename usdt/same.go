@@ -43,20 +43,9 @@ type ProbeRef struct {
 // when the sites are known before load (no glob target, no following);
 // without it every argument is read from its site's spec.
 func SetSameArgs(spec *ebpf.CollectionSpec, probes []ProbeRef, opts *Options) (mask uint32, sites int, err error) {
-	v, ok := spec.Variables[SameArgsName]
-	if !ok {
-		return 0, 0, fmt.Errorf("usdt: no %s (define PROBEKIT_USDT_SAME_ARGS before including usdt.bpf.h)", SameArgsName)
-	}
-	ms, ok := spec.Maps[specsMapName]
-	if !ok {
-		return 0, 0, ErrNoSpecsMap
-	}
-	layout, err := newSpecLayout(ms.Value)
+	v, layout, err := sameTable(spec)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%s: %w", specsMapName, err)
-	}
-	if want := layout.sameArgsSize(); int(v.Size()) != want {
-		return 0, 0, fmt.Errorf("usdt: %s is %d bytes, want %d (a mask, padding and a spec)", SameArgsName, v.Size(), want)
+		return 0, 0, err
 	}
 	if opts == nil {
 		opts = &Options{}
@@ -118,21 +107,13 @@ type Place struct {
 // constant. It is empty for a spec SetSameArgs did not set, and an error
 // for one without the table (PROBEKIT_USDT_SAME_ARGS).
 func SameArgsOf(spec *ebpf.CollectionSpec) (map[int]Place, error) {
-	v, ok := spec.Variables[SameArgsName]
-	if !ok {
-		return nil, fmt.Errorf("usdt: no %s (define PROBEKIT_USDT_SAME_ARGS before including usdt.bpf.h)", SameArgsName)
-	}
-	ms, ok := spec.Maps[specsMapName]
-	if !ok {
-		return nil, ErrNoSpecsMap
-	}
-	layout, err := newSpecLayout(ms.Value)
+	v, layout, err := sameTable(spec)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", specsMapName, err)
+		return nil, err
 	}
 	b := v.Value
 	if len(b) != layout.sameArgsSize() {
-		return nil, fmt.Errorf("usdt: %s is %d bytes, want %d", SameArgsName, len(b), layout.sameArgsSize())
+		return nil, fmt.Errorf("usdt: %s holds %d bytes, want %d", SameArgsName, len(b), layout.sameArgsSize())
 	}
 	mask := binary.NativeEndian.Uint32(b)
 	places := map[int]Place{}
@@ -160,6 +141,27 @@ func SameArgsOf(spec *ebpf.CollectionSpec) (map[int]Place, error) {
 		places[n] = p
 	}
 	return places, nil
+}
+
+// sameTable returns spec's __probekit_usdt_same and the layout of its
+// spec, checked against each other.
+func sameTable(spec *ebpf.CollectionSpec) (*ebpf.VariableSpec, *specLayout, error) {
+	v, ok := spec.Variables[SameArgsName]
+	if !ok {
+		return nil, nil, fmt.Errorf("usdt: no %s (define PROBEKIT_USDT_SAME_ARGS before including usdt.bpf.h)", SameArgsName)
+	}
+	ms, ok := spec.Maps[specsMapName]
+	if !ok {
+		return nil, nil, ErrNoSpecsMap
+	}
+	layout, err := newSpecLayout(ms.Value)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", specsMapName, err)
+	}
+	if want := layout.sameArgsSize(); int(v.Size()) != want {
+		return nil, nil, fmt.Errorf("usdt: %s is %d bytes, want %d (a mask, padding and a spec)", SameArgsName, v.Size(), want)
+	}
+	return v, layout, nil
 }
 
 // sameOf returns which arguments every one of specs has in one register
