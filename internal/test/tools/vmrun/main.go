@@ -4,9 +4,11 @@
 // (built on the host with go test -c) as root with
 // PROBEKIT_REQUIRE_KERNEL=1, and prints a kernel × package table.
 //
-//	vmrun [-out DIR] [-timeout D] KERNEL[=PATTERN[@REGEXP][!SKIP],...]...
+//	vmrun [-out DIR] [-timeout D] KERNEL[/SHARD][=PATTERN[@REGEXP][!SKIP],...]...
 //
-// KERNEL is 5.10, 6.1 or 6.12; PATTERNs are go list patterns (default
+// KERNEL is 5.10, 6.1 or 6.12; /SHARD (any name) boots one more VM of
+// that kernel for its own share of the tests, run beside the others (-j),
+// and the table shows the kernel's shards as one column; PATTERNs are go list patterns (default
 // ./...); @REGEXP runs only the matching tests of those packages there
 // (go test -run), !SKIP leaves out those matching SKIP (go test -skip). The kernels are fetched once with apt-get download under a
 // private apt configuration and kept under the user's cache directory.
@@ -64,6 +66,7 @@ func logf(format string, args ...any) {
 
 type kernelRun struct {
 	kernel   *kernelDir
+	label    string // the kernel's name, then "/" and the shard's if any
 	patterns []string
 	runs     map[string]string // pattern -> its -run expression
 	pkgRun   map[string]string // import path -> its -run expression
@@ -99,12 +102,18 @@ func hostMain(out string, timeout, pkgTimeout time.Duration, mem, jobs int, verb
 	}
 	var runs []*kernelRun
 	for _, a := range args {
-		name, pats, _ := strings.Cut(a, "=")
+		label, pats, _ := strings.Cut(a, "=")
+		name, _, _ := strings.Cut(label, "/")
 		k, err := fetchKernel(name, logf)
 		if err != nil {
 			return err
 		}
-		r := &kernelRun{kernel: k, patterns: []string{"./..."}, runs: map[string]string{}, pkgRun: map[string]string{}}
+		for _, other := range runs {
+			if other.label == label {
+				return fmt.Errorf("%s is given twice: name each VM of one kernel with its own /SHARD", label)
+			}
+		}
+		r := &kernelRun{kernel: k, label: label, patterns: []string{"./..."}, runs: map[string]string{}, pkgRun: map[string]string{}}
 		if pats != "" {
 			r.patterns = nil
 			for _, p := range strings.Split(pats, ",") {
@@ -143,7 +152,7 @@ func hostMain(out string, timeout, pkgTimeout time.Duration, mem, jobs int, verb
 	sem := make(chan struct{}, max(jobs, 1))
 	var wg sync.WaitGroup
 	for _, r := range runs {
-		r.dir = filepath.Join(out, r.kernel.name)
+		r.dir = filepath.Join(out, strings.ReplaceAll(r.label, "/", "-"))
 		wg.Add(1)
 		sem <- struct{}{} // in the order given
 		go func() {
@@ -266,7 +275,7 @@ func (r *kernelRun) boot(self string, env []string, pkgTimeout, timeout time.Dur
 	if err := os.WriteFile(filepath.Join(r.dir, "job.json"), b, 0o644); err != nil {
 		return err
 	}
-	initrd := filepath.Join(filepath.Dir(r.dir), r.kernel.name+".initrd")
+	initrd := r.dir + ".initrd"
 	if err := r.initramfs(self, initrd); err != nil {
 		return err
 	}
@@ -291,14 +300,14 @@ func (r *kernelRun) boot(self string, env []string, pkgTimeout, timeout time.Dur
 	defer console.Close()
 	var w io.Writer = console
 	if verbose {
-		w = io.MultiWriter(console, &prefixWriter{w: os.Stderr, prefix: "[" + r.kernel.name + "] "})
+		w = io.MultiWriter(console, &prefixWriter{w: os.Stderr, prefix: "[" + r.label + "] "})
 	}
 	cmd.Stdout, cmd.Stderr = w, w
-	logf("booting %s (%s), %d packages", r.kernel.name, r.kernel.release, len(r.pkgs))
+	logf("booting %s (%s), %d packages", r.label, r.kernel.release, len(r.pkgs))
 	start := time.Now()
 	err = cmd.Run()
 	r.wall = time.Since(start)
-	logf("%s finished in %s", r.kernel.name, r.wall.Round(time.Second))
+	logf("%s finished in %s", r.label, r.wall.Round(time.Second))
 	r.results = map[string]result{}
 	if b, rerr := os.ReadFile(filepath.Join(r.dir, "results.json")); rerr == nil {
 		var rs []result
@@ -309,10 +318,10 @@ func (r *kernelRun) boot(self string, env []string, pkgTimeout, timeout time.Dur
 		}
 	}
 	if ctx.Err() != nil {
-		return fmt.Errorf("kernel %s: no end after %s (console: %s)", r.kernel.name, timeout, console.Name())
+		return fmt.Errorf("kernel %s: no end after %s (console: %s)", r.label, timeout, console.Name())
 	}
 	if err != nil {
-		return fmt.Errorf("kernel %s: qemu: %w (console: %s)", r.kernel.name, err, console.Name())
+		return fmt.Errorf("kernel %s: qemu: %w (console: %s)", r.label, err, console.Name())
 	}
 	return nil
 }
@@ -443,9 +452,39 @@ func outcome(dir string, p testPkg, res result, haveRes bool) pkgOutcome {
 	return o
 }
 
+// merge adds b, another shard's outcome of the same package on the same
+// kernel, to a.
+func (a pkgOutcome) merge(b pkgOutcome) pkgOutcome {
+	rank := map[string]int{"skip": 0, "ok": 1, "FAIL": 2, "lost": 3}
+	status := a.status
+	switch {
+	case rank[b.status] > rank[a.status]:
+		status = b.status
+	case a.status == "skip" || b.status == "skip":
+		if a.pass+b.pass > 0 {
+			status = "ok"
+		}
+	}
+	return pkgOutcome{
+		status: status,
+		pass:   a.pass + b.pass, fail: a.fail + b.fail, skip: a.skip + b.skip,
+		failed:  append(append([]string(nil), a.failed...), b.failed...),
+		skipped: append(append([]string(nil), a.skipped...), b.skipped...),
+	}
+}
+
+// column is one kernel of the table: the runs (shards) that booted it.
+type column struct {
+	kernel   *kernelDir
+	runs     []*kernelRun
+	outcomes map[string]pkgOutcome // import path -> its shards' outcomes merged
+}
+
 func report(w io.Writer, runs []*kernelRun, total time.Duration) error {
 	var imports []string
 	seen := map[string]testPkg{}
+	var cols []*column
+	byKernel := map[string]*column{}
 	for _, r := range runs {
 		for _, p := range r.pkgs {
 			if _, ok := seen[p.Import]; !ok {
@@ -453,38 +492,74 @@ func report(w io.Writer, runs []*kernelRun, total time.Duration) error {
 				imports = append(imports, p.Import)
 			}
 		}
+		c := byKernel[r.kernel.name]
+		if c == nil {
+			c = &column{kernel: r.kernel, outcomes: map[string]pkgOutcome{}}
+			byKernel[r.kernel.name] = c
+			cols = append(cols, c)
+		}
+		c.runs = append(c.runs, r)
 	}
 	sort.Strings(imports)
-	outcomes := make([]map[string]pkgOutcome, len(runs))
+	rel := func(imp string) string {
+		return strings.TrimPrefix(strings.TrimPrefix(imp, "github.com/probekit/probekit"), "/")
+	}
 	var npass, nfail, nskip int
 	bad := false
-	for i, r := range runs {
-		outcomes[i] = map[string]pkgOutcome{}
-		for _, p := range r.pkgs {
-			res, ok := r.results[p.Name]
-			o := outcome(r.dir, p, res, ok)
-			outcomes[i][p.Import] = o
-			npass += o.pass
-			nfail += o.fail
-			nskip += o.skip
-			if o.status == "FAIL" || o.status == "lost" {
+	var details []string // failures and skips, shard by shard
+	for _, c := range cols {
+		for _, r := range c.runs {
+			if r.err != nil {
 				bad = true
+				details = append(details, fmt.Sprintf("\n%s: %v", r.label, r.err))
 			}
-		}
-		if r.err != nil {
-			bad = true
+			for _, imp := range imports {
+				var p testPkg
+				found := false
+				for _, q := range r.pkgs {
+					if q.Import == imp {
+						p, found = q, true
+					}
+				}
+				if !found {
+					continue
+				}
+				res, ok := r.results[p.Name]
+				o := outcome(r.dir, p, res, ok)
+				if prev, ok := c.outcomes[imp]; ok {
+					c.outcomes[imp] = prev.merge(o)
+				} else {
+					c.outcomes[imp] = o
+				}
+				npass += o.pass
+				nfail += o.fail
+				nskip += o.skip
+				if o.status == "FAIL" || o.status == "lost" {
+					bad = true
+				}
+				log := filepath.Join(r.dir, p.Name+".log")
+				for _, t := range o.failed {
+					details = append(details, fmt.Sprintf("%s FAIL %s %s (log: %s)", r.label, rel(imp), t, log))
+				}
+				if o.status == "lost" || (o.status == "FAIL" && len(o.failed) == 0) {
+					details = append(details, fmt.Sprintf("%s %s %s: exit %d %s (log: %s)", r.label, o.status, rel(imp), res.Exit, res.Error, log))
+				}
+				for _, sk := range o.skipped {
+					details = append(details, fmt.Sprintf("%s skip %s %s", r.label, rel(imp), sk))
+				}
+			}
 		}
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-44s", "package \\ kernel")
-	for _, r := range runs {
-		fmt.Fprintf(w, " %-22s", r.kernel.name+" ("+r.kernel.release+")")
+	for _, c := range cols {
+		fmt.Fprintf(w, " %-22s", c.kernel.name+" ("+c.kernel.release+")")
 	}
 	fmt.Fprintln(w)
 	for _, imp := range imports {
-		fmt.Fprintf(w, "%-44s", strings.TrimPrefix(strings.TrimPrefix(imp, "github.com/probekit/probekit"), "/"))
-		for i := range runs {
-			o, ok := outcomes[i][imp]
+		fmt.Fprintf(w, "%-44s", rel(imp))
+		for _, c := range cols {
+			o, ok := c.outcomes[imp]
 			cell := "-"
 			if ok {
 				cell = fmt.Sprintf("%s %d", o.status, o.pass)
@@ -499,30 +574,19 @@ func report(w io.Writer, runs []*kernelRun, total time.Duration) error {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "%-44s", "wall time")
-	for _, r := range runs {
-		fmt.Fprintf(w, " %-22s", r.wall.Round(time.Second).String())
+	// A kernel's wall time: each of its VMs' (they ran side by side as -j
+	// allowed).
+	fmt.Fprintf(w, "%-44s", "wall time (each VM)")
+	for _, c := range cols {
+		var ts []string
+		for _, r := range c.runs {
+			ts = append(ts, r.wall.Round(time.Second).String())
+		}
+		fmt.Fprintf(w, " %-22s", strings.Join(ts, " + "))
 	}
 	fmt.Fprintln(w)
-	for i, r := range runs {
-		if r.err != nil {
-			fmt.Fprintf(w, "\n%s: %v\n", r.kernel.name, r.err)
-		}
-		for _, imp := range imports {
-			o, ok := outcomes[i][imp]
-			if !ok {
-				continue
-			}
-			for _, t := range o.failed {
-				fmt.Fprintf(w, "%s FAIL %s %s (log: %s)\n", r.kernel.name, strings.TrimPrefix(imp, "github.com/probekit/probekit/"), t, filepath.Join(r.dir, seen[imp].Name+".log"))
-			}
-			if o.status == "lost" || (o.status == "FAIL" && len(o.failed) == 0) {
-				fmt.Fprintf(w, "%s %s %s: exit %d %s (log: %s)\n", r.kernel.name, o.status, strings.TrimPrefix(imp, "github.com/probekit/probekit/"), r.results[seen[imp].Name].Exit, r.results[seen[imp].Name].Error, filepath.Join(r.dir, seen[imp].Name+".log"))
-			}
-			for _, s := range o.skipped {
-				fmt.Fprintf(w, "%s skip %s %s\n", r.kernel.name, strings.TrimPrefix(imp, "github.com/probekit/probekit/"), s)
-			}
-		}
+	for _, d := range details {
+		fmt.Fprintln(w, d)
 	}
 	fmt.Fprintf(w, "\nkernel matrix: %s in all (build and every kernel)\n", total.Round(time.Second))
 	fmt.Fprintf(w, "kernels: %d passed, %d failed, %d skipped\n", npass, nfail, nskip)
