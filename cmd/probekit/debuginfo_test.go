@@ -59,7 +59,7 @@ func TestTraceStaticLibcFunction(t *testing.T) {
 	requireAMD64(t)
 	testkit.LibcDebugFile(t)
 	fx := testkit.Fixture("func_args")
-	hits, _ := traceFuncJSON(t, "uprobe:libc.so.6:_int_malloc", "--", fx, "3")
+	hits, _ := traceFuncJSON(t, append(launchedLibrary(t), "uprobe:libc.so.6:_int_malloc", "--", fx, "3")...)
 	var sizes []string
 	for _, h := range hits {
 		if h.Function != "_int_malloc" || h.Kind != "uprobe" || len(h.Args) < 2 {

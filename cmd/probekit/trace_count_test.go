@@ -139,7 +139,7 @@ func TestTraceCountFunc(t *testing.T) {
 		t.Errorf("histogram of sum6's negative results %+v", hists)
 	}
 
-	hists = aggregateJSON[histLine](t, "--hist", "1", "uprobe:libc.so.6:malloc", "--", fx, itoa(n))
+	hists = aggregateJSON[histLine](t, append(launchedLibrary(t), "--hist", "1", "uprobe:libc.so.6:malloc", "--", fx, itoa(n))...)
 	if len(hists) != 1 || histOf(t, hists[0])[record.Bucket(4096)] != n {
 		t.Errorf("histogram of malloc sizes %+v, want %d in [4096, 8192)", hists, n)
 	}

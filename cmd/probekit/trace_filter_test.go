@@ -33,7 +33,7 @@ func TestTraceFilterMalloc(t *testing.T) {
 		// Eight terms, the most, the last passing.
 		{"pid == 1 || pid == 2 || pid == 3 || tid == 4 || pid == 5 || comm == \"x\" || comm != \"func_*\" || arg1 < 4250", 8},
 	} {
-		got := aggregateJSON[countLine](t, "--count", "--filter", c.expr, "uprobe:libc.so.6:malloc", "--", fx, itoa(n))
+		got := aggregateJSON[countLine](t, append(launchedLibrary(t), "--count", "--filter", c.expr, "uprobe:libc.so.6:malloc", "--", fx, itoa(n))...)
 		if len(got) != 1 || got[0].Count != c.want {
 			t.Errorf("--filter %q: counts %+v, want %d", c.expr, got, c.want)
 		}
@@ -87,7 +87,9 @@ func TestTraceFilterCommPID(t *testing.T) {
 		if err := os.Symlink(fx, link); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(link, "20000")
+		// Alive past the four traces below, also under emulation (where
+		// each took about 6 s); killed at the end.
+		cmd := exec.Command(link, "300000")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

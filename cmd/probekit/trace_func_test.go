@@ -46,6 +46,9 @@ func traceFuncJSON(t *testing.T, args ...string) ([]funcHit, [][]string) {
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
+		if followNotice(h.Kind) {
+			continue
+		}
 		var k []string
 		for key := range m {
 			k = append(k, key)
@@ -206,7 +209,7 @@ func TestTraceFuncStr(t *testing.T) {
 func TestTraceMalloc(t *testing.T) {
 	testkit.RequireKernel(t)
 	fx := testkit.Fixture("func_args")
-	hits, _ := traceFuncJSON(t, "uprobe:libc.so.6:malloc", "uretprobe:libc.so.6:malloc", "--", fx, "3")
+	hits, _ := traceFuncJSON(t, append(launchedLibrary(t), "uprobe:libc.so.6:malloc", "uretprobe:libc.so.6:malloc", "--", fx, "3")...)
 	var sizes []string
 	for i, h := range hits {
 		if h.Function != "malloc" {
@@ -386,7 +389,7 @@ func TestTraceFuncErrors(t *testing.T) {
 		{[]string{fx + ":sum6"}, 2, []string{"uprobe:" + fx + ":sum6"}},
 		{[]string{"uprobe:" + testkit.Fixture("usdt_sample_i386") + ":main"}, 1, []string{"usdt_sample_i386", "function probes"}},
 		// The launched command's failure is the trace's, after its hits.
-		{[]string{"uprobe:libc.so.6:exit", "--", "false"}, 1, []string{"false", "exit status 1"}},
+		{append(launchedLibrary(t), "uprobe:libc.so.6:exit", "--", "false"), 1, []string{"false", "exit status 1"}},
 	} {
 		// 60 s: a trace of libc's exit with libc6-dbg installed reads
 		// the debug file's DWARF for exit's parameters first (0.5 s,

@@ -176,10 +176,24 @@ func TestTraceLatencyPostgres(t *testing.T) {
 			continue // the cluster's own queries
 		}
 		seen++
-		var want record.Histogram
-		want[w.bucket] = w.n
-		if got := histOf(t, l.histLine); got != want {
-			t.Errorf("%q: %+v, want %d in bucket %d", q, l.Buckets, w.n, w.bucket)
+		// Every query in its sleep's bucket; with -short (emulated
+		// kernels, where a 20 ms sleep was seen to last 35 ms) in it or
+		// the next one up. Never below: that would be a wrong pairing.
+		slack := 0
+		if testing.Short() {
+			slack = 1
+		}
+		got := histOf(t, l.histLine)
+		var n uint64
+		for b := w.bucket; b <= w.bucket+slack && b < len(got); b++ {
+			n += got[b]
+		}
+		var all uint64
+		for _, c := range got {
+			all += c
+		}
+		if n != w.n || all != w.n {
+			t.Errorf("%q: %+v, want %d in bucket %d (+%d)", q, l.Buckets, w.n, w.bucket, slack)
 		}
 	}
 	if seen != len(queries) {

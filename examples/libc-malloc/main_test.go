@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -51,12 +53,35 @@ func TestCountPID(t *testing.T) {
 	if _, err := os.Stat(python); err != nil {
 		testkit.Unavailable(t, "%s: %v", python, err)
 	}
-	cmd := exec.Command(python, "-c", ctypesLibc+"import time\nwhile True:\n    libc.free(libc.malloc(555555))\n    time.sleep(0.005)\n")
+	// "ready" once the loop is about to start: under emulation the
+	// interpreter's start took longer than the count's half second, which
+	// then saw only its start's mallocs.
+	cmd := exec.Command(python, "-c", ctypesLibc+"import time\nprint('ready', flush=True)\nwhile True:\n    libc.free(libc.malloc(555555))\n    time.sleep(0.005)\n")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err == nil && line != "ready\n" {
+			err = fmt.Errorf("python printed %q", line)
+		}
+		ready <- err
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("python not ready after 60 s")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	sizes, err := count(ctx, cmd.Process.Pid, nil)

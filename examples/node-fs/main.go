@@ -109,6 +109,11 @@ type Call struct {
 // executable for it alone, lets it run, and passes each call to handle
 // until it exits; it returns cmd's exit error.
 func trace(ctx context.Context, cmd *exec.Cmd, handle func(Call)) (err error) {
+	// nodefs.c reads each function's cookie: without cookies its
+	// program would not load.
+	if err := uprobe.CheckCookies(); err != nil {
+		return fmt.Errorf("node-fs: %w", err)
+	}
 	spec, err := loadNodefs()
 	if err != nil {
 		return err

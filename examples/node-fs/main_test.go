@@ -12,7 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/uprobe"
 )
 
 func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }
@@ -27,6 +29,15 @@ func requireNode(t *testing.T) {
 	if _, err := os.Stat(node); err != nil {
 		testkit.Unavailable(t, "%s: %v", node, err)
 	}
+	if uprobe.CheckCookies() != nil {
+		// The documented refusal, before anything is launched.
+		cmd := exec.Command(node, "-e", "")
+		err := trace(context.Background(), cmd, func(Call) {})
+		if err == nil || !strings.Contains(err.Error(), "BPF cookie (Linux 5.15)") || cmd.Process != nil {
+			t.Fatalf("trace without BPF cookies: %v (launched: %v); want a refusal naming them", err, cmd.Process != nil)
+		}
+	}
+	testkit.NeedFeature(t, uprobe.CheckCookies() == nil, nil, "5.15", "BPF cookie")
 }
 
 // traceNode runs node -e script through trace and returns every call.
@@ -168,5 +179,17 @@ func TestTableMatchesNode(t *testing.T) {
 		if c := cookieOf(i); c>>32 != uint64(i) || c&0xff != uint64(f.cb) {
 			t.Errorf("cookieOf(%d) = %#x: index or callback lost", i, c)
 		}
+	}
+}
+
+// Without BPF cookies (before Linux 5.15; forced off here) the example
+// refuses at once, naming the feature, and launches nothing.
+func TestRefusedWithoutCookies(t *testing.T) {
+	testkit.RequireKernel(t)
+	defer features.ForceOff(features.Cookie)()
+	cmd := exec.Command(node, "-e", "")
+	err := trace(context.Background(), cmd, func(Call) {})
+	if err == nil || !strings.Contains(err.Error(), "BPF cookie (Linux 5.15)") || cmd.Process != nil {
+		t.Errorf("trace: %v (launched: %v); want a refusal naming BPF cookies", err, cmd.Process != nil)
 	}
 }
