@@ -77,8 +77,8 @@ test: deps
 # (vmrun). Each kernel boots two VMs, run two at a time on the two cores:
 # KERNEL_CORE with the tests of cmd/probekit that are not TestTrace*, and
 # cmd/probekit's TestTrace* (about 11 minutes under emulation, and 23 for
-# the whole package on 6.1, too long for one VM beside the rest). README.md
-# ("Supported kernels") has the figures.
+# the whole package on 6.1, too long for one VM beside the rest). docs/kernels.md
+# has the figures.
 KERNEL_CORE := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe,./usdt/...,./bpfunwind,./follow,./tracer,./semaphore,./exporter,./symbolize,./unwind,./profile,./examples/...,./cmd/probekit!^TestTrace
 KERNEL_TRACE := ./cmd/probekit@^TestTrace
 KERNEL_MATRIX := '5.10/core=$(KERNEL_CORE)' '6.1/core=$(KERNEL_CORE)' '6.12/core=$(KERNEL_CORE)' '5.10/trace=$(KERNEL_TRACE)' '6.1/trace=$(KERNEL_TRACE)' '6.12/trace=$(KERNEL_TRACE)'
