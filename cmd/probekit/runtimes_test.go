@@ -94,14 +94,14 @@ func TestRuntimePython(t *testing.T) {
 
 func TestRuntimeRuby(t *testing.T) {
 	requireRuntime(t, "/usr/bin/ruby")
-	out, errOut := traceStderr(t, "--str", "1,2", "libruby-3.1.so.3.1:ruby:method__entry", "--",
-		"ruby", "-e", "TracePoint.new(:call) {}.enable; def hello; end; hello")
+	out, errOut := traceStderr(t, append(launchedLibrary(t), "--str", "1,2", "libruby-3.1.so.3.1:ruby:method__entry", "--",
+		"ruby", "-e", "TracePoint.new(:call) {}.enable; def hello; end; hello")...)
 	requireHit(t, out, "ruby:method__entry", `"Object" "hello"`)
 	requireNoHint(t, errOut)
 
 	// Without the TracePoint: no hit, and the hint.
-	out, errOut = traceStderr(t, "--str", "1,2", "libruby-3.1.so.3.1:ruby:method__entry", "--",
-		"ruby", "-e", "def hello; end; hello")
+	out, errOut = traceStderr(t, append(launchedLibrary(t), "--str", "1,2", "libruby-3.1.so.3.1:ruby:method__entry", "--",
+		"ruby", "-e", "def hello; end; hello")...)
 	if strings.Contains(out, "ruby:method__entry") {
 		t.Errorf("method__entry fired without a TracePoint:\n%.2000s", out)
 	}
@@ -112,13 +112,13 @@ func TestRuntimeRuby(t *testing.T) {
 
 func TestRuntimePHP(t *testing.T) {
 	requireRuntime(t, "/usr/bin/php8.2")
-	out, errOut := traceStderr(t, "--str", "1,2", "php8.2:php:function__entry", "--",
-		"env", "USE_ZEND_DTRACE=1", "php8.2", "-r", "function hello() {} hello();")
+	out, errOut := traceStderr(t, append(launchedLibrary(t), "--str", "1,2", "php8.2:php:function__entry", "--",
+		"env", "USE_ZEND_DTRACE=1", "php8.2", "-r", "function hello() {} hello();")...)
 	requireHit(t, out, "php:function__entry", `"hello" "Command line code" 1`)
 	requireNoHint(t, errOut)
 
-	out, errOut = traceStderr(t, "--str", "1,2", "php8.2:php:function__entry", "--",
-		"env", "-u", "USE_ZEND_DTRACE", "php8.2", "-r", "function hello() {} hello();")
+	out, errOut = traceStderr(t, append(launchedLibrary(t), "--str", "1,2", "php8.2:php:function__entry", "--",
+		"env", "-u", "USE_ZEND_DTRACE", "php8.2", "-r", "function hello() {} hello();")...)
 	if strings.Contains(out, "php:function__entry") {
 		t.Errorf("function__entry fired without USE_ZEND_DTRACE:\n%.2000s", out)
 	}
@@ -144,13 +144,13 @@ func TestRuntimeJava(t *testing.T) {
 		t.Fatalf("javac: %v: %s", err, b)
 	}
 	probe := jdk + "/lib/server/libjvm.so:hotspot:method__entry"
-	out, errOut := traceStderr(t, "--str", "2,4", probe, "--", jdk+"/bin/java", "-XX:+ExtendedDTraceProbes", "-cp", dir, "Hello")
+	out, errOut := traceStderr(t, append(launchedLibrary(t), "--str", "2,4", probe, "--", jdk+"/bin/java", "-XX:+ExtendedDTraceProbes", "-cp", dir, "Hello")...)
 	// The class and method names are not NUL-terminated (a length
 	// follows each): --str prints the bytes up to the next NUL.
 	requireHit(t, out, "hotspot:method__entry", `"Hello`, `"greet`)
 	requireNoHint(t, errOut)
 
-	out, errOut = traceStderr(t, "--str", "2,4", probe, "--", jdk+"/bin/java", "-cp", dir, "Hello")
+	out, errOut = traceStderr(t, append(launchedLibrary(t), "--str", "2,4", probe, "--", jdk+"/bin/java", "-cp", dir, "Hello")...)
 	if strings.Contains(out, "hotspot:method__entry") {
 		t.Errorf("method__entry fired without -XX:+ExtendedDTraceProbes:\n%.2000s", out)
 	}

@@ -323,7 +323,7 @@ func TestTraceJava(t *testing.T) {
 	if _, err := os.Stat(libjvm); err != nil {
 		testkit.Unavailable(t, "openjdk-17-jre-headless: %v", err)
 	}
-	hits := traceJSON(t, libjvm+":hotspot:*", "--", java, "-version")
+	hits := traceJSON(t, append(launchedLibrary(t), libjvm+":hotspot:*", "--", java, "-version")...)
 	count := map[string]int{}
 	for _, h := range hits {
 		if h.Provider != "hotspot" {
