@@ -552,3 +552,37 @@ func openFDs(t *testing.T) int {
 	}
 	return len(ents)
 }
+
+// TestCheckErrorsNameMetric: the errors of a Config built in Go name the
+// metric by its name and index, never "line 0", and never start with an
+// empty path (issue 40).
+func TestCheckErrorsNameMetric(t *testing.T) {
+	loop := &probe.Spec{Kind: record.KindUSDT, Target: "/bin/x", Provider: "p", Name: "n"}
+	for _, c := range []struct {
+		cfg  exporter.Config
+		want string
+	}{
+		{exporter.Config{Metrics: []*exporter.Metric{{Name: "a", Probe: loop}}},
+			`metric "a" (metrics[0]): type "": want counter or histogram`},
+		{exporter.Config{Metrics: []*exporter.Metric{{Name: "a", Type: exporter.Counter, Probe: loop}, {Name: "a", Type: exporter.Counter, Probe: loop}}},
+			`metric "a" (metrics[1].name): "a" is defined twice (first as metrics[0])`},
+		{exporter.Config{Metrics: []*exporter.Metric{{Name: "", Type: exporter.Counter, Probe: loop}}},
+			`metrics[0]: name "" is not a Prometheus metric name`},
+		{exporter.Config{Path: "agent.yaml", Metrics: []*exporter.Metric{{Name: "a", Probe: loop}}},
+			`agent.yaml: metric "a" (metrics[0]): type ""`},
+		{exporter.Config{Metrics: []*exporter.Metric{nil}}, `metrics[0]: nil metric`},
+	} {
+		err := c.cfg.Check()
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%v, want %q", err, c.want)
+		}
+		if err != nil && (strings.HasPrefix(err.Error(), ":") || strings.Contains(err.Error(), "line 0")) {
+			t.Errorf("%v: an empty path or line 0", err)
+		}
+	}
+	// A file's errors keep their file and line.
+	_, err := exporter.ParseConfig("c.yaml", []byte("metrics:\n  - name: a\n    type: gauge\n    probe: /bin/x:p:n\n"), exporter.ParseProbe)
+	if err == nil || err.Error() != `c.yaml:3: metrics[0].type: "gauge": want counter or histogram` {
+		t.Errorf("file: %v", err)
+	}
+}

@@ -191,7 +191,7 @@ func (x *Exporter) Apply(cfg *Config) {
 	var failed []string
 	for _, s := range load {
 		if s.err != nil {
-			x.log.Printf("%s (line %d): %v", s.m.Name, s.m.Line, s.err)
+			x.log.Printf("%s: %v", where(s.m), s.err)
 			failed = append(failed, s.m.Name)
 		}
 	}
