@@ -1,6 +1,7 @@
 package exporter_test
 
 import (
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -584,5 +585,67 @@ func TestCheckErrorsNameMetric(t *testing.T) {
 	_, err := exporter.ParseConfig("c.yaml", []byte("metrics:\n  - name: a\n    type: gauge\n    probe: /bin/x:p:n\n"), exporter.ParseProbe)
 	if err == nil || err.Error() != `c.yaml:3: metrics[0].type: "gauge": want counter or histogram` {
 		t.Errorf("file: %v", err)
+	}
+}
+
+// TestApplyReportsFailed: Apply with one good and one unattachable metric
+// returns an *ApplyError naming the bad one and why; the good one is
+// attached and counts exactly (issue 40).
+func TestApplyReportsFailed(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := privateFixture(t, "usdt_sample")
+	p := testkit.Start(t, fixture)
+	cfg := &exporter.Config{Metrics: []*exporter.Metric{
+		{Name: "good_loops_total", Type: exporter.Counter, Probe: &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "loop"}},
+		{Name: "bad_missing_total", Type: exporter.Counter, Probe: &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "no_such_probe"}},
+	}}
+	if err := cfg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	x := exporter.New(exporter.Options{NoRuntimeMetrics: true})
+	defer x.Close()
+	err := x.Apply(cfg)
+	var aerr *exporter.ApplyError
+	if !errors.As(err, &aerr) {
+		t.Fatalf("Apply: %v, want an *ApplyError", err)
+	}
+	if len(aerr.Failed) != 1 || aerr.Failed[0].Metric != "bad_missing_total" || aerr.Failed[0].Err == nil || aerr.Metrics != 2 {
+		t.Fatalf("Apply: %+v, want bad_missing_total alone of 2", aerr)
+	}
+	if !strings.Contains(err.Error(), "bad_missing_total") || !strings.Contains(err.Error(), "no_such_probe") || strings.Contains(err.Error(), "good_loops_total") {
+		t.Errorf("Apply: %v: want the bad metric and its probe named, not the good one", err)
+	}
+	if got := x.Attached(); !slices.Equal(got, []string{"good_loops_total"}) {
+		t.Errorf("attached %v, want [good_loops_total]", got)
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(x); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Loop("loop", 37); err != nil {
+		t.Fatal(err)
+	}
+	got := gather(t, reg, "")
+	want := map[string]float64{
+		"good_loops_total": 37,
+		`probekit_export_metric_attached{metric="good_loops_total"}`:     1,
+		`probekit_export_metric_attached{metric="bad_missing_total"}`:    0,
+		`probekit_export_attach_errors_total{metric="bad_missing_total"}`: 1,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+	if _, ok := got["bad_missing_total"]; ok {
+		t.Error("bad_missing_total served")
+	}
+	// Applied again, the good one is kept and the error is the same.
+	if err := x.Apply(cfg); !errors.As(err, &aerr) || len(aerr.Failed) != 1 {
+		t.Errorf("second Apply: %v", err)
+	}
+	// Without the bad one, nothing fails.
+	if err := x.Apply(&exporter.Config{Metrics: cfg.Metrics[:1]}); err != nil {
+		t.Errorf("Apply of the good one: %v", err)
 	}
 }

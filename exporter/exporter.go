@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -131,12 +132,61 @@ func same(a, b *Metric) bool {
 	return reflect.DeepEqual(ac, bc)
 }
 
+// ApplyError is what Apply could not do: each metric that failed to
+// load or attach, and why. The other metrics of the configuration are
+// attached and served.
+type ApplyError struct {
+	// Failed are the metrics that do not count, in configuration order.
+	Failed []*MetricError
+	// Metrics is the number of metrics of the configuration.
+	Metrics int
+}
+
+func (e *ApplyError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d metrics not attached: ", len(e.Failed), e.Metrics)
+	for i, f := range e.Failed {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(f.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns each metric's error, for errors.Is and errors.As.
+func (e *ApplyError) Unwrap() []error {
+	out := make([]error, len(e.Failed))
+	for i, f := range e.Failed {
+		out[i] = f
+	}
+	return out
+}
+
+// MetricError is why one metric failed to load or attach.
+type MetricError struct {
+	// Metric is the metric's name; Line its line in its file (0 for a
+	// Config built in Go).
+	Metric string
+	Line   int
+	Err    error
+}
+
+func (e *MetricError) Error() string {
+	return where(&Metric{Name: e.Metric, Line: e.Line}) + ": " + e.Err.Error()
+}
+
+func (e *MetricError) Unwrap() error { return e.Err }
+
 // Apply makes cfg the configuration in force: a metric defined as before
 // and attached keeps its program, and so its counts; the others are
 // detached, and the new ones loaded and attached. A metric that fails to
-// load or attach is logged and counted (probekit_export_attach_errors_total);
-// the others work.
-func (x *Exporter) Apply(cfg *Config) {
+// load or attach is logged, counted (probekit_export_attach_errors_total)
+// and listed in the *ApplyError returned; the others work and are served.
+// A nil error means every metric of cfg is attached. The failures of a
+// "*" or glob target in one process, later, are logged and counted, not
+// returned.
+func (x *Exporter) Apply(cfg *Config) error {
 	old := map[string]*metricState{}
 	x.mu.RLock()
 	for _, s := range x.metrics {
@@ -189,10 +239,12 @@ func (x *Exporter) Apply(cfg *Config) {
 		s.prog, s.err = progs[i], errs[i]
 	}
 	var failed []string
+	aerr := &ApplyError{Metrics: len(cfg.Metrics)}
 	for _, s := range load {
 		if s.err != nil {
 			x.log.Printf("%s: %v", where(s.m), s.err)
 			failed = append(failed, s.m.Name)
+			aerr.Failed = append(aerr.Failed, &MetricError{Metric: s.m.Name, Line: s.m.Line, Err: s.err})
 		}
 	}
 	x.mu.Lock()
@@ -204,6 +256,10 @@ func (x *Exporter) Apply(cfg *Config) {
 	x.errMu.Unlock()
 	x.reloads[0]++
 	x.mu.Unlock()
+	if len(aerr.Failed) > 0 {
+		return aerr
+	}
+	return nil
 }
 
 // watchFailed is told each failure of m's watch in one process: logged
