@@ -628,8 +628,8 @@ func TestApplyReportsFailed(t *testing.T) {
 	got := gather(t, reg, "")
 	want := map[string]float64{
 		"good_loops_total": 37,
-		`probekit_export_metric_attached{metric="good_loops_total"}`:     1,
-		`probekit_export_metric_attached{metric="bad_missing_total"}`:    0,
+		`probekit_export_metric_attached{metric="good_loops_total"}`:      1,
+		`probekit_export_metric_attached{metric="bad_missing_total"}`:     0,
 		`probekit_export_attach_errors_total{metric="bad_missing_total"}`: 1,
 	}
 	for k, v := range want {
