@@ -649,3 +649,75 @@ func TestApplyReportsFailed(t *testing.T) {
 		t.Errorf("Apply of the good one: %v", err)
 	}
 }
+
+// TestApplyFailedKeepsPrevious: after a good Apply, an Apply whose new
+// definition of the metric cannot attach leaves the previous definition
+// attached and counting, its counts kept (issue 37 item 7). Before, the
+// running program was detached before the load, and nothing counted.
+func TestApplyFailedKeepsPrevious(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := privateFixture(t, "usdt_sample")
+	p := testkit.Start(t, fixture)
+	good := &exporter.Config{Metrics: []*exporter.Metric{
+		{Name: "loops_total", Type: exporter.Counter, Probe: &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "loop"}},
+	}}
+	bad := &exporter.Config{Metrics: []*exporter.Metric{
+		{Name: "loops_total", Type: exporter.Counter, Probe: &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "no_such_probe"}},
+	}}
+	for _, cfg := range []*exporter.Config{good, bad} {
+		if err := cfg.Check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := exporter.New(exporter.Options{NoRuntimeMetrics: true})
+	defer x.Close()
+	if err := x.Apply(good); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(x); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Loop("loop", 11); err != nil {
+		t.Fatal(err)
+	}
+	if got := gather(t, reg, "loops_total")["loops_total"]; got != 11 {
+		t.Fatalf("loops_total = %v after the good Apply, want 11", got)
+	}
+	err := x.Apply(bad)
+	var aerr *exporter.ApplyError
+	if !errors.As(err, &aerr) || len(aerr.Failed) != 1 || !aerr.Failed[0].Previous || aerr.Failed[0].Metric != "loops_total" {
+		t.Fatalf("Apply of the bad config: %v, want loops_total failed with its previous definition kept", err)
+	}
+	if !strings.Contains(err.Error(), "no_such_probe") || !strings.Contains(err.Error(), "previous definition stays attached") {
+		t.Errorf("Apply: %v: want the probe named and the previous definition said kept", err)
+	}
+	if got := x.Attached(); !slices.Equal(got, []string{"loops_total"}) {
+		t.Errorf("attached %v, want [loops_total]", got)
+	}
+	if err := p.Loop("loop", 37); err != nil {
+		t.Fatal(err)
+	}
+	got := gather(t, reg, "")
+	want := map[string]float64{
+		"loops_total": 48,
+		`probekit_export_metric_attached{metric="loops_total"}`:     1,
+		`probekit_export_attach_errors_total{metric="loops_total"}`: 1,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+	// The good config again: the kept program is the same definition,
+	// so its counts go on.
+	if err := x.Apply(good); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Loop("loop", 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := gather(t, reg, "loops_total")["loops_total"]; got != 50 {
+		t.Errorf("loops_total = %v after the good Apply again, want 50", got)
+	}
+}
