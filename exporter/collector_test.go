@@ -1,6 +1,7 @@
 package exporter_test
 
 import (
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -551,4 +552,172 @@ func openFDs(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(ents)
+}
+
+// TestCheckErrorsNameMetric: the errors of a Config built in Go name the
+// metric by its name and index, never "line 0", and never start with an
+// empty path (issue 40).
+func TestCheckErrorsNameMetric(t *testing.T) {
+	loop := &probe.Spec{Kind: record.KindUSDT, Target: "/bin/x", Provider: "p", Name: "n"}
+	for _, c := range []struct {
+		cfg  exporter.Config
+		want string
+	}{
+		{exporter.Config{Metrics: []*exporter.Metric{{Name: "a", Probe: loop}}},
+			`metric "a" (metrics[0]): type "": want counter or histogram`},
+		{exporter.Config{Metrics: []*exporter.Metric{{Name: "a", Type: exporter.Counter, Probe: loop}, {Name: "a", Type: exporter.Counter, Probe: loop}}},
+			`metric "a" (metrics[1].name): "a" is defined twice (first as metrics[0])`},
+		{exporter.Config{Metrics: []*exporter.Metric{{Name: "", Type: exporter.Counter, Probe: loop}}},
+			`metrics[0]: name "" is not a Prometheus metric name`},
+		{exporter.Config{Path: "agent.yaml", Metrics: []*exporter.Metric{{Name: "a", Probe: loop}}},
+			`agent.yaml: metric "a" (metrics[0]): type ""`},
+		{exporter.Config{Metrics: []*exporter.Metric{nil}}, `metrics[0]: nil metric`},
+	} {
+		err := c.cfg.Check()
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%v, want %q", err, c.want)
+		}
+		if err != nil && (strings.HasPrefix(err.Error(), ":") || strings.Contains(err.Error(), "line 0")) {
+			t.Errorf("%v: an empty path or line 0", err)
+		}
+	}
+	// A file's errors keep their file and line.
+	_, err := exporter.ParseConfig("c.yaml", []byte("metrics:\n  - name: a\n    type: gauge\n    probe: /bin/x:p:n\n"), exporter.ParseProbe)
+	if err == nil || err.Error() != `c.yaml:3: metrics[0].type: "gauge": want counter or histogram` {
+		t.Errorf("file: %v", err)
+	}
+}
+
+// TestApplyReportsFailed: Apply with one good and one unattachable metric
+// returns an *ApplyError naming the bad one and why; the good one is
+// attached and counts exactly (issue 40).
+func TestApplyReportsFailed(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := privateFixture(t, "usdt_sample")
+	p := testkit.Start(t, fixture)
+	cfg := &exporter.Config{Metrics: []*exporter.Metric{
+		{Name: "good_loops_total", Type: exporter.Counter, Probe: &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "loop"}},
+		{Name: "bad_missing_total", Type: exporter.Counter, Probe: &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "no_such_probe"}},
+	}}
+	if err := cfg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	x := exporter.New(exporter.Options{NoRuntimeMetrics: true})
+	defer x.Close()
+	err := x.Apply(cfg)
+	var aerr *exporter.ApplyError
+	if !errors.As(err, &aerr) {
+		t.Fatalf("Apply: %v, want an *ApplyError", err)
+	}
+	if len(aerr.Failed) != 1 || aerr.Failed[0].Metric != "bad_missing_total" || aerr.Failed[0].Err == nil || aerr.Metrics != 2 {
+		t.Fatalf("Apply: %+v, want bad_missing_total alone of 2", aerr)
+	}
+	if !strings.Contains(err.Error(), "bad_missing_total") || !strings.Contains(err.Error(), "no_such_probe") || strings.Contains(err.Error(), "good_loops_total") {
+		t.Errorf("Apply: %v: want the bad metric and its probe named, not the good one", err)
+	}
+	if got := x.Attached(); !slices.Equal(got, []string{"good_loops_total"}) {
+		t.Errorf("attached %v, want [good_loops_total]", got)
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(x); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Loop("loop", 37); err != nil {
+		t.Fatal(err)
+	}
+	got := gather(t, reg, "")
+	want := map[string]float64{
+		"good_loops_total": 37,
+		`probekit_export_metric_attached{metric="good_loops_total"}`:      1,
+		`probekit_export_metric_attached{metric="bad_missing_total"}`:     0,
+		`probekit_export_attach_errors_total{metric="bad_missing_total"}`: 1,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+	if _, ok := got["bad_missing_total"]; ok {
+		t.Error("bad_missing_total served")
+	}
+	// Applied again, the good one is kept and the error is the same.
+	if err := x.Apply(cfg); !errors.As(err, &aerr) || len(aerr.Failed) != 1 {
+		t.Errorf("second Apply: %v", err)
+	}
+	// Without the bad one, nothing fails.
+	if err := x.Apply(&exporter.Config{Metrics: cfg.Metrics[:1]}); err != nil {
+		t.Errorf("Apply of the good one: %v", err)
+	}
+}
+
+// TestApplyFailedKeepsPrevious: after a good Apply, an Apply whose new
+// definition of the metric cannot attach leaves the previous definition
+// attached and counting, its counts kept (issue 37 item 7). Before, the
+// running program was detached before the load, and nothing counted.
+func TestApplyFailedKeepsPrevious(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := privateFixture(t, "usdt_sample")
+	p := testkit.Start(t, fixture)
+	good := &exporter.Config{Metrics: []*exporter.Metric{
+		{Name: "loops_total", Type: exporter.Counter, Probe: &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "loop"}},
+	}}
+	bad := &exporter.Config{Metrics: []*exporter.Metric{
+		{Name: "loops_total", Type: exporter.Counter, Probe: &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "no_such_probe"}},
+	}}
+	for _, cfg := range []*exporter.Config{good, bad} {
+		if err := cfg.Check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := exporter.New(exporter.Options{NoRuntimeMetrics: true})
+	defer x.Close()
+	if err := x.Apply(good); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(x); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Loop("loop", 11); err != nil {
+		t.Fatal(err)
+	}
+	if got := gather(t, reg, "loops_total")["loops_total"]; got != 11 {
+		t.Fatalf("loops_total = %v after the good Apply, want 11", got)
+	}
+	err := x.Apply(bad)
+	var aerr *exporter.ApplyError
+	if !errors.As(err, &aerr) || len(aerr.Failed) != 1 || !aerr.Failed[0].Previous || aerr.Failed[0].Metric != "loops_total" {
+		t.Fatalf("Apply of the bad config: %v, want loops_total failed with its previous definition kept", err)
+	}
+	if !strings.Contains(err.Error(), "no_such_probe") || !strings.Contains(err.Error(), "previous definition stays attached") {
+		t.Errorf("Apply: %v: want the probe named and the previous definition said kept", err)
+	}
+	if got := x.Attached(); !slices.Equal(got, []string{"loops_total"}) {
+		t.Errorf("attached %v, want [loops_total]", got)
+	}
+	if err := p.Loop("loop", 37); err != nil {
+		t.Fatal(err)
+	}
+	got := gather(t, reg, "")
+	want := map[string]float64{
+		"loops_total": 48,
+		`probekit_export_metric_attached{metric="loops_total"}`:     1,
+		`probekit_export_attach_errors_total{metric="loops_total"}`: 1,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+	// The good config again: the kept program is the same definition,
+	// so its counts go on.
+	if err := x.Apply(good); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Loop("loop", 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := gather(t, reg, "loops_total")["loops_total"]; got != 50 {
+		t.Errorf("loops_total = %v after the good Apply again, want 50", got)
+	}
 }

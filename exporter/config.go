@@ -162,27 +162,52 @@ func expBuckets(start, factor float64, n int) []float64 {
 	return b
 }
 
-// ConfigError is a mistake in a configuration file: where it is and
+// ConfigError is a mistake in a configuration: where it is (the file
+// and line of a file; the metric's name in a Config built in Go) and
 // which field.
 type ConfigError struct {
-	Path  string
-	Line  int
-	Field string // "metrics[2].value"; "" for the file as a whole
-	Msg   string
+	// Path is the file; "" for a Config built in Go without one.
+	Path string
+	// Line is the line in the file; 0 for a Config built in Go.
+	Line int
+	// Metric is the name of the metric at fault, when it has one.
+	Metric string
+	Field  string // "metrics[2].value"; "" for the file as a whole
+	Msg    string
 }
 
+// Error reads "PATH:LINE: FIELD: MSG" for a file, and
+// "metric "NAME" (FIELD): MSG" for a Config built in Go.
 func (e *ConfigError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Path)
 	if e.Line > 0 {
+		if e.Path == "" {
+			b.WriteString("line")
+		}
 		b.WriteString(":" + strconv.Itoa(e.Line))
 	}
-	b.WriteString(": ")
-	if e.Field != "" {
+	if b.Len() > 0 {
+		b.WriteString(": ")
+	}
+	switch {
+	case e.Line == 0 && e.Metric != "" && e.Field != "":
+		fmt.Fprintf(&b, "metric %q (%s): ", e.Metric, e.Field)
+	case e.Line == 0 && e.Metric != "":
+		fmt.Fprintf(&b, "metric %q: ", e.Metric)
+	case e.Field != "":
 		b.WriteString(e.Field + ": ")
 	}
 	b.WriteString(e.Msg)
 	return b.String()
+}
+
+// where names m in messages: its line in its file, or its name.
+func where(m *Metric) string {
+	if m.Line > 0 {
+		return fmt.Sprintf("%s (line %d)", m.Name, m.Line)
+	}
+	return m.Name
 }
 
 // LoadConfig reads and checks the configuration file at path.
@@ -269,11 +294,13 @@ func exposedNames(m *Metric) []string {
 // both at the scrape while the page is still served.
 func (c *Config) checkNames() error {
 	taken := map[string]*Metric{}
+	index := map[*Metric]int{}
 	for i, m := range c.Metrics {
+		index[m] = i
 		field := fmt.Sprintf("metrics[%d].name", i)
 		for _, r := range reservedPrefixes {
 			if strings.HasPrefix(m.Name, r) {
-				return &ConfigError{Path: c.Path, Line: m.Line, Field: field,
+				return &ConfigError{Path: c.Path, Line: m.Line, Metric: m.Name, Field: field,
 					Msg: fmt.Sprintf("%q: names starting with %s are the exporter's own (%s)", m.Name, r, strings.Join(reservedPrefixes, ", "))}
 			}
 		}
@@ -283,8 +310,12 @@ func (c *Config) checkNames() error {
 				if o.Name != m.Name || n != m.Name {
 					what = fmt.Sprintf("%q writes samples named %s, as %q does", m.Name, n, o.Name)
 				}
-				return &ConfigError{Path: c.Path, Line: m.Line, Field: field,
-					Msg: fmt.Sprintf("%s (first on line %d)", what, o.Line)}
+				first := fmt.Sprintf("first on line %d", o.Line)
+				if o.Line == 0 {
+					first = fmt.Sprintf("first as metrics[%d]", index[o])
+				}
+				return &ConfigError{Path: c.Path, Line: m.Line, Metric: m.Name, Field: field,
+					Msg: fmt.Sprintf("%s (%s)", what, first)}
 			}
 		}
 		for _, n := range exposedNames(m) {
@@ -612,8 +643,11 @@ func (c *Config) Check() error {
 		return &ConfigError{Path: c.Path, Field: "metrics", Msg: fmt.Sprintf("%d metrics: want 1 to %d", len(c.Metrics), MaxMetrics)}
 	}
 	for i, m := range c.Metrics {
+		if m == nil {
+			return &ConfigError{Path: c.Path, Field: fmt.Sprintf("metrics[%d]", i), Msg: "nil metric"}
+		}
 		if err := m.check(); err != nil {
-			return &ConfigError{Path: c.Path, Line: m.Line, Field: fmt.Sprintf("metrics[%d]", i), Msg: err.Error()}
+			return &ConfigError{Path: c.Path, Line: m.Line, Metric: m.Name, Field: fmt.Sprintf("metrics[%d]", i), Msg: err.Error()}
 		}
 	}
 	return c.checkNames()

@@ -8,12 +8,15 @@
 // file and line) or a Config built in Go and checked with Config.Check.
 // An Exporter applies it (Apply: the metrics new to a configuration load
 // as one BPF collection; a metric left unchanged by a reload keeps its
-// counts) and is a
+// counts; the metrics that failed are returned, the others served) and
+// is a
 // prometheus.Collector: an agent registers it in its own registry,
 //
 //	x := exporter.New(exporter.Options{NoRuntimeMetrics: true})
 //	defer x.Close()
-//	x.Apply(cfg)
+//	if err := x.Apply(cfg); err != nil {
+//		log.Print(err) // *ApplyError: each metric that failed, and why
+//	}
 //	reg.MustRegister(x)
 //
 // or serves it with the Exporter's own registry (Handler, Serve), as

@@ -27,7 +27,11 @@ func ExampleExporter() {
 	}
 	x := exporter.New(exporter.Options{NoRuntimeMetrics: true})
 	defer x.Close()
-	x.Apply(cfg)
+	if err := x.Apply(cfg); err != nil {
+		// An *ApplyError: the metrics that failed, and why; the others
+		// are served.
+		log.Print(err)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(x)
 	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -131,12 +132,71 @@ func same(a, b *Metric) bool {
 	return reflect.DeepEqual(ac, bc)
 }
 
+// ApplyError is what Apply could not do: each metric that failed to
+// load or attach, and why. The other metrics of the configuration are
+// attached and served.
+type ApplyError struct {
+	// Failed are the metrics that do not count, in configuration order.
+	Failed []*MetricError
+	// Metrics is the number of metrics of the configuration.
+	Metrics int
+}
+
+func (e *ApplyError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d metrics not attached: ", len(e.Failed), e.Metrics)
+	for i, f := range e.Failed {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(f.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns each metric's error, for errors.Is and errors.As.
+func (e *ApplyError) Unwrap() []error {
+	out := make([]error, len(e.Failed))
+	for i, f := range e.Failed {
+		out[i] = f
+	}
+	return out
+}
+
+// MetricError is why one metric failed to load or attach.
+type MetricError struct {
+	// Metric is the metric's name; Line its line in its file (0 for a
+	// Config built in Go).
+	Metric string
+	Line   int
+	Err    error
+	// Previous says that the metric's previous definition, of the
+	// configuration in force before, stays attached and served.
+	Previous bool
+}
+
+func (e *MetricError) Error() string {
+	msg := where(&Metric{Name: e.Metric, Line: e.Line}) + ": " + e.Err.Error()
+	if e.Previous {
+		msg += " (its previous definition stays attached)"
+	}
+	return msg
+}
+
+func (e *MetricError) Unwrap() error { return e.Err }
+
 // Apply makes cfg the configuration in force: a metric defined as before
-// and attached keeps its program, and so its counts; the others are
-// detached, and the new ones loaded and attached. A metric that fails to
-// load or attach is logged and counted (probekit_export_attach_errors_total);
-// the others work.
-func (x *Exporter) Apply(cfg *Config) {
+// and attached keeps its program, and so its counts; the new ones are
+// loaded and attached, then the others detached. A metric that fails to
+// load or attach is logged, counted (probekit_export_attach_errors_total)
+// and listed in the *ApplyError returned; the others work and are served.
+// A changed metric whose new definition fails keeps its previous one
+// (MetricError.Previous), so that a reload that cannot load leaves the
+// metrics in force counting. A nil error means every metric of cfg is
+// attached as cfg defines it. The failures of a
+// "*" or glob target in one process, later, are logged and counted, not
+// returned.
+func (x *Exporter) Apply(cfg *Config) error {
 	old := map[string]*metricState{}
 	x.mu.RLock()
 	for _, s := range x.metrics {
@@ -154,31 +214,15 @@ func (x *Exporter) Apply(cfg *Config) {
 		}
 		next = append(next, &metricState{m: m})
 	}
-	for _, s := range old {
-		if !keep[s] {
-			drop = append(drop, s)
-		}
-	}
-	// Detach first: a changed metric's probes may be the new one's.
-	// Scrapes meanwhile see the metrics kept.
-	var kept []*metricState
-	for _, s := range next {
-		if keep[s] {
-			kept = append(kept, s)
-		}
-	}
-	x.mu.Lock()
-	x.metrics = kept
-	x.mu.Unlock()
-	closeAll(drop, x.log)
+	// The new metrics load first, as one group (one collection, and one
+	// attachment per probe they use), while the metrics in force keep
+	// counting and are served: a load that fails leaves them attached.
 	var load []*metricState
 	for _, s := range next {
 		if !keep[s] {
 			load = append(load, s)
 		}
 	}
-	// The new metrics load as one group: one collection, and one
-	// attachment per probe they use.
 	ms := make([]*Metric, len(load))
 	for i, s := range load {
 		s.desc, s.overflowDesc = newDesc(s.m)
@@ -188,11 +232,31 @@ func (x *Exporter) Apply(cfg *Config) {
 	for i, s := range load {
 		s.prog, s.err = progs[i], errs[i]
 	}
+	// A changed metric whose new definition failed keeps its previous
+	// one, attached, with its counts.
+	previous := map[*metricState]bool{}
+	for i, s := range next {
+		if o := old[s.m.Name]; s.err != nil && o != nil && o.prog != nil && !keep[o] {
+			keep[o], previous[s] = true, true
+			next[i] = o
+		}
+	}
+	for _, s := range old {
+		if !keep[s] {
+			drop = append(drop, s)
+		}
+	}
 	var failed []string
+	aerr := &ApplyError{Metrics: len(cfg.Metrics)}
 	for _, s := range load {
 		if s.err != nil {
-			x.log.Printf("%s (line %d): %v", s.m.Name, s.m.Line, s.err)
+			kept := ""
+			if previous[s] {
+				kept = " (its previous definition stays attached)"
+			}
+			x.log.Printf("%s: %v%s", where(s.m), s.err, kept)
 			failed = append(failed, s.m.Name)
+			aerr.Failed = append(aerr.Failed, &MetricError{Metric: s.m.Name, Line: s.m.Line, Err: s.err, Previous: previous[s]})
 		}
 	}
 	x.mu.Lock()
@@ -204,6 +268,13 @@ func (x *Exporter) Apply(cfg *Config) {
 	x.errMu.Unlock()
 	x.reloads[0]++
 	x.mu.Unlock()
+	// Detached last: between the swap and the close, a hit of a changed
+	// metric counts in both definitions, and only the new one is served.
+	closeAll(drop, x.log)
+	if len(aerr.Failed) > 0 {
+		return aerr
+	}
+	return nil
 }
 
 // watchFailed is told each failure of m's watch in one process: logged
