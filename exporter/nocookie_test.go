@@ -3,6 +3,7 @@ package exporter_test
 import (
 	"bytes"
 	"log"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,5 +49,40 @@ func TestNamedPIEWithoutCookie(t *testing.T) {
 	}
 	if logged.Len() != 0 {
 		t.Errorf("log %q, want nothing", logged.String())
+	}
+}
+
+// TestFuncMetricRefusedWithoutCookie: without BPF cookies (before Linux
+// 5.15; forced off here) a metric on a function probe is refused by
+// Apply, naming the feature, and a USDT metric beside it still counts.
+func TestFuncMetricRefusedWithoutCookie(t *testing.T) {
+	testkit.RequireKernel(t)
+	defer features.ForceOff(features.Cookie)()
+	fixture := privateFixture(t, "usdt_sample")
+	p := testkit.Start(t, fixture)
+	cfg := &exporter.Config{Metrics: []*exporter.Metric{
+		{Name: "usdt_loops_total", Help: "Loops.", Type: exporter.Counter,
+			Probe: &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "loop"}},
+		{Name: "func_loops_total", Help: "Calls.", Type: exporter.Counter,
+			Probe: &probe.Spec{Kind: record.KindUprobe, Target: fixture, Func: "fire_loop"}},
+	}}
+	if err := cfg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	x := exporter.New(exporter.Options{NoRuntimeMetrics: true})
+	defer x.Close()
+	err := x.Apply(cfg)
+	if err == nil || !strings.Contains(err.Error(), "func_loops_total") || !strings.Contains(err.Error(), "BPF cookie (Linux 5.15)") || strings.Contains(err.Error(), "usdt_loops_total") {
+		t.Errorf("Apply: %v; want the function metric refused, naming BPF cookies", err)
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(x); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Loop("loop", 20); err != nil {
+		t.Fatal(err)
+	}
+	if got := gather(t, reg, "usdt_")["usdt_loops_total"]; got != 20 {
+		t.Errorf("usdt_loops_total = %v, want 20", got)
 	}
 }

@@ -236,6 +236,43 @@ const (
 // program, or the error that keeps it from working (the other metrics
 // work).
 func loadGroup(ms []*Metric, failed func(*Metric) func(follow.Event)) ([]*program, []error) {
+	// export_func reads its site's BPF cookie: without cookies it does
+	// not load, so metrics with a function probe are refused by name and
+	// the others load without it.
+	if err := features.Check(features.Cookie); err != nil && slices.ContainsFunc(ms, funcMetric) {
+		progs := make([]*program, len(ms))
+		errs := make([]error, len(ms))
+		var rest []*Metric
+		var at []int
+		for i, m := range ms {
+			if funcMetric(m) {
+				errs[i] = fmt.Errorf("function probes need %w", err)
+				continue
+			}
+			rest = append(rest, m)
+			at = append(at, i)
+		}
+		ps, es := loadGroupOf(rest, failed)
+		for j, i := range at {
+			progs[i], errs[i] = ps[j], es[j]
+		}
+		return progs, errs
+	}
+	return loadGroupOf(ms, failed)
+}
+
+// funcMetric tells a metric one of whose probes is a function's.
+func funcMetric(m *Metric) bool {
+	for _, pr := range []*Probe{m.Probe, m.End} {
+		if pr != nil && pr.Kind != record.KindUSDT {
+			return true
+		}
+	}
+	return false
+}
+
+// loadGroupOf is loadGroup once the metrics can load.
+func loadGroupOf(ms []*Metric, failed func(*Metric) func(follow.Event)) ([]*program, []error) {
 	progs := make([]*program, len(ms))
 	errs := make([]error, len(ms))
 	fail := func(err error) ([]*program, []error) {
