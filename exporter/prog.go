@@ -246,7 +246,7 @@ func loadGroup(ms []*Metric, failed func(*Metric) func(follow.Event)) ([]*progra
 		var at []int
 		for i, m := range ms {
 			if funcMetric(m) {
-				errs[i] = fmt.Errorf("function probes need %w", err)
+				errs[i] = fmt.Errorf("function probes: %w", err)
 				continue
 			}
 			rest = append(rest, m)

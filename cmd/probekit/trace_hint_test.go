@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
 )
 
@@ -16,7 +17,11 @@ func TestTraceNotFollowedHint(t *testing.T) {
 	testkit.RequireKernel(t)
 	fx := testkit.Fixture("usdt_sample")
 	// "; true": the shell stays the parent instead of exec'ing.
-	if len(launchedLibrary(t)) == 0 {
+	cookies, err := features.Have(features.Cookie)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cookies {
 		out, errOut := traceStderr(t, fx+":sample:loop", "--", "sh", "-c", fx+" --loop loop 3; true")
 		want := "probekit trace: sample:loop saw no hit: sh is not " + fx + ", so only a child could run it, and a child is not followed: add -f"
 		if out != "" || !strings.Contains(errOut, want) {
@@ -26,7 +31,7 @@ func TestTraceNotFollowedHint(t *testing.T) {
 		// Without BPF cookies a PIE that the launched command has not
 		// mapped is refused at once, with the same advice.
 		r := runTraceCmd(fx+":sample:loop", "--", "sh", "-c", fx+" --loop loop 3; true")
-		if r.code != 1 || !strings.Contains(r.errOut, "BPF cookie (Linux 5.15)") || !strings.Contains(r.errOut, "with -f") {
+		if r.code != 1 || !strings.Contains(r.errOut, features.Cookie.String()) || !strings.Contains(r.errOut, "with -f") {
 			t.Errorf("without cookies: exit %d, stderr %q; want a refusal naming BPF cookies and -f", r.code, r.errOut)
 		}
 	}

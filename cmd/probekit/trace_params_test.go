@@ -57,13 +57,10 @@ func traceParamsJSON(t *testing.T, args ...string) []paramsHit {
 	var hits []paramsHit
 	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n") {
 		var h paramsHit
-		var k struct {
-			Kind string `json:"kind"`
-		}
 		if err := json.Unmarshal([]byte(line), &h); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
-		if json.Unmarshal([]byte(line), &k) == nil && followNotice(k.Kind) {
+		if followNotice(h.Kind) {
 			continue
 		}
 		hits = append(hits, h)

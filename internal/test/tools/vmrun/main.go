@@ -513,15 +513,13 @@ func report(w io.Writer, runs []*kernelRun, total time.Duration) error {
 				bad = true
 				details = append(details, fmt.Sprintf("\n%s: %v", r.label, r.err))
 			}
+			byImport := map[string]testPkg{}
+			for _, p := range r.pkgs {
+				byImport[p.Import] = p
+			}
 			for _, imp := range imports {
-				var p testPkg
-				found := false
-				for _, q := range r.pkgs {
-					if q.Import == imp {
-						p, found = q, true
-					}
-				}
-				if !found {
+				p, ok := byImport[imp]
+				if !ok {
 					continue
 				}
 				res, ok := r.results[p.Name]
