@@ -263,18 +263,27 @@ func (t *tracer) followSites(p probe.Spec) (*siteCookies, error) {
 //
 //	attach PID FILE PROBE (N sites)
 //	detach PID FILE PROBE (N sites)
+//	join PID FILE (N sites)
+//	leave PID FILE (N sites)
+//	missing PROBE: WHY
 //
-// and a failure as a warning on stderr.
+// and a failure as a warning on stderr. A host watch's join and leave
+// (a process starting or ending its use of a file attached path-wide)
+// concern the file's probes together: they have no probe, and their JSON
+// line no "probe" member.
 func (t *tracer) printFollow(w *lockedWriter, e follow.Event) {
 	if e.Kind == follow.Failed {
 		t.warnf("pid %d: %s: %v", e.PID, e.Probe, e.Err)
 		return
 	}
-	probe := e.Probe.Provider + ":" + e.Probe.Name
-	if e.Probe.Function != "" {
-		probe = "uprobe:" + e.Probe.Function
-		if e.Probe.Return {
-			probe = "uretprobe:" + e.Probe.Function
+	probe := ""
+	if p := e.Probe; p != nil {
+		probe = p.Provider + ":" + p.Name
+		if p.Function != "" {
+			probe = "uprobe:" + p.Function
+			if p.Return {
+				probe = "uretprobe:" + p.Function
+			}
 		}
 	}
 	var b []byte
@@ -283,11 +292,20 @@ func (t *tracer) printFollow(w *lockedWriter, e follow.Event) {
 		b = jsontext.Append(b, e.Kind.String(), false)
 		b = fmt.Appendf(b, `,"pid":%d,"file":`, e.PID)
 		b = jsontext.Append(b, e.File, false)
-		b = append(b, `,"probe":`...)
-		b = jsontext.Append(b, probe, false)
+		if e.Probe != nil {
+			b = append(b, `,"probe":`...)
+			b = jsontext.Append(b, probe, false)
+		}
 		b = fmt.Appendf(b, `,"sites":%d}`+"\n", e.Sites)
 	} else {
-		fmt.Fprintf(t.errOut, "%s %d %s %s (%d sites)\n", e.Kind, e.PID, e.File, probe, e.Sites)
+		switch {
+		case e.Kind == follow.Missing:
+			fmt.Fprintf(t.errOut, "%s %s: %s\n", e.Kind, Escape(probe), Escape(fmt.Sprint(e.Err)))
+		case e.Probe == nil:
+			fmt.Fprintf(t.errOut, "%s %d %s (%d sites)\n", e.Kind, e.PID, Escape(e.File), e.Sites)
+		default:
+			fmt.Fprintf(t.errOut, "%s %d %s %s (%d sites)\n", e.Kind, e.PID, Escape(e.File), Escape(probe), e.Sites)
+		}
 		return
 	}
 	if e.Kind == follow.Detached {
