@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/cilium/ebpf/ringbuf"
 
@@ -107,7 +108,7 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 	case t.cfg.Follow:
 		f, err = follow.Attach(proc, probes, opts)
 	case proc != nil:
-		f, err = follow.WatchProcess(proc, probes, opts)
+		f, err = t.watchProcess(proc, probes, opts)
 	default:
 		f, err = follow.WatchHost(probes, opts)
 	}
@@ -138,6 +139,29 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 		return fmt.Errorf("%s: %w", t.cfg.Command[0], t.exitErr)
 	}
 	return nil
+}
+
+// watchProcess follows the objects of -p PID (a target "*" or a glob,
+// without -f): the process alone, seized as by -f, so that a library it
+// dlopens is attached before its dlopen returns (its first hits are
+// seen). A process that cannot be seized (traced already, by a debugger
+// or strace; ptrace forbidden) is watched instead, with a warning: a
+// library's hits in the milliseconds after its dlopen may be missed.
+func (t *tracer) watchProcess(proc *procmaps.Process, probes []follow.Probe, opts *follow.Options) (interface {
+	Exited() <-chan struct{}
+	Close() error
+}, error) {
+	seized := *opts
+	seized.ProcessOnly = true
+	tree, err := follow.Attach(proc, probes, &seized)
+	if err == nil {
+		return tree, nil
+	}
+	if !errors.Is(err, syscall.EPERM) {
+		return nil, err
+	}
+	t.warnf("pid %d: %v; watching it without ptrace: the hits of a library in the milliseconds after its dlopen may be missed", proc.PID, err)
+	return follow.WatchProcess(proc, probes, opts)
 }
 
 // launchCommand is the command of -- CMD, its program found as for
