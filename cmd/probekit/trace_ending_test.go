@@ -104,4 +104,3 @@ func TestTraceEnding(t *testing.T) {
 type devNull struct{}
 
 func (devNull) Write(b []byte) (int, error) { return len(b), nil }
-
