@@ -56,7 +56,8 @@ type Event struct {
 	// PID is the process; 0 for the Detached of a path-wide attachment
 	// released when the watch closes (every process).
 	PID int
-	// Probe is the wanted probe concerned.
+	// Probe is the wanted probe concerned; nil for Joined and Left
+	// (they concern every probe attached in File).
 	Probe *Probe
 	// File is the file the probe is in (Probe.Target, resolved).
 	File string

@@ -52,6 +52,13 @@ type Options struct {
 	// calls it for its process, without stopping it, when it reads its
 	// maps (at its execs and link-map changes); WatchHost never.
 	Hold func(*procmaps.Process)
+	// ProcessOnly, for Attach, follows the process alone (its threads and
+	// execs), not its descendants: its children are not traced. It is
+	// what a tracer of one process uses to attach a library it dlopens
+	// before the library's first hit, as a Tree does (WatchProcess
+	// attaches it only when its event reaches the watcher, missing the
+	// hits of the first milliseconds).
+	ProcessOnly bool
 }
 
 // heldHook is copied into each new Tree's held (benchmarks).
@@ -241,7 +248,15 @@ func Attach(proc *procmaps.Process, probes []Probe, opts *Options) (*Tree, error
 			return err
 		}
 		// Seized, the PID cannot change hands: this check holds.
-		return proc.Check()
+		if err := proc.Check(); err != nil {
+			return err
+		}
+		if t.objs != nil && t.opts.ProcessOnly {
+			// As WatchProcess: the probes none of its objects has
+			// now (and the trace's sign that it is in place).
+			t.objs.reportMissing()
+		}
+		return nil
 	}, started)
 	if err := <-started; err != nil {
 		t.closeWatch()
@@ -265,7 +280,9 @@ func (t *Tree) seizeTree(pid int) error {
 			continue // exited meanwhile
 		}
 		t.adopt(p)
-		queue = append(queue, children(p)...)
+		if !t.opts.ProcessOnly {
+			queue = append(queue, children(p)...)
+		}
 	}
 	return nil
 }
@@ -306,10 +323,17 @@ func (t *Tree) seizeProcess(pid int) error {
 
 // ptraceOptions are traceOptions, with the exit stop for Options.Hold.
 func (t *Tree) ptraceOptions() uintptr {
-	if t.opts.Hold != nil {
-		return traceOptions | unix.PTRACE_O_TRACEEXIT
+	opts := uintptr(traceOptions)
+	if t.opts.ProcessOnly {
+		// Threads are still reported (a clone whose exit signal is not
+		// SIGCHLD); fork, vfork and posix_spawn children are not
+		// (kernel_clone, kernel/fork.c).
+		opts &^= unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK
 	}
-	return traceOptions
+	if t.opts.Hold != nil {
+		opts |= unix.PTRACE_O_TRACEEXIT
+	}
+	return opts
 }
 
 func seize(tid int, opts uintptr) error {

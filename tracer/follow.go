@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/cilium/ebpf/ringbuf"
 
@@ -107,7 +108,7 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 	case t.cfg.Follow:
 		f, err = follow.Attach(proc, probes, opts)
 	case proc != nil:
-		f, err = follow.WatchProcess(proc, probes, opts)
+		f, err = t.watchProcess(proc, probes, opts)
 	default:
 		f, err = follow.WatchHost(probes, opts)
 	}
@@ -138,6 +139,29 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 		return fmt.Errorf("%s: %w", t.cfg.Command[0], t.exitErr)
 	}
 	return nil
+}
+
+// watchProcess follows the objects of -p PID (a target "*" or a glob,
+// without -f): the process alone, seized as by -f, so that a library it
+// dlopens is attached before its dlopen returns (its first hits are
+// seen). A process that cannot be seized (traced already, by a debugger
+// or strace; ptrace forbidden) is watched instead, with a warning: a
+// library's hits in the milliseconds after its dlopen may be missed.
+func (t *tracer) watchProcess(proc *procmaps.Process, probes []follow.Probe, opts *follow.Options) (interface {
+	Exited() <-chan struct{}
+	Close() error
+}, error) {
+	seized := *opts
+	seized.ProcessOnly = true
+	tree, err := follow.Attach(proc, probes, &seized)
+	if err == nil {
+		return tree, nil
+	}
+	if !errors.Is(err, syscall.EPERM) {
+		return nil, err
+	}
+	t.warnf("pid %d: %v; watching it without ptrace: the hits of a library in the milliseconds after its dlopen may be missed", proc.PID, err)
+	return follow.WatchProcess(proc, probes, opts)
 }
 
 // launchCommand is the command of -- CMD, its program found as for
@@ -263,18 +287,27 @@ func (t *tracer) followSites(p probe.Spec) (*siteCookies, error) {
 //
 //	attach PID FILE PROBE (N sites)
 //	detach PID FILE PROBE (N sites)
+//	join PID FILE (N sites)
+//	leave PID FILE (N sites)
+//	missing PROBE: WHY
 //
-// and a failure as a warning on stderr.
+// and a failure as a warning on stderr. A host watch's join and leave
+// (a process starting or ending its use of a file attached path-wide)
+// concern the file's probes together: they have no probe, and their JSON
+// line no "probe" member.
 func (t *tracer) printFollow(w *lockedWriter, e follow.Event) {
 	if e.Kind == follow.Failed {
 		t.warnf("pid %d: %s: %v", e.PID, e.Probe, e.Err)
 		return
 	}
-	probe := e.Probe.Provider + ":" + e.Probe.Name
-	if e.Probe.Function != "" {
-		probe = "uprobe:" + e.Probe.Function
-		if e.Probe.Return {
-			probe = "uretprobe:" + e.Probe.Function
+	probe := ""
+	if p := e.Probe; p != nil {
+		probe = p.Provider + ":" + p.Name
+		if p.Function != "" {
+			probe = "uprobe:" + p.Function
+			if p.Return {
+				probe = "uretprobe:" + p.Function
+			}
 		}
 	}
 	var b []byte
@@ -283,11 +316,20 @@ func (t *tracer) printFollow(w *lockedWriter, e follow.Event) {
 		b = jsontext.Append(b, e.Kind.String(), false)
 		b = fmt.Appendf(b, `,"pid":%d,"file":`, e.PID)
 		b = jsontext.Append(b, e.File, false)
-		b = append(b, `,"probe":`...)
-		b = jsontext.Append(b, probe, false)
+		if e.Probe != nil {
+			b = append(b, `,"probe":`...)
+			b = jsontext.Append(b, probe, false)
+		}
 		b = fmt.Appendf(b, `,"sites":%d}`+"\n", e.Sites)
 	} else {
-		fmt.Fprintf(t.errOut, "%s %d %s %s (%d sites)\n", e.Kind, e.PID, e.File, probe, e.Sites)
+		switch {
+		case e.Kind == follow.Missing:
+			fmt.Fprintf(t.errOut, "%s %s: %s\n", e.Kind, Escape(probe), Escape(fmt.Sprint(e.Err)))
+		case e.Probe == nil:
+			fmt.Fprintf(t.errOut, "%s %d %s (%d sites)\n", e.Kind, e.PID, Escape(e.File), e.Sites)
+		default:
+			fmt.Fprintf(t.errOut, "%s %d %s %s (%d sites)\n", e.Kind, e.PID, Escape(e.File), Escape(probe), e.Sites)
+		}
 		return
 	}
 	if e.Kind == follow.Detached {

@@ -42,7 +42,7 @@ func main() {
 	// unbuffered (libjvm.so's 531 locations took 3x longer).
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
 	code := run(os.Args[1:], out, os.Stderr)
-	if err := out.Flush(); err != nil && code == 0 {
+	if err := quietEnd(out.Flush()); err != nil && code == 0 {
 		fmt.Fprintln(os.Stderr, "probekit:", err)
 		code = 1
 	}

@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/probekit/probekit/follow"
@@ -247,10 +246,10 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	req.Output, req.Warnings = stdout, stderr
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), endSignals...)
 	defer stop()
 	if req.outPath == "" {
-		return tracer.Run(ctx, &req.Config)
+		return quietEnd(tracer.Run(ctx, &req.Config))
 	}
 	f, err := os.OpenFile(req.outPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
