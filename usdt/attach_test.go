@@ -860,8 +860,8 @@ func TestSpecsFull(t *testing.T) {
 		}
 		links = append(links, l)
 	}
-	if !errors.Is(err, usdt.ErrSpecsFull) {
-		t.Fatalf("after %d attaches: %v, want ErrSpecsFull", len(links), err)
+	if !errors.Is(err, usdt.ErrSpecsFull) || !errors.Is(err, syscall.E2BIG) {
+		t.Fatalf("after %d attaches: %v, want ErrSpecsFull and E2BIG", len(links), err)
 	}
 	if len(links) != max {
 		t.Fatalf("%d attaches fit, want %d", len(links), max)
