@@ -140,6 +140,9 @@ func (t *tracer) printStackCounts(objs *record.Objects) error {
 			if err := writeProfile(t.cfg.Pprof, p); err != nil {
 				return err
 			}
+			if !t.cfg.Folded && !t.cfg.StackTable {
+				return nil
+			}
 		}
 		if t.cfg.Folded {
 			var buf bytes.Buffer

@@ -89,10 +89,11 @@ type Config struct {
 	// command, and every second).
 	Stack, CFI bool
 	// Pprof, when set, is the file ModeCount's counted stacks are written
-	// to as a pprof profile; Folded prints them folded instead of as a
-	// table.
-	Pprof  string
-	Folded bool
+	// to as a pprof profile, instead of their being printed (StackTable
+	// prints them too); Folded prints them folded instead of as a table.
+	// Both need ModeCount with Stack or a stack key (Complete).
+	Pprof              string
+	Folded, StackTable bool
 	// OnProfile, when set, receives ModeCount's counted stacks as a pprof
 	// profile (samples carry the counts; locations function, file, line
 	// and inlined frames; mappings build IDs) at the end and every
@@ -304,6 +305,10 @@ func setSameArgs(spec *ebpf.CollectionSpec, cfg *Config) int {
 func Run(ctx context.Context, cfg *Config) (err error) {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("tracing needs root (loading BPF programs and attaching uprobes): %w", os.ErrPermission)
+	}
+	cfg, err = completed(cfg)
+	if err != nil {
+		return err
 	}
 	if err := cfg.check(); err != nil {
 		return err

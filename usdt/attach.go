@@ -16,7 +16,8 @@ import (
 
 // Attach attaches prog to the USDT probe provider:name of target: a path,
 // a program on PATH or a library name ("libc.so.6"), resolved as
-// procmaps.Resolve does, or with a PID as that process sees it. provider
+// procmaps.Resolve does, or with a PID as that process sees it; SelfExe
+// ("/proc/self/exe") is the executable of that process. provider
 // and name may be globs ("function__*"); a probe with several locations
 // is attached at each. On error nothing stays attached, and the error
 // names target as given.

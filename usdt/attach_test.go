@@ -860,8 +860,8 @@ func TestSpecsFull(t *testing.T) {
 		}
 		links = append(links, l)
 	}
-	if !errors.Is(err, usdt.ErrSpecsFull) {
-		t.Fatalf("after %d attaches: %v, want ErrSpecsFull", len(links), err)
+	if !errors.Is(err, usdt.ErrSpecsFull) || !errors.Is(err, syscall.E2BIG) {
+		t.Fatalf("after %d attaches: %v, want ErrSpecsFull and E2BIG", len(links), err)
 	}
 	if len(links) != max {
 		t.Fatalf("%d attaches fit, want %d", len(links), max)
@@ -1169,4 +1169,53 @@ func TestI386Process(t *testing.T) {
 		t.Errorf("only %d argument values compared", checked)
 	}
 	t.Logf("%d argument values of a 32-bit process read as passed", checked)
+}
+
+// SEC("usdt//proc/self/exe:...") with a PID attaches in that process's
+// executable (/proc/PID/exe), not inside its root, where /proc/self is
+// another process; without a PID it is the calling program's own
+// executable, as libbpf reads it: this test binary, which has no probes.
+func TestAutoAttachSelfExe(t *testing.T) {
+	testkit.RequireKernel(t)
+	spec, err := bpftest.LoadArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Programs["args_reader"].SectionName = "usdt/" + usdt.SelfExe + ":sample:consts"
+	delete(spec.Programs, "args_macro")
+	if err := usdt.Prepare(spec); err != nil {
+		t.Fatal(err)
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coll.Close()
+	att, err := usdt.NewAttacher(spec, coll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := att.AutoAttach(spec, coll, nil); !errors.Is(err, usdt.ErrNoProbes) {
+		t.Errorf("without a PID: %v, want ErrNoProbes (this test binary)", err)
+	}
+	p := testkit.Start(t, testkit.Fixture("usdt_sample"))
+	links, err := att.AutoAttach(spec, coll, &usdt.Options{PID: p.PID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, l := range links {
+			l.Close()
+		}
+	}()
+	rd, err := ringbuf.NewReader(coll.Maps["hits"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	tr := &tracer{t: t, rd: rd}
+	want := p.Fire("consts", 1)
+	got := tr.hits(1)
+	probe, _ := openSample(t).Find("sample", "consts")
+	checkValues(t, "consts", &probe.Locations[0], want[0], got[0])
 }

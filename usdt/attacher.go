@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 
 	"github.com/cilium/ebpf"
 
@@ -15,8 +16,10 @@ import (
 // Errors of the attach phase.
 var (
 	// ErrSpecsFull indicates the __bpf_usdt_specs map has no free slot for the
-	// specs an attach needs.
-	ErrSpecsFull = errors.New("USDT spec map is full")
+	// specs an attach needs. errors.Is also matches it to syscall.E2BIG,
+	// the errno libbpf's attach returns when it runs out of spec ids, so
+	// that code ported from libbpf that checks the errno keeps working.
+	ErrSpecsFull error = &errnoError{"USDT spec map is full", syscall.E2BIG}
 	// ErrNoSpecsMap indicates the collection does not define __bpf_usdt_specs,
 	// i.e. its BPF program does not include usdt.bpf.h.
 	ErrNoSpecsMap = errors.New("no " + specsMapName + " map (does the BPF program include usdt.bpf.h?)")
@@ -198,4 +201,18 @@ type Options struct {
 	// user-space counter is only used on kernels without ref_ctr_offset
 	// (before 4.20).
 	UserSemaphores bool
+}
+
+// errnoError is a sentinel that errors.Is also matches to errno: the
+// errno libbpf returns for the same failure.
+type errnoError struct {
+	msg   string
+	errno syscall.Errno
+}
+
+func (e *errnoError) Error() string { return e.msg }
+
+func (e *errnoError) Is(target error) bool {
+	errno, ok := target.(syscall.Errno)
+	return ok && errno == e.errno
 }

@@ -67,9 +67,12 @@ func (a *Attacher) objects(proc *procmaps.Process, target, provider, name string
 	}
 	var t *procmaps.Target
 	var err error
-	if proc == nil {
+	switch {
+	case target == SelfExe:
+		t, err = openExecutable(proc)
+	case proc == nil:
 		t, err = procmaps.OpenTarget(target)
-	} else {
+	default:
 		t, err = proc.OpenTarget(target)
 	}
 	if err != nil {
@@ -104,6 +107,48 @@ func (a *Attacher) objects(proc *procmaps.Process, target, provider, name string
 		}
 	}
 	return []object{o}, nil
+}
+
+// SelfExe, as a target ("/proc/self/exe", as libbpf's selftests write
+// SEC("usdt//proc/self/exe:PROVIDER:NAME")), is the executable of the
+// process attached to (Options.PID or Options.Process: /proc/PID/exe),
+// or without one the calling program's own executable, as libbpf reads
+// it (libbpf opens the path in the tracer). It is never resolved inside
+// the process's root, where /proc/self is another process's, or none.
+const SelfExe = "/proc/self/exe"
+
+// openExecutable opens the executable of proc, or of the calling
+// process when proc is nil: the object proc maps whose identity is that
+// of /proc/PID/exe, opened as OpenObject opens it.
+func openExecutable(proc *procmaps.Process) (*procmaps.Target, error) {
+	if proc == nil {
+		self, err := procmaps.Open(os.Getpid())
+		if err != nil {
+			return nil, fmt.Errorf("usdt: %s: %w", SelfExe, err)
+		}
+		t, err := openExecutable(self)
+		if t != nil {
+			t.Process = nil // a path-wide target
+		}
+		return t, err
+	}
+	exe := fmt.Sprintf("/proc/%d/exe", proc.PID)
+	id, err := procmaps.IDOf(exe)
+	if err != nil {
+		return nil, fmt.Errorf("usdt: %s of pid %d: %w", SelfExe, proc.PID, err)
+	}
+	objs, err := proc.Objects()
+	if err != nil {
+		return nil, fmt.Errorf("usdt: %s of pid %d: %w", SelfExe, proc.PID, err)
+	}
+	for i := range objs {
+		if objs[i].ID() == id {
+			// OpenTarget of the mapped path opens it as OpenObject
+			// does, with its identity checked.
+			return proc.OpenTarget(objs[i].Path)
+		}
+	}
+	return nil, fmt.Errorf("usdt: %s of pid %d (%s): %w: the process maps no file of that identity", SelfExe, proc.PID, id, os.ErrNotExist)
 }
 
 // mappedObjects opens every object proc has mapped with a probe matching

@@ -322,24 +322,11 @@ func (f *stackFlag) Set(s string) error {
 }
 
 // stackCounting turns --count --stack into a stack key part (as --by
-// stack), after the parts of --by, and checks --pprof and --folded.
+// stack), after the parts of --by, and checks --pprof and --folded:
+// the library's rule (tracer.Config.Complete).
 func stackCounting(req *traceRequest) error {
-	if req.Stack && req.Mode == record.ModeHist {
-		return usagef("--stack prints the stack of each hit, or with --count counts by stack: --hist has no stacks")
-	}
-	if req.Mode == record.ModeLatency && (req.Stack || req.HasStackKey()) {
-		return usagef("--stack prints the stack of each hit, or with --count counts by stack: --latency has no stacks")
-	}
-	if req.Stack && req.Mode == record.ModeCount {
-		if !req.HasStackKey() {
-			req.Keys = append(req.Keys, tracer.Key{KeyPart: record.KeyPart{Kind: record.KeyStack}, Name: "stack"})
-		}
-		if len(req.Keys) > record.MaxKeys {
-			return usagef("--by with --stack: at most %d keys, the stack one of them", record.MaxKeys)
-		}
-	}
-	if (req.Pprof != "" || req.Folded) && (req.Mode != record.ModeCount || !req.HasStackKey()) {
-		return usagef("--pprof and --folded write the stacks of --count --stack")
+	if err := req.Complete(); err != nil {
+		return usagef("%v", err)
 	}
 	return nil
 }

@@ -18,9 +18,16 @@
  *
  * Differences from libbpf's header, each deliberate:
  *
- * - The maps are global, not weak: cilium/ebpf refuses weak map symbols.
- *   (Weak maps let several units linked with libbpf's static linker each
- *   include the header; bpf2go builds one unit.)
+ * - The maps are global, not weak: cilium/ebpf (v0.22) refuses an
+ *   instruction that refers to a weak map ("unsupported binding:
+ *   STB_WEAK"). Several units that include this header link into one
+ *   object (bpftool gen object, libbpf's static linker) when every unit
+ *   but one defines PROBEKIT_USDT_EXTERN_MAPS before the include: those
+ *   units declare the maps extern, the linker resolves them to the one
+ *   unit's definitions, and the linked object's maps are global, which
+ *   cilium/ebpf loads. Without it the link fails with "conflicting
+ *   non-weak symbol (__bpf_usdt_specs)". libbpf's header makes its maps
+ *   weak, so that every unit defines them and no define is needed.
  * - Whether the spec id comes from the BPF cookie or from the IP map is the
  *   global constant probekit_usdt_have_cookie, which the loader sets in
  *   .rodata before loading (CollectionSpec.Variables), instead of libbpf's
@@ -32,11 +39,17 @@
  *   (struct __probekit_usdt_ip_key), libbpf's by address alone: a PIE or
  *   a shared library runs at another address in each process, and two
  *   processes' sites must not collide. The Go side fills either layout.
- * - Helpers are static __always_inline: no weak or hidden symbols. The
- *   argument fetch is two global functions (__probekit_usdt_arg_value,
- *   __probekit_usdt_arg_error), so that older verifiers check it once
- *   (see bpf_usdt_arg), and the header defines an empty
- *   struct bpf_user_pt_regs_t for their context argument.
+ * - Helpers are static __always_inline. The argument fetch is two global
+ *   functions (__probekit_usdt_arg_value, __probekit_usdt_arg_error), so
+ *   that older verifiers check it once (see bpf_usdt_arg), and the header
+ *   defines an empty struct bpf_user_pt_regs_t for their context
+ *   argument. They are weak, as are the constants the Go side sets
+ *   (probekit_usdt_have_cookie, __probekit_usdt_same): each unit that
+ *   includes the header defines them, and a static linker keeps one
+ *   definition of each. They are not hidden, as libbpf's weak functions
+ *   are: the verifier checks a global function on its own only when its
+ *   BTF linkage is global, and cilium/ebpf lists a hidden variable in no
+ *   CollectionSpec.Variables.
  * - Memory operands read exactly the argument's size. libbpf reads 8 bytes
  *   whatever the size, which faults for a small argument in the last bytes
  *   of a mapped page.
@@ -139,8 +152,16 @@ struct __bpf_usdt_spec {
 };
 #endif /* PROBEKIT_USDT_SPEC_DEFINED */
 
+/* Declared extern in a unit that defines PROBEKIT_USDT_EXTERN_MAPS, to be
+ * linked with one unit that defines them (see the top of this file). */
+#ifdef PROBEKIT_USDT_EXTERN_MAPS
+#define __PROBEKIT_USDT_MAP extern
+#else
+#define __PROBEKIT_USDT_MAP
+#endif
+
 /* spec id -> spec, filled by the Go side. */
-struct {
+__PROBEKIT_USDT_MAP struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, BPF_USDT_MAX_SPEC_CNT);
 	__type(key, int);
@@ -162,7 +183,7 @@ struct __probekit_usdt_ip_key {
 
 /* Probe site -> spec id; used only when probekit_usdt_have_cookie is
  * false. */
-struct {
+__PROBEKIT_USDT_MAP struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, BPF_USDT_MAX_IP_CNT);
 	__type(key, struct __probekit_usdt_ip_key);
@@ -173,7 +194,7 @@ struct {
  * it is looked up by the probe's runtime address in the IP map. Global and
  * not hidden, so that it appears in CollectionSpec.Variables; the Go side
  * sets it before loading. */
-volatile const _Bool probekit_usdt_have_cookie = 1;
+__weak volatile const _Bool probekit_usdt_have_cookie = 1;
 
 /* Keeps the compiler from merging two bounds checks of x into one the
  * verifier cannot follow. */
@@ -441,7 +462,7 @@ struct __probekit_usdt_same_args {
 	__u32 __pad;
 	struct __bpf_usdt_spec spec;
 };
-volatile const struct __probekit_usdt_same_args __probekit_usdt_same = {};
+__weak volatile const struct __probekit_usdt_same_args __probekit_usdt_same = {};
 
 /* Argument arg_num from __probekit_usdt_same when every site agrees on
  * it: 1 with *res set as bpf_usdt_arg sets it. 0 when the spec must be
@@ -498,8 +519,8 @@ static __always_inline int __probekit_usdt_same_arg(struct pt_regs *ctx, __u64 a
  * kernels also resolve that typedef to struct pt_regs). Hence this
  * empty struct; it does not clash with the typedef bpf_user_pt_regs_t of
  * <asm/bpf_perf_event.h> and vmlinux.h (struct tags and typedef names are
- * apart in C). The functions are global and not hidden: one definition per
- * object, as bpf2go builds it. */
+ * apart in C). The functions are global and not hidden, and weak, so that
+ * several units that include this header link into one object. */
 struct bpf_user_pt_regs_t {};
 
 /* Argument arg_num's value, of the probe whose spec id is id, as
@@ -507,8 +528,8 @@ struct bpf_user_pt_regs_t {};
  * a program reading several arguments finds it once per hit (with
  * bpf_get_attach_cookie, or two lookups in the IP map), not once per
  * argument. */
-__attribute__((noinline)) long __probekit_usdt_arg_value(struct bpf_user_pt_regs_t *uctx, int id,
-							  __u64 arg_num)
+__attribute__((noinline)) __weak long __probekit_usdt_arg_value(struct bpf_user_pt_regs_t *uctx, int id,
+								 __u64 arg_num)
 {
 	long v;
 
@@ -519,8 +540,8 @@ __attribute__((noinline)) long __probekit_usdt_arg_value(struct bpf_user_pt_regs
 
 /* bpf_usdt_arg's result for argument arg_num of the probe whose spec id
  * is id: 0 or a negative error. */
-__attribute__((noinline)) int __probekit_usdt_arg_error(struct bpf_user_pt_regs_t *uctx, int id,
-							 __u64 arg_num)
+__attribute__((noinline)) __weak int __probekit_usdt_arg_error(struct bpf_user_pt_regs_t *uctx, int id,
+								__u64 arg_num)
 {
 	long v;
 
