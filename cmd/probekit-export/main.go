@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/probekit/probekit/exporter"
+	"github.com/probekit/probekit/internal/privilege"
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/record"
 )
@@ -71,8 +72,8 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("exporting needs root (loading BPF programs and attaching uprobes): %w", os.ErrPermission)
+	if err := privilege.Need("exporting", privilege.LoadBPF, privilege.LockMemory); err != nil {
+		return err
 	}
 	if err := probe.CheckFuncProbes(); err != nil {
 		for _, m := range cfg.Metrics {

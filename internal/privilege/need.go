@@ -1,0 +1,226 @@
+package privilege
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// machine is what the rules depend on.
+type machine struct {
+	kernel           Version
+	effective        Set
+	memlockUnlimited bool
+	// yama is kernel.yama.ptrace_scope, -1 without Yama.
+	yama int
+}
+
+// current reads the running machine.
+func current() (*machine, error) {
+	m := &machine{yama: -1}
+	var err error
+	if m.kernel, err = runningKernel(); err != nil {
+		return nil, err
+	}
+	if m.effective, err = Effective(); err != nil {
+		return nil, err
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim); err == nil {
+		m.memlockUnlimited = lim.Cur == unix.RLIM_INFINITY
+	}
+	if y := readSysctl("kernel.yama.ptrace_scope"); y.Known && y.Value >= 0 {
+		m.yama = y.Value
+	}
+	return m, nil
+}
+
+// MissingError is work refused before it starts because the process
+// lacks a capability it needs. It wraps os.ErrPermission.
+type MissingError struct {
+	// Activity is what was asked for ("tracing").
+	Activity string
+	// For are the unmet rules' What, with a path or PID when known.
+	For []string
+	// Missing are the capabilities the process lacks.
+	Missing []Cap
+	// Grant are the capabilities to grant: all that the activity's
+	// work needs on this kernel, held or not.
+	Grant []Cap
+	// Effective is the process's effective set.
+	Effective Set
+}
+
+func (e *MissingError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s needs %s (%s); this process lacks %s (effective capabilities: %s)",
+		e.Activity, capList(e.Grant), strings.Join(e.For, "; "), capList(e.Missing), e.Effective)
+	fmt.Fprintf(&b, "; grant them with `sudo setcap %s+ep %s`, systemd AmbientCapabilities=%s, or Kubernetes securityContext.capabilities.add: [%s]",
+		setcapList(e.Grant), executable(), systemdList(e.Grant), kubernetesList(e.Grant))
+	fmt.Fprintf(&b, ": %v", os.ErrPermission)
+	return b.String()
+}
+
+func (e *MissingError) Unwrap() error { return os.ErrPermission }
+
+// executable is the running binary's path, for the setcap line.
+func executable() string {
+	if p, err := os.Executable(); err == nil {
+		return p
+	}
+	return "BINARY"
+}
+
+func capList(caps []Cap) string {
+	var names []string
+	for _, c := range caps {
+		names = append(names, c.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+func setcapList(caps []Cap) string {
+	var names []string
+	for _, c := range caps {
+		names = append(names, strings.ToLower(c.String()))
+	}
+	return strings.Join(names, ",")
+}
+
+func systemdList(caps []Cap) string {
+	var names []string
+	for _, c := range caps {
+		names = append(names, c.String())
+	}
+	return strings.Join(names, " ")
+}
+
+func kubernetesList(caps []Cap) string {
+	var names []string
+	for _, c := range caps {
+		names = append(names, c.bare())
+	}
+	return strings.Join(names, ", ")
+}
+
+// Need checks that the process holds what works need on this machine,
+// and returns a *MissingError naming what it lacks. Before Linux 5.11 it
+// raises RLIMIT_MEMLOCK to unlimited for LoadBPF (with
+// CAP_SYS_RESOURCE). activity names the request in the error
+// ("tracing").
+func Need(activity string, works ...Work) error {
+	m, err := current()
+	if err != nil {
+		return fmt.Errorf("%s: reading the process's capabilities: %w", activity, err)
+	}
+	if err := m.need(activity, works, nil); err != nil {
+		return err
+	}
+	if slices.Contains(works, LockMemory) && m.kernel.Less(linux511) && !m.memlockUnlimited {
+		inf := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
+		if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &inf); err != nil {
+			return fmt.Errorf("%s: raising RLIMIT_MEMLOCK for BPF memory (Linux %v charges it there): %w", activity, m.kernel, err)
+		}
+	}
+	return nil
+}
+
+// need checks works on m; detail, when given, adds a path or PID to a
+// work's name in the error.
+func (m *machine) need(activity string, works []Work, detail map[Work]string) error {
+	var grant, missing []Cap
+	var unmet []string
+	add := func(list []Cap, c Cap) []Cap {
+		if slices.Contains(list, c) {
+			return list
+		}
+		return append(list, c)
+	}
+	for _, w := range works {
+		for _, r := range rules(w) {
+			if r.applies != nil && !r.applies(m) {
+				continue
+			}
+			for _, c := range r.Need {
+				grant = add(grant, c)
+			}
+			if r.OrAdmin && m.effective.Has(CapSysAdmin) {
+				continue
+			}
+			met := true
+			for _, c := range r.Need {
+				if !m.effective.Has(c) {
+					missing = add(missing, c)
+					met = false
+				}
+			}
+			if !met {
+				what := r.What
+				if d := detail[w]; d != "" {
+					what += ": " + d
+				}
+				if r.OrAdmin {
+					what += ", or CAP_SYS_ADMIN instead"
+				}
+				if r.When != "" {
+					what += ", " + r.When
+				}
+				unmet = append(unmet, what)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(grant)
+	slices.Sort(missing)
+	return &MissingError{Activity: activity, For: unmet, Missing: missing, Grant: grant, Effective: m.effective}
+}
+
+// procDir is where processes are read (a test points it elsewhere).
+var procDir = "/proc"
+
+// OfProcess is what reading process pid needs beyond what reading one's
+// own does: OtherUser when its real, effective or saved uid or gid is
+// not the caller's effective uid or gid (as the kernel compares them
+// for /proc/PID/maps), nothing otherwise or when its status cannot be
+// read (the read that follows reports that).
+func OfProcess(pid int) []Work {
+	b, err := os.ReadFile(procDir + "/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return nil
+	}
+	// The file-system ids are the effective ones: probekit never calls
+	// setfsuid(2).
+	uid, gid := os.Geteuid(), os.Getegid()
+	if !statusIDs(b, "Uid:", uid) || !statusIDs(b, "Gid:", gid) {
+		return []Work{OtherUser}
+	}
+	return nil
+}
+
+// statusIDs reports whether the real, effective and saved ids of
+// /proc/PID/status's line key ("Uid:\t1000\t1000\t1000\t1000") are
+// all id; false when the line is missing or malformed.
+func statusIDs(status []byte, key string, id int) bool {
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || f[0] != key {
+			continue
+		}
+		for _, s := range f[1:4] {
+			if n, err := strconv.Atoi(s); err != nil || n != id {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
