@@ -42,7 +42,8 @@ func current() (*machine, error) {
 }
 
 // MissingError is work refused before it starts because the process
-// lacks a capability it needs. It wraps os.ErrPermission.
+// lacks a capability it needs, or refused by the kernel for it. It wraps
+// os.ErrPermission.
 type MissingError struct {
 	// Activity is what was asked for ("tracing").
 	Activity string
@@ -55,19 +56,32 @@ type MissingError struct {
 	Grant []Cap
 	// Effective is the process's effective set.
 	Effective Set
+	// Err is the kernel's refusal the error explains; nil when the
+	// work was refused before it started.
+	Err error
 }
 
 func (e *MissingError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s needs %s (%s); this process lacks %s (effective capabilities: %s)",
-		e.Activity, capList(e.Grant), strings.Join(e.For, "; "), capList(e.Missing), e.Effective)
-	fmt.Fprintf(&b, "; grant them with `sudo setcap %s+ep %s`, systemd AmbientCapabilities=%s, or Kubernetes securityContext.capabilities.add: [%s]",
-		setcapList(e.Grant), executable(), systemdList(e.Grant), kubernetesList(e.Grant))
-	fmt.Fprintf(&b, ": %v", os.ErrPermission)
+	fmt.Fprintf(&b, "%s lacks %s: it needs %s; the process has %s",
+		e.Activity, capList(e.Missing), strings.Join(e.For, "; "), e.Effective)
+	fmt.Fprintf(&b, "; grant %s with `sudo setcap %s+ep %s`, systemd AmbientCapabilities=%s, or Kubernetes securityContext.capabilities.add: [%s]",
+		capList(e.Grant), setcapList(e.Grant), executable(), systemdList(e.Grant), kubernetesList(e.Grant))
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	} else {
+		fmt.Fprintf(&b, ": %v", os.ErrPermission)
+	}
 	return b.String()
 }
 
-func (e *MissingError) Unwrap() error { return os.ErrPermission }
+// Unwrap is os.ErrPermission and the kernel's refusal, if any.
+func (e *MissingError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{os.ErrPermission, e.Err}
+	}
+	return []error{os.ErrPermission}
+}
 
 // executable is the running binary's path, for the setcap line.
 func executable() string {
@@ -161,15 +175,16 @@ func (m *machine) need(activity string, works []Work, detail map[Work]string) er
 				}
 			}
 			if !met {
-				what := r.What
-				if d := detail[w]; d != "" {
-					what += ": " + d
-				}
+				what := capList(r.Need)
 				if r.OrAdmin {
-					what += ", or CAP_SYS_ADMIN instead"
+					what += " (or CAP_SYS_ADMIN)"
+				}
+				what += " for " + r.What
+				if d := detail[w]; d != "" {
+					what += " (" + d + ")"
 				}
 				if r.When != "" {
-					what += ", " + r.When
+					what += " (" + r.When + ")"
 				}
 				unmet = append(unmet, what)
 			}
@@ -223,4 +238,27 @@ func statusIDs(status []byte, key string, id int) bool {
 		return true
 	}
 	return false
+}
+
+// Required are the capabilities works need on this machine, in
+// increasing number: what to grant a process that does them (CAP_BPF
+// and CAP_PERFMON rather than CAP_SYS_ADMIN where both would do).
+func Required(works ...Work) ([]Cap, error) {
+	m, err := current()
+	if err != nil {
+		return nil, err
+	}
+	return m.required(works), nil
+}
+
+func (m *machine) required(works []Work) []Cap {
+	var s Set
+	for _, w := range works {
+		for _, r := range rules(w) {
+			if r.applies == nil || r.applies(m) {
+				s |= SetOf(r.Need...)
+			}
+		}
+	}
+	return s.Caps()
 }

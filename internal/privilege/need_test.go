@@ -37,6 +37,9 @@ func TestNeedRules(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.m.need("tracing", c.works, nil)
+			if c.grant != nil && !sameCaps(c.m.required(c.works), c.grant) {
+				t.Errorf("required %v, want %v", c.m.required(c.works), c.grant)
+			}
 			if c.missing == nil {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -55,8 +58,8 @@ func TestNeedRules(t *testing.T) {
 			}
 			msg := err.Error()
 			for _, want := range []string{
-				"tracing needs " + capList(c.grant),
-				"lacks " + capList(c.missing),
+				"tracing lacks " + capList(c.missing) + ": it needs ",
+				"grant " + capList(c.grant) + " with ",
 				"setcap " + setcapList(c.grant) + "+ep ",
 				"AmbientCapabilities=" + systemdList(c.grant),
 				"securityContext.capabilities.add: [" + kubernetesList(c.grant) + "]",
@@ -222,6 +225,23 @@ func TestExplainFiles(t *testing.T) {
 	proc := &fs.PathError{Op: "open", Path: "/proc/1/maps", Err: syscall.EACCES}
 	if err := explain("tracing", proc, SetOf(CapBPF, CapPerfmon)); !errors.As(err, &me) || !sameCaps(me.Missing, []Cap{CapSysPtrace}) {
 		t.Fatalf("%v: want the missing CAP_SYS_PTRACE", err)
+	}
+	// A file in a process's root: the link needs CAP_SYS_PTRACE, the
+	// file then CAP_DAC_READ_SEARCH.
+	inRoot := &fs.PathError{Op: "openat2", Path: "/proc/42/root/srv/app", Err: syscall.EACCES}
+	if err := explain("tracing", inRoot, SetOf(CapBPF, CapPerfmon)); !errors.As(err, &me) || !sameCaps(me.Missing, []Cap{CapSysPtrace}) {
+		t.Fatalf("%v: want the missing CAP_SYS_PTRACE", err)
+	}
+	if err := explain("tracing", inRoot, SetOf(CapSysPtrace)); !errors.As(err, &me) || !sameCaps(me.Missing, []Cap{CapDACReadSearch}) {
+		t.Fatalf("%v: want the missing CAP_DAC_READ_SEARCH", err)
+	}
+	for path, want := range map[string][2]bool{
+		"/proc/42/maps": {true, false}, "/proc/self/root/x": {true, true}, "/proc/42/cwd/a/b": {true, true},
+		"/proc/42/root": {true, false}, "/proc/sys/kernel/x": {false, false}, "/procx/1/root/a": {false, false}, "/srv/proc/1/root/a": {false, false},
+	} {
+		if a, b := procPath(path); [2]bool{a, b} != want {
+			t.Errorf("procPath(%q) = %v, %v; want %v", path, a, b, want)
+		}
 	}
 	// Held, yet refused: the sysctls are asked.
 	writeSysctls(t, map[string]int{"kernel.perf_event_paranoid": 2})

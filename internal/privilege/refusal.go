@@ -101,12 +101,14 @@ func explain(activity string, err error, have Set) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		m := &machine{effective: have}
-		var w Work = UnreadableFile
-		if strings.HasPrefix(pe.Path, "/proc/") {
+		w := UnreadableFile
+		if inProc, inRoot := procPath(pe.Path); inProc && (!inRoot || !have.Has(CapSysPtrace)) {
 			w = OtherUser
 		}
-		if me := m.need(activity, []Work{w}, map[Work]string{w: pe.Path}); me != nil {
-			return fmt.Errorf("%w: %w", err, me)
+		if err1 := m.need(activity, []Work{w}, map[Work]string{w: pe.Path}); err1 != nil {
+			me := err1.(*MissingError)
+			me.Err = err
+			return me
 		}
 	}
 	re := &RefusedError{Err: err, Effective: have}
@@ -121,4 +123,22 @@ func explain(activity string, err error, have Set) error {
 		}
 	}
 	return re
+}
+
+// procPath reports whether path is a process's under /proc/PID/, and
+// whether it is a file of the process's root or working directory
+// (/proc/PID/root/..., /proc/PID/cwd/...), which the kernel reaches
+// through the ptrace check of the link, then with the caller's file
+// permissions.
+func procPath(path string) (inProc, inRoot bool) {
+	rest, ok := strings.CutPrefix(path, "/proc/")
+	if !ok {
+		return false, false
+	}
+	pid, rest, _ := strings.Cut(rest, "/")
+	if pid == "" || strings.Trim(pid, "0123456789") != "" && pid != "self" {
+		return false, false
+	}
+	entry, rest, _ := strings.Cut(rest, "/")
+	return true, rest != "" && (entry == "root" || entry == "cwd")
 }
