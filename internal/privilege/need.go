@@ -182,8 +182,7 @@ func (m *machine) need(activity string, works []Work, detail map[Work]string) er
 				what += " for " + r.What
 				if d := detail[w]; d != "" {
 					what += " (" + d + ")"
-				}
-				if r.When != "" {
+				} else if r.When != "" {
 					what += " (" + r.When + ")"
 				}
 				unmet = append(unmet, what)
@@ -192,6 +191,14 @@ func (m *machine) need(activity string, works []Work, detail map[Work]string) er
 	}
 	if len(missing) == 0 {
 		return nil
+	}
+	// A file's capabilities (setcap), a unit's or a pod's list are
+	// replaced, not added to: the grant keeps what the process holds of
+	// what probekit uses here.
+	for _, c := range m.required(allWork).Caps() {
+		if m.effective.Has(c) {
+			grant = add(grant, c)
+		}
 	}
 	slices.Sort(grant)
 	slices.Sort(missing)
@@ -248,10 +255,10 @@ func Required(works ...Work) ([]Cap, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.required(works), nil
+	return m.required(works).Caps(), nil
 }
 
-func (m *machine) required(works []Work) []Cap {
+func (m *machine) required(works []Work) Set {
 	var s Set
 	for _, w := range works {
 		for _, r := range rules(w) {
@@ -260,5 +267,14 @@ func (m *machine) required(works []Work) []Cap {
 			}
 		}
 	}
-	return s.Caps()
+	return s
 }
+
+// allWork is every work of the table.
+var allWork = func() []Work {
+	var all []Work
+	for w := range numWork {
+		all = append(all, w)
+	}
+	return all
+}()

@@ -37,7 +37,7 @@ func TestNeedRules(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.m.need("tracing", c.works, nil)
-			if c.grant != nil && !sameCaps(c.m.required(c.works), c.grant) {
+			if c.grant != nil && c.m.required(c.works) != SetOf(c.grant...) {
 				t.Errorf("required %v, want %v", c.m.required(c.works), c.grant)
 			}
 			if c.missing == nil {
@@ -53,16 +53,19 @@ func TestNeedRules(t *testing.T) {
 			if !errors.Is(err, os.ErrPermission) {
 				t.Errorf("%v does not wrap os.ErrPermission", err)
 			}
-			if !sameCaps(me.Missing, c.missing) || !sameCaps(me.Grant, c.grant) {
-				t.Fatalf("missing %v, grant %v; want %v, %v", me.Missing, me.Grant, c.missing, c.grant)
+			// The grant: what the works need, and what the process
+			// holds of what probekit uses.
+			grant := (SetOf(c.grant...) | c.m.effective&c.m.required(allWork)).Caps()
+			if !sameCaps(me.Missing, c.missing) || !sameCaps(me.Grant, grant) {
+				t.Fatalf("missing %v, grant %v; want %v, %v", me.Missing, me.Grant, c.missing, grant)
 			}
 			msg := err.Error()
 			for _, want := range []string{
 				"tracing lacks " + capList(c.missing) + ": it needs ",
-				"grant " + capList(c.grant) + " with ",
-				"setcap " + setcapList(c.grant) + "+ep ",
-				"AmbientCapabilities=" + systemdList(c.grant),
-				"securityContext.capabilities.add: [" + kubernetesList(c.grant) + "]",
+				"grant " + capList(grant) + " with ",
+				"setcap " + setcapList(grant) + "+ep ",
+				"AmbientCapabilities=" + systemdList(grant),
+				"securityContext.capabilities.add: [" + kubernetesList(grant) + "]",
 			} {
 				if !strings.Contains(msg, want) {
 					t.Errorf("%q lacks %q", msg, want)
@@ -214,25 +217,25 @@ func writeSysctls(t *testing.T, values map[string]int) {
 
 func TestExplainFiles(t *testing.T) {
 	denied := &fs.PathError{Op: "open", Path: "/srv/app/bin/server", Err: syscall.EACCES}
-	err := explain("tracing", denied, SetOf(CapBPF, CapPerfmon))
+	err := on(SetOf(CapBPF, CapPerfmon)).explain("tracing", denied)
 	var me *MissingError
 	if !errors.As(err, &me) || !sameCaps(me.Missing, []Cap{CapDACReadSearch}) || !errors.Is(err, syscall.EACCES) {
 		t.Fatalf("%v: want the missing CAP_DAC_READ_SEARCH, wrapping EACCES", err)
 	}
-	if !strings.Contains(err.Error(), "/srv/app/bin/server") || !strings.Contains(err.Error(), "setcap cap_dac_read_search+ep") {
+	if !strings.Contains(err.Error(), "/srv/app/bin/server") || !strings.Contains(err.Error(), "setcap cap_dac_read_search,cap_perfmon,cap_bpf+ep") {
 		t.Errorf("%q does not name the file and the remedy", err)
 	}
 	proc := &fs.PathError{Op: "open", Path: "/proc/1/maps", Err: syscall.EACCES}
-	if err := explain("tracing", proc, SetOf(CapBPF, CapPerfmon)); !errors.As(err, &me) || !sameCaps(me.Missing, []Cap{CapSysPtrace}) {
+	if err := on(SetOf(CapBPF, CapPerfmon)).explain("tracing", proc); !errors.As(err, &me) || !sameCaps(me.Missing, []Cap{CapSysPtrace}) {
 		t.Fatalf("%v: want the missing CAP_SYS_PTRACE", err)
 	}
 	// A file in a process's root: the link needs CAP_SYS_PTRACE, the
 	// file then CAP_DAC_READ_SEARCH.
 	inRoot := &fs.PathError{Op: "openat2", Path: "/proc/42/root/srv/app", Err: syscall.EACCES}
-	if err := explain("tracing", inRoot, SetOf(CapBPF, CapPerfmon)); !errors.As(err, &me) || !sameCaps(me.Missing, []Cap{CapSysPtrace}) {
+	if err := on(SetOf(CapBPF, CapPerfmon)).explain("tracing", inRoot); !errors.As(err, &me) || !sameCaps(me.Missing, []Cap{CapSysPtrace}) {
 		t.Fatalf("%v: want the missing CAP_SYS_PTRACE", err)
 	}
-	if err := explain("tracing", inRoot, SetOf(CapSysPtrace)); !errors.As(err, &me) || !sameCaps(me.Missing, []Cap{CapDACReadSearch}) {
+	if err := on(SetOf(CapSysPtrace)).explain("tracing", inRoot); !errors.As(err, &me) || !sameCaps(me.Missing, []Cap{CapDACReadSearch}) {
 		t.Fatalf("%v: want the missing CAP_DAC_READ_SEARCH", err)
 	}
 	for path, want := range map[string][2]bool{
@@ -246,7 +249,7 @@ func TestExplainFiles(t *testing.T) {
 	// Held, yet refused: the sysctls are asked.
 	writeSysctls(t, map[string]int{"kernel.perf_event_paranoid": 2})
 	var re *RefusedError
-	if err := explain("tracing", denied, SetOf(CapDACReadSearch)); !errors.As(err, &re) || !errors.Is(err, syscall.EACCES) {
+	if err := on(SetOf(CapDACReadSearch)).explain("tracing", denied); !errors.As(err, &re) || !errors.Is(err, syscall.EACCES) {
 		t.Fatalf("%v: want a *RefusedError", err)
 	}
 }
@@ -259,20 +262,20 @@ func TestExplainSysctls(t *testing.T) {
 		"kernel.unprivileged_bpf_disabled": 2,
 		"kernel.yama.ptrace_scope":         1,
 	})
-	msg := explain("tracing", perfErr, 0).Error()
+	msg := on(0).explain("tracing", perfErr).Error()
 	for _, want := range []string{"kernel.perf_event_paranoid=3", "Debian", "kernel.unprivileged_bpf_disabled=2", "kernel.yama.ptrace_scope=1", "perf_event_open: permission denied"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%q lacks %q", msg, want)
 		}
 	}
 	// With the capabilities that pass these settings, none refused it.
-	msg = explain("tracing", perfErr, SetOf(CapBPF, CapPerfmon, CapSysPtrace)).Error()
+	msg = on(SetOf(CapBPF, CapPerfmon, CapSysPtrace)).explain("tracing", perfErr).Error()
 	if strings.Contains(msg, "refused by kernel.") || !strings.Contains(msg, "no sysctl refuses these capabilities (kernel.unprivileged_bpf_disabled=2, kernel.perf_event_paranoid=3, kernel.yama.ptrace_scope=1)") {
 		t.Errorf("%q", msg)
 	}
 	// Yama's 3 refuses whatever the capabilities.
 	writeSysctls(t, map[string]int{"kernel.yama.ptrace_scope": 3})
-	if msg := explain("tracing", perfErr, SetOf(CapSysPtrace)).Error(); !strings.Contains(msg, "refused by kernel.yama.ptrace_scope=3") {
+	if msg := on(SetOf(CapSysPtrace)).explain("tracing", perfErr).Error(); !strings.Contains(msg, "refused by kernel.yama.ptrace_scope=3") {
 		t.Errorf("%q", msg)
 	}
 	// Not a permission error: as it is.
@@ -294,3 +297,24 @@ type wrapped struct {
 
 func (w *wrapped) Error() string { return w.err.Error() }
 func (w *wrapped) Unwrap() error { return w.errno }
+
+// on is this kernel's machine with the effective set have.
+func on(have Set) *machine {
+	return &machine{kernel: Version{6, 18}, effective: have, yama: -1}
+}
+
+// The grant keeps what the process holds of what probekit uses: a
+// setcap line replaces the file's set.
+func TestGrantKeepsHeld(t *testing.T) {
+	denied := &fs.PathError{Op: "open", Path: "/srv/app/bin/server", Err: syscall.EACCES}
+	var me *MissingError
+	if err := on(SetOf(CapBPF, CapPerfmon, CapSysPtrace, CapSetuid)).explain("tracing", denied); !errors.As(err, &me) ||
+		!sameCaps(me.Grant, []Cap{CapDACReadSearch, CapSysPtrace, CapPerfmon, CapBPF}) {
+		t.Fatalf("%v: want a grant of CAP_DAC_READ_SEARCH with the held CAP_SYS_PTRACE, CAP_PERFMON, CAP_BPF", err)
+	}
+	m := on(SetOf(CapDACReadSearch, CapBPF))
+	if err := m.need("tracing", []Work{LoadBPF}, nil); !errors.As(err, &me) ||
+		!sameCaps(me.Grant, []Cap{CapDACReadSearch, CapPerfmon, CapBPF}) || !sameCaps(me.Missing, []Cap{CapPerfmon}) {
+		t.Fatalf("%v: want CAP_PERFMON missing, the held CAP_DAC_READ_SEARCH kept", err)
+	}
+}

@@ -90,17 +90,17 @@ func Explain(activity string, err error) error {
 	if errors.As(err, &me) || errors.As(err, &re) {
 		return err
 	}
-	have, cerr := Effective()
+	m, cerr := current()
 	if cerr != nil {
 		return err
 	}
-	return explain(activity, err, have)
+	return m.explain(activity, err)
 }
 
-func explain(activity string, err error, have Set) error {
+func (m *machine) explain(activity string, err error) error {
+	have := m.effective
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		m := &machine{effective: have}
 		w := UnreadableFile
 		if inProc, inRoot := procPath(pe.Path); inProc && (!inRoot || !have.Has(CapSysPtrace)) {
 			w = OtherUser

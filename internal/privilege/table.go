@@ -1,5 +1,7 @@
 package privilege
 
+import "fmt"
+
 // Work is something probekit does that the kernel guards by a
 // capability.
 type Work int
@@ -25,6 +27,23 @@ const (
 	LaunchTraced
 	numWork
 )
+
+var workNames = [numWork]string{
+	LoadBPF:        "load",
+	LockMemory:     "memlock",
+	OtherUser:      "other user",
+	UnreadableFile: "unreadable file",
+	AttachRunning:  "seize",
+	LaunchTraced:   "launch",
+}
+
+// String is w's short name, as docs/privileges.md's tables name it.
+func (w Work) String() string {
+	if w >= 0 && w < numWork {
+		return workNames[w]
+	}
+	return fmt.Sprintf("work %d", int(w))
+}
 
 // Rule says which capabilities a work needs, and when.
 type Rule struct {
