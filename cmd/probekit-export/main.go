@@ -100,6 +100,12 @@ func run(args []string) error {
 	start := time.Now()
 	x.Apply(cfg)
 	logger.Printf("attached %d of %d metrics in %v", len(x.Attached()), len(cfg.Metrics), time.Since(start).Round(time.Millisecond))
+	// Attached: keep only what reloads and new processes need.
+	if kept, dropped, err := privilege.Keep(privilege.LoadBPF, privilege.OtherUser, privilege.UnreadableFile); err != nil {
+		logger.Printf("dropping capabilities: %v", err)
+	} else {
+		logger.Printf("capabilities kept: %v; dropped: %v", kept, dropped)
+	}
 	logger.Printf("serving http://%s/metrics", addr)
 
 	for {
