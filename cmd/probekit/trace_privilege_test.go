@@ -201,3 +201,53 @@ func TestTraceAsNobody(t *testing.T) {
 		}
 	})
 }
+
+// TestTraceLaunchedAsNobody: nobody with exactly the capabilities the
+// table names for trace -- CMD (CAP_BPF and CAP_PERFMON where Yama
+// allows PTRACE_TRACEME) counts every hit of the command it launched, by
+// probe and by stack.
+func TestTraceLaunchedAsNobody(t *testing.T) {
+	testkit.RequireKernel(t) // root, to start the trace as nobody
+	caps, err := privilege.Required(privilege.LoadBPF, privilege.LockMemory, privilege.LaunchTraced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := buildProbekit(t)
+	fx := filepath.Join(filepath.Dir(bin), "usdt_sample")
+	testkit.CopyFile(t, testkit.Fixture("usdt_sample"), fx)
+	if err := os.Chmod(fx, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const n = 250
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := asNobody(bin, caps, append(append([]string{"trace", "--json", "--count"}, args...), "uprobe:"+fx+":fire_loop", "--", fx, "--loop", "loop", strconv.Itoa(n))...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
+		defer timer.Stop()
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("trace %v as nobody with %v: %v; stderr %q", args, caps, err, stderr.String())
+		}
+		return stdout.String()
+	}
+	if got, want := strings.TrimSpace(run()), `{"probe":"uprobe:fire_loop","count":250}`; got != want {
+		t.Errorf("--count: %q, want %q", got, want)
+	}
+	var total uint64
+	for _, line := range strings.Split(strings.TrimSpace(run("--stack")), "\n") {
+		var s struct {
+			Key struct {
+				Stack []struct{ Function string }
+			}
+			Count uint64
+		}
+		if err := json.Unmarshal([]byte(line), &s); err != nil || len(s.Key.Stack) == 0 || s.Key.Stack[0].Function != "fire_loop" {
+			t.Fatalf("--count --stack line %q (%v): want stacks from fire_loop", line, err)
+		}
+		total += s.Count
+	}
+	if total != n {
+		t.Errorf("--count --stack: %d hits, want %d", total, n)
+	}
+}
