@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,9 +19,9 @@ import (
 )
 
 // TestExportAsNobody: probekit-export, run as nobody with the
-// capabilities the privilege table names for it and CAP_SYS_ADMIN too,
-// counts the hits of a fixture only root may read, drops CAP_SYS_ADMIN
-// once attached (every thread's effective and permitted sets are then
+// capabilities the privilege table names for it and more (CAP_NET_ADMIN,
+// CAP_SYS_ADMIN where not needed), counts the hits of a fixture only
+// root may read, drops the more once attached (every thread's effective and permitted sets are then
 // what it logged), and still reloads a configuration with a new metric.
 func TestExportAsNobody(t *testing.T) {
 	testkit.RequireKernel(t) // root, to start it as nobody
@@ -55,7 +56,13 @@ func TestExportAsNobody(t *testing.T) {
 	}
 	write("loop")
 
-	cmd := asNobody(bin, append(caps, privilege.CapSysAdmin), "--config", config, "--listen", "127.0.0.1:0")
+	// More than it needs, to drop: CAP_NET_ADMIN, and CAP_SYS_ADMIN
+	// where CAP_BPF and CAP_PERFMON do its work.
+	extra := []privilege.Cap{privilege.CapNetAdmin}
+	if !slices.Contains(caps, privilege.CapSysAdmin) {
+		extra = append(extra, privilege.CapSysAdmin)
+	}
+	cmd := asNobody(bin, append(caps, extra...), "--config", config, "--listen", "127.0.0.1:0")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +102,7 @@ func TestExportAsNobody(t *testing.T) {
 	}
 
 	kept := privilege.SetOf(keep...)
-	if want := fmt.Sprintf("capabilities kept: %v; dropped: %v", kept, privilege.SetOf(privilege.CapSysAdmin)); !strings.Contains(log(), want) {
+	if want := fmt.Sprintf("capabilities kept: %v; dropped: %v", kept, privilege.SetOf(extra...)); !strings.Contains(log(), want) {
 		t.Fatalf("log lacks %q:\n%s", want, log())
 	}
 	tasks, err := filepath.Glob("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/task/*/status")

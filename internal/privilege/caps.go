@@ -16,6 +16,7 @@ const (
 	CapSetgid        Cap = 6  // CAP_SETGID
 	CapSetuid        Cap = 7  // CAP_SETUID
 	CapSetpcap       Cap = 8  // CAP_SETPCAP
+	CapNetAdmin      Cap = 12 // CAP_NET_ADMIN
 	CapSysPtrace     Cap = 19 // CAP_SYS_PTRACE
 	CapSysAdmin      Cap = 21 // CAP_SYS_ADMIN
 	CapSysResource   Cap = 24 // CAP_SYS_RESOURCE
@@ -30,6 +31,7 @@ var capNames = map[Cap]string{
 	CapSetgid:        "SETGID",
 	CapSetuid:        "SETUID",
 	CapSetpcap:       "SETPCAP",
+	CapNetAdmin:      "NET_ADMIN",
 	CapSysPtrace:     "SYS_PTRACE",
 	CapSysAdmin:      "SYS_ADMIN",
 	CapSysResource:   "SYS_RESOURCE",

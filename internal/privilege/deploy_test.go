@@ -13,13 +13,13 @@ import (
 const deployDir = "../../examples/deploy/"
 
 // exportCaps are the capabilities the table names for probekit export
-// on a kernel, with RLIMIT_MEMLOCK unlimited (the unit's LimitMEMLOCK=,
+// on a kernel at a kernel.perf_event_paranoid, with RLIMIT_MEMLOCK unlimited (the unit's LimitMEMLOCK=,
 // or a kernel that does not charge it).
-func exportCaps(t *testing.T, kernel Version) []Cap {
+func exportCaps(t *testing.T, kernel Version, paranoid int) []Cap {
 	t.Helper()
 	for _, u := range Uses {
 		if u.Command == "probekit export" {
-			m := &machine{kernel: kernel, memlockUnlimited: true, yama: -1}
+			m := &machine{kernel: kernel, memlockUnlimited: true, yama: -1, paranoid: paranoid}
 			return m.required(u.Works).Caps()
 		}
 	}
@@ -44,7 +44,7 @@ func TestDeploySystemd(t *testing.T) {
 			settings[k] = v
 		}
 	}
-	want := systemdList(exportCaps(t, linux58))
+	want := systemdList(exportCaps(t, linux58, 2))
 	for _, k := range []string{"AmbientCapabilities", "CapabilityBoundingSet"} {
 		if got := settings[k]; !sameNames(got, want) {
 			t.Errorf("%s=%s, want the table's %s", k, got, want)
@@ -58,8 +58,12 @@ func TestDeploySystemd(t *testing.T) {
 	if _, ok := settings["PrivateUsers"]; ok {
 		t.Error("PrivateUsers=: capabilities in the service's own user namespace do not count for BPF")
 	}
-	if old := systemdList(exportCaps(t, Version{5, 4})); !strings.Contains(string(b), "Before 5.8, replace the capability lists with "+old) {
-		t.Errorf("the unit does not say the capabilities before 5.8: %s", old)
+	old := systemdList(exportCaps(t, Version{5, 4}, 2))
+	if debian := systemdList(exportCaps(t, Version{6, 1}, 3)); debian != old {
+		t.Fatalf("before 5.8 %s, on Debian's 6.1 %s", old, debian)
+	}
+	if !strings.Contains(string(b), "replace the capability lists with "+old) {
+		t.Errorf("the unit does not say the capabilities before 5.8 and on Debian's level 3: %s", old)
 	}
 }
 
@@ -96,14 +100,15 @@ func TestDeployKubernetes(t *testing.T) {
 		t.Fatalf("kind %q, %d containers, hostPID %v", ds.Kind, len(cs), ds.Spec.Template.Spec.HostPID)
 	}
 	sc := cs[0].SecurityContext
-	if want := kubernetesList(exportCaps(t, linux58)); !sameNames(strings.Join(sc.Capabilities.Add, ", "), want) {
+	if want := kubernetesList(exportCaps(t, linux58, 2)); !sameNames(strings.Join(sc.Capabilities.Add, ", "), want) {
 		t.Errorf("capabilities.add %v, want the table's [%s]", sc.Capabilities.Add, want)
 	}
 	if !slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) || !sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation || sc.Privileged {
 		t.Errorf("securityContext %+v: want drop [ALL], a read-only root, no escalation, not privileged", sc)
 	}
-	if old := kubernetesList(exportCaps(t, Version{5, 4})); !strings.Contains(old, "SYS_ADMIN") || strings.Contains(old, "BPF") {
-		t.Errorf("before 5.8 the table names %s", old)
+	old := kubernetesList(exportCaps(t, Version{5, 4}, 2))
+	if !strings.Contains(string(b), "add: ["+old+"]") {
+		t.Errorf("the DaemonSet does not say the capabilities before 5.8 and on Debian's level 3: [%s]", old)
 	}
 }
 

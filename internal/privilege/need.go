@@ -19,11 +19,13 @@ type machine struct {
 	memlockUnlimited bool
 	// yama is kernel.yama.ptrace_scope, -1 without Yama.
 	yama int
+	// paranoid is kernel.perf_event_paranoid, -1 when unknown.
+	paranoid int
 }
 
 // current reads the running machine.
 func current() (*machine, error) {
-	m := &machine{yama: -1}
+	m := &machine{yama: -1, paranoid: -1}
 	var err error
 	if m.kernel, err = runningKernel(); err != nil {
 		return nil, err
@@ -37,6 +39,9 @@ func current() (*machine, error) {
 	}
 	if y := readSysctl("kernel.yama.ptrace_scope"); y.Known && y.Value >= 0 {
 		m.yama = y.Value
+	}
+	if p := readSysctl("kernel.perf_event_paranoid"); p.Known {
+		m.paranoid = p.Value
 	}
 	return m, nil
 }
@@ -148,61 +153,57 @@ func Need(activity string, works ...Work) error {
 // need checks works on m; detail, when given, adds a path or PID to a
 // work's name in the error.
 func (m *machine) need(activity string, works []Work, detail map[Work]string) error {
-	var grant, missing []Cap
+	var missing Set
 	var unmet []string
-	add := func(list []Cap, c Cap) []Cap {
-		if slices.Contains(list, c) {
-			return list
+	for _, r := range m.applicable(works) {
+		if r.OrAdmin && m.effective.Has(CapSysAdmin) {
+			continue
 		}
-		return append(list, c)
-	}
-	for _, w := range works {
-		for _, r := range rules(w) {
-			if r.applies != nil && !r.applies(m) {
-				continue
-			}
-			for _, c := range r.Need {
-				grant = add(grant, c)
-			}
-			if r.OrAdmin && m.effective.Has(CapSysAdmin) {
-				continue
-			}
-			met := true
-			for _, c := range r.Need {
-				if !m.effective.Has(c) {
-					missing = add(missing, c)
-					met = false
-				}
-			}
-			if !met {
-				what := capList(r.Need)
-				if r.OrAdmin {
-					what += " (or CAP_SYS_ADMIN)"
-				}
-				what += " for " + r.What
-				if d := detail[w]; d != "" {
-					what += " (" + d + ")"
-				} else if r.When != "" {
-					what += " (" + r.When + ")"
-				}
-				unmet = append(unmet, what)
-			}
+		lack := SetOf(r.Need...) &^ m.effective
+		if lack == 0 {
+			continue
 		}
+		missing |= lack
+		what := capList(r.Need)
+		if r.OrAdmin {
+			what += " (or CAP_SYS_ADMIN)"
+		}
+		what += " for " + r.What
+		if d := detail[r.Work]; d != "" {
+			what += " (" + d + ")"
+		} else if r.When != "" {
+			what += " (" + r.When + ")"
+		}
+		unmet = append(unmet, what)
 	}
-	if len(missing) == 0 {
+	if missing == 0 {
 		return nil
 	}
 	// A file's capabilities (setcap), a unit's or a pod's list are
 	// replaced, not added to: the grant keeps what the process holds of
 	// what probekit uses here.
-	for _, c := range m.required(allWork).Caps() {
-		if m.effective.Has(c) {
-			grant = add(grant, c)
+	grant := m.required(works) | m.effective&m.required(allWork)
+	return &MissingError{Activity: activity, For: unmet, Missing: missing.Caps(), Grant: grant.Caps(), Effective: m.effective}
+}
+
+// applicable are the rules of works that apply on m. Where one needs
+// CAP_SYS_ADMIN itself, the rules it also stands in for (OrAdmin) are
+// left out: CAP_SYS_ADMIN does their work.
+func (m *machine) applicable(works []Work) []Rule {
+	var out []Rule
+	admin := false
+	for _, w := range works {
+		for _, r := range rules(w) {
+			if r.applies == nil || r.applies(m) {
+				out = append(out, r)
+				admin = admin || slices.Contains(r.Need, CapSysAdmin)
+			}
 		}
 	}
-	slices.Sort(grant)
-	slices.Sort(missing)
-	return &MissingError{Activity: activity, For: unmet, Missing: missing, Grant: grant, Effective: m.effective}
+	if admin {
+		out = slices.DeleteFunc(out, func(r Rule) bool { return r.OrAdmin })
+	}
+	return out
 }
 
 // procDir is where processes are read (a test points it elsewhere).
@@ -260,12 +261,8 @@ func Required(works ...Work) ([]Cap, error) {
 
 func (m *machine) required(works []Work) Set {
 	var s Set
-	for _, w := range works {
-		for _, r := range rules(w) {
-			if r.applies == nil || r.applies(m) {
-				s |= SetOf(r.Need...)
-			}
-		}
+	for _, r := range m.applicable(works) {
+		s |= SetOf(r.Need...)
 	}
 	return s
 }

@@ -33,6 +33,10 @@ func TestNeedRules(t *testing.T) {
 		{"launch under yama 1", machine{kernel: v618, effective: SetOf(CapBPF, CapPerfmon), yama: 1}, []Work{LaunchTraced}, nil, nil},
 		{"launch under yama 2", machine{kernel: v618, effective: SetOf(CapBPF, CapPerfmon), yama: 2}, []Work{LaunchTraced}, []Cap{CapSysPtrace}, []Cap{CapSysPtrace}},
 		{"seize under yama 1", machine{kernel: v618, effective: SetOf(CapBPF, CapPerfmon), yama: 1}, []Work{AttachRunning}, []Cap{CapSysPtrace}, []Cap{CapSysPtrace}},
+		{"debian 5.10 at paranoid 3", machine{kernel: v510, effective: SetOf(CapBPF, CapPerfmon), memlockUnlimited: true, yama: -1, paranoid: 3}, []Work{LoadBPF, LockMemory}, []Cap{CapSysAdmin}, []Cap{CapSysAdmin}},
+		{"debian 6.1 at paranoid 3, sys_admin", machine{kernel: Version{6, 1}, effective: SetOf(CapSysAdmin), yama: -1, paranoid: 3}, []Work{LoadBPF, LockMemory}, nil, []Cap{CapSysAdmin}},
+		{"debian 6.12 at paranoid 3", machine{kernel: Version{6, 12}, effective: SetOf(CapBPF, CapPerfmon), yama: -1, paranoid: 3}, []Work{LoadBPF, LockMemory}, nil, []Cap{CapPerfmon, CapBPF}},
+		{"6.1 at paranoid 2", machine{kernel: Version{6, 1}, effective: SetOf(CapBPF, CapPerfmon), yama: -1, paranoid: 2}, []Work{LoadBPF, LockMemory}, nil, []Cap{CapPerfmon, CapBPF}},
 		{"seize under yama 0", machine{kernel: v618, effective: SetOf(CapBPF, CapPerfmon), yama: 0}, []Work{AttachRunning}, nil, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -271,6 +275,11 @@ func TestExplainSysctls(t *testing.T) {
 	// With the capabilities that pass these settings, none refused it.
 	msg = on(SetOf(CapBPF, CapPerfmon, CapSysPtrace)).explain("tracing", perfErr).Error()
 	if strings.Contains(msg, "refused by kernel.") || !strings.Contains(msg, "no sysctl refuses these capabilities (kernel.unprivileged_bpf_disabled=2, kernel.perf_event_paranoid=3, kernel.yama.ptrace_scope=1)") {
+		t.Errorf("%q", msg)
+	}
+	// Debian's level 3 before its 6.12 wants CAP_SYS_ADMIN.
+	old := &machine{kernel: Version{6, 1}, effective: SetOf(CapBPF, CapPerfmon, CapSysPtrace), yama: -1, paranoid: 3}
+	if msg := old.explain("tracing", perfErr).Error(); !strings.Contains(msg, "refused by kernel.perf_event_paranoid=3 (it refuses perf_event_open(2) without CAP_SYS_ADMIN") {
 		t.Errorf("%q", msg)
 	}
 	// Yama's 3 refuses whatever the capabilities.

@@ -45,17 +45,20 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 // refuses a process holding have ("" when it does not).
 var refusalSysctls = []struct {
 	name    string
-	refuses func(v int, have Set) string
+	refuses func(v int, have Set, m *machine) string
 }{
-	{"kernel.unprivileged_bpf_disabled", func(v int, have Set) string {
+	{"kernel.unprivileged_bpf_disabled", func(v int, have Set, _ *machine) string {
 		if v != 0 && !have.Has(CapBPF) && !have.Has(CapSysAdmin) {
 			return "bpf(2) without CAP_BPF"
 		}
 		return ""
 	}},
-	{"kernel.perf_event_paranoid", func(v int, have Set) string {
-		// Above 2 is a Debian and Android patch: no perf_event_open(2)
-		// at all without CAP_PERFMON (CAP_SYS_ADMIN before 5.8).
+	{"kernel.perf_event_paranoid", func(v int, have Set, m *machine) string {
+		// Above 2 is a Debian patch: no perf_event_open(2) at all
+		// without privilege, CAP_SYS_ADMIN before its 6.12 (Table).
+		if v > 2 && !have.Has(CapSysAdmin) && m.kernel.Less(linux612) {
+			return "perf_event_open(2) without CAP_SYS_ADMIN (Debian's level 3, which before its 6.12 does not take CAP_PERFMON)"
+		}
 		if v > 2 && !have.Has(CapPerfmon) && !have.Has(CapSysAdmin) {
 			return "perf_event_open(2) without CAP_PERFMON (Debian's level 3)"
 		}
@@ -64,7 +67,7 @@ var refusalSysctls = []struct {
 		}
 		return ""
 	}},
-	{"kernel.yama.ptrace_scope", func(v int, have Set) string {
+	{"kernel.yama.ptrace_scope", func(v int, have Set, _ *machine) string {
 		switch {
 		case v >= 3:
 			return "ptrace of any process, whatever the capabilities"
@@ -118,7 +121,7 @@ func (m *machine) explain(activity string, err error) error {
 			continue
 		}
 		re.Sysctls = append(re.Sysctls, v)
-		if why := s.refuses(v.Value, have); why != "" {
+		if why := s.refuses(v.Value, have, m); why != "" {
 			re.Refusing = append(re.Refusing, fmt.Sprintf("%s=%d (it refuses %s)", v.Name, v.Value, why))
 		}
 	}

@@ -67,6 +67,7 @@ type Rule struct {
 var (
 	linux58  = Version{5, 8}
 	linux511 = Version{5, 11}
+	linux612 = Version{6, 12}
 )
 
 // Table is which work needs which capability: the source of Need's
@@ -90,6 +91,15 @@ var Table = []Rule{
 		Need:    []Cap{CapSysAdmin},
 		Why:     "bpf(2) and perf_event_open(2) of a uprobe check CAP_SYS_ADMIN",
 		applies: func(m *machine) bool { return m.kernel.Less(linux58) },
+	},
+	{
+		Work: LoadBPF,
+		What: "opening perf events (uprobes) under kernel.perf_event_paranoid above 2",
+		When: "kernel.perf_event_paranoid is 3 or more on Linux before 6.12 (Debian's level 3)",
+		Need: []Cap{CapSysAdmin},
+		Why: "a Debian patch adds level 3: no perf_event_open(2) without privilege; measured in the VMs, Debian's 5.10 (5.10.0-32) and 6.1 (6.1.0-50) " +
+			"refuse a uprobe to CAP_BPF and CAP_PERFMON at level 3 and accept CAP_SYS_ADMIN, its 6.12 (6.12.117) accepts CAP_PERFMON",
+		applies: func(m *machine) bool { return m.paranoid > 2 && m.kernel.Less(linux612) },
 	},
 	{
 		Work: LockMemory,
