@@ -12,6 +12,8 @@ import (
 	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/probekit/probekit/internal/cachedir"
 )
 
 // IndexCache is a per-user directory of line indexes (see LineIndex), one
@@ -51,20 +53,10 @@ func (e *IndexCacheError) Error() string {
 }
 
 // DefaultIndexDir is the probekit cache directory when none is given:
-// $PROBEKIT_CACHE_DIR, else $XDG_CACHE_HOME/probekit, else
-// $HOME/.cache/probekit; "" when none can be named.
-func DefaultIndexDir() string {
-	if d := os.Getenv("PROBEKIT_CACHE_DIR"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "probekit")
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".cache", "probekit")
-	}
-	return ""
-}
+// $PROBEKIT_CACHE_DIR, else systemd's $CACHE_DIRECTORY, else
+// $XDG_CACHE_HOME/probekit, else $HOME/.cache/probekit when $HOME is the
+// user's; "" when none can be named (internal/cachedir).
+func DefaultIndexDir() string { return cachedir.Dir() }
 
 // NewIndexCache returns the cache in dir/lines, dir the probekit cache
 // directory (DefaultIndexDir when ""). The directories are created when
@@ -72,7 +64,7 @@ func DefaultIndexDir() string {
 func NewIndexCache(dir string) (*IndexCache, error) {
 	if dir == "" {
 		if dir = DefaultIndexDir(); dir == "" {
-			return nil, errors.New("line index cache: no directory (set PROBEKIT_CACHE_DIR)")
+			return nil, errors.New("line index cache: " + cachedir.None + ": running without a disk cache (set PROBEKIT_CACHE_DIR to keep one)")
 		}
 	}
 	return &IndexCache{dir: filepath.Join(dir, "lines")}, nil

@@ -21,6 +21,7 @@ import (
 	"github.com/probekit/probekit/bpfunwind"
 	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/jsontext"
+	"github.com/probekit/probekit/internal/privilege"
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/profile"
@@ -301,15 +302,17 @@ func setSameArgs(spec *ebpf.CollectionSpec, cfg *Config) int {
 // Limit is reached; an aggregating mode prints what the kernel counted at
 // the end (and every Interval). Everything attached is detached before
 // Run returns; what the kernel dropped is reported on Warnings. It needs
-// root.
+// the capabilities internal/privilege's table names (docs/privileges.md),
+// not root.
 func Run(ctx context.Context, cfg *Config) (err error) {
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("tracing needs root (loading BPF programs and attaching uprobes): %w", os.ErrPermission)
-	}
 	cfg, err = completed(cfg)
 	if err != nil {
 		return err
 	}
+	if err := privilege.Need("tracing", cfg.privileges()...); err != nil {
+		return err
+	}
+	defer func() { err = privilege.Explain("tracing", err) }()
 	if err := cfg.check(); err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/probekit/probekit/exporter"
+	"github.com/probekit/probekit/internal/privilege"
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/record"
 )
@@ -71,8 +72,8 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("exporting needs root (loading BPF programs and attaching uprobes): %w", os.ErrPermission)
+	if err := privilege.Need("exporting", privilege.LoadBPF, privilege.LockMemory); err != nil {
+		return err
 	}
 	if err := probe.CheckFuncProbes(); err != nil {
 		for _, m := range cfg.Metrics {
@@ -99,6 +100,12 @@ func run(args []string) error {
 	start := time.Now()
 	x.Apply(cfg)
 	logger.Printf("attached %d of %d metrics in %v", len(x.Attached()), len(cfg.Metrics), time.Since(start).Round(time.Millisecond))
+	// Attached: keep only what reloads and new processes need.
+	if kept, dropped, err := privilege.Keep(privilege.LoadBPF, privilege.OtherUser, privilege.UnreadableFile); err != nil {
+		logger.Printf("dropping capabilities: %v", err)
+	} else {
+		logger.Printf("capabilities kept: %v; dropped: %v", kept, dropped)
+	}
 	logger.Printf("serving http://%s/metrics", addr)
 
 	for {

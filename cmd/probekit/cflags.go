@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 
+	"github.com/probekit/probekit/internal/cachedir"
 	"github.com/probekit/probekit/usdt/bpf"
 )
 
@@ -21,13 +22,13 @@ func init() {
 		name:  "cflags",
 		usage: cflagsUsage,
 		summary: "write the BPF-side headers this probekit embeds (usdt.bpf.h) to DIR (default: a directory per header version " +
-			"in the user cache) and print the -I flags a BPF build needs: the headers' directory, and the target's uapi asm/ " +
+			"in the probekit cache, or a new temporary directory for a user without one) and print the -I flags a BPF build needs: the headers' directory, and the target's uapi asm/ " +
 			"directory where the distribution keeps it apart (Debian's multiarch /usr/include/x86_64-linux-gnu), for clang or bpf2go",
-		run: runCflags,
+		runIO: runCflags,
 	})
 }
 
-func runCflags(args []string, stdout io.Writer) error {
+func runCflags(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("cflags", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	dir := fs.String("o", "", "directory to write the headers to")
@@ -40,11 +41,18 @@ func runCflags(args []string, stdout io.Writer) error {
 		return usagef("unexpected argument %q", pos[0])
 	}
 	if *dir == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			return fmt.Errorf("no user cache directory (give -o DIR): %w", err)
+		if cache := cachedir.Dir(); cache != "" {
+			*dir = filepath.Join(cache, "include", headersVersion())
+		} else {
+			// A user without a home (nobody, a DynamicUser service):
+			// a directory of its own, which the build that follows reads.
+			tmp, err := os.MkdirTemp("", "probekit-include-")
+			if err != nil {
+				return fmt.Errorf("%s, and no temporary directory (give -o DIR): %w", cachedir.None, err)
+			}
+			*dir = tmp
+			fmt.Fprintf(stderr, "probekit cflags: %s: headers written to %s, which nothing removes (give -o DIR to choose)\n", cachedir.None, tmp)
 		}
-		*dir = filepath.Join(cache, "probekit", "include", headersVersion())
 	}
 	tuple, ok := multiarch[*target]
 	if !ok {

@@ -315,7 +315,8 @@
 // ("function" is "" when unknown), with "file" and "line" for Go code.
 // What an object's DWARF gives every address is kept by build ID in a
 // line index under --cache-dir (default $PROBEKIT_CACHE_DIR, else
-// $XDG_CACHE_HOME/probekit, else ~/.cache/probekit), written by the
+// systemd's $CACHE_DIRECTORY, else $XDG_CACHE_HOME/probekit, else
+// ~/.cache/probekit; without any, none: docs/privileges.md), written by the
 // first run that reads that DWARF and read by the next ones instead of
 // it; --no-cache reads the DWARF every time (package symbolize, "Line
 // index cache").

@@ -40,7 +40,7 @@ func runSymbolize(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(dem, "demangle", false, "demangle C++ and Rust names")
 	pid := pidFlag(fs, "process whose runtime addresses these are")
 	exe := fs.String("e", "", "ELF file whose link-time addresses these are")
-	cacheDir := fs.String("cache-dir", "", "directory of the line indexes (default $PROBEKIT_CACHE_DIR, else $XDG_CACHE_HOME/probekit, else ~/.cache/probekit)")
+	cacheDir := fs.String("cache-dir", "", "directory of the line indexes (default $PROBEKIT_CACHE_DIR, else systemd's $CACHE_DIRECTORY, else $XDG_CACHE_HOME/probekit, else ~/.cache/probekit; none without a home)")
 	noCache := fs.Bool("no-cache", false, "read the DWARF every time: no line index read or written")
 	pos, err := parseFlags(fs, args)
 	if err != nil {

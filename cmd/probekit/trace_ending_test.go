@@ -15,16 +15,6 @@ import (
 	"github.com/probekit/probekit/internal/test/testkit"
 )
 
-// buildProbekit builds this command into dir.
-func buildProbekit(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "probekit")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestTraceEnding: `probekit trace PROBE -- CMD | head -1` (its output
 // closed after the first line), and a SIGHUP or SIGTERM after it, end the
 // trace as Ctrl-C does: probekit exits 0 within seconds, and the command
@@ -33,7 +23,7 @@ func buildProbekit(t *testing.T, dir string) string {
 func TestTraceEnding(t *testing.T) {
 	testkit.RequireKernel(t)
 	dir := t.TempDir()
-	probekit := buildProbekit(t, dir)
+	probekit := buildProbekit(t)
 	ticker := filepath.Join(dir, "pkend_ticker")
 	testkit.CopyFile(t, testkit.Fixture("follow_ticker"), ticker)
 	for _, how := range []string{"closed output", "SIGHUP", "SIGTERM"} {
