@@ -182,6 +182,24 @@ static __always_inline __u32 add_stack(struct pt_regs *ctx, struct event *e, __u
 	return off + 8 * n;
 }
 
+/* The start gate (probekit trace: every probe of a trace starts at one
+ * instant). With probekit_trace_gated set before load, the programs
+ * ignore every hit until user space sets probekit_trace_armed, once the
+ * trace's probes are all attached: attaching takes one link after the
+ * other, and a hit of the first probe before the last one is attached
+ * would be counted against a probe that could not yet fire (a function's
+ * entries without its returns). probekit_trace_armed is in .bss, which
+ * user space writes through its memory mapping (BPF_F_MMAPABLE, Linux
+ * 5.5); it is only ever set, never cleared. Without the gate (the
+ * default) the check is dead code the verifier drops. */
+volatile const __u32 probekit_trace_gated = 0;
+volatile __u32 probekit_trace_armed;
+
+static __always_inline int trace_armed(void)
+{
+	return !probekit_trace_gated || probekit_trace_armed;
+}
+
 /* Bit n: read USDT argument n as a pointer to a string. Set before load.
  * (A function probe's mask is in its cookie.) */
 volatile const __u32 probekit_trace_str_mask = 0;
@@ -1375,6 +1393,8 @@ static __always_inline int submit(struct pt_regs *ctx, int func)
 SEC("usdt")
 int trace_usdt(struct pt_regs *ctx)
 {
+	if (!trace_armed())
+		return 0;
 	/* Before the filter: a latency's end is never filtered, its start
 	 * is (lat_start). */
 	if (probekit_trace_mode == TRACE_LATENCY)
@@ -1390,8 +1410,11 @@ int trace_usdt(struct pt_regs *ctx)
 SEC("uprobe")
 int trace_func(struct pt_regs *ctx)
 {
-	__u64 cookie = func_cookie(ctx);
+	__u64 cookie;
 
+	if (!trace_armed())
+		return 0;
+	cookie = func_cookie(ctx);
 	/* Without cookies: a site not in func_ips (yet, or any more). */
 	if (!cookie)
 		return 0;
