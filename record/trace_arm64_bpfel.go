@@ -105,6 +105,7 @@ type traceLatStack struct {
 		Ns    uint64
 		Probe uint32
 		Skip  uint32
+		Ident [2]int64
 	}
 }
 
@@ -220,6 +221,7 @@ const (
 	traceVarProbekitTraceHistVal      = "probekit_trace_hist_val"
 	traceVarProbekitTraceKeyCfi       = "probekit_trace_key_cfi"
 	traceVarProbekitTraceKeySpec      = "probekit_trace_key_spec"
+	traceVarProbekitTraceLatMatch     = "probekit_trace_lat_match"
 	traceVarProbekitTraceMode         = "probekit_trace_mode"
 	traceVarProbekitTraceNterms       = "probekit_trace_nterms"
 	traceVarProbekitTraceStack        = "probekit_trace_stack"
@@ -316,6 +318,7 @@ type traceVariableSpecs struct {
 	ProbekitTraceHistVal      *ebpf.VariableSpec `ebpf:"probekit_trace_hist_val"`
 	ProbekitTraceKeyCfi       *ebpf.VariableSpec `ebpf:"probekit_trace_key_cfi"`
 	ProbekitTraceKeySpec      *ebpf.VariableSpec `ebpf:"probekit_trace_key_spec"`
+	ProbekitTraceLatMatch     *ebpf.VariableSpec `ebpf:"probekit_trace_lat_match"`
 	ProbekitTraceMode         *ebpf.VariableSpec `ebpf:"probekit_trace_mode"`
 	ProbekitTraceNterms       *ebpf.VariableSpec `ebpf:"probekit_trace_nterms"`
 	ProbekitTraceStack        *ebpf.VariableSpec `ebpf:"probekit_trace_stack"`
@@ -406,6 +409,7 @@ type traceVariables struct {
 	ProbekitTraceHistVal      *ebpf.Variable `ebpf:"probekit_trace_hist_val"`
 	ProbekitTraceKeyCfi       *ebpf.Variable `ebpf:"probekit_trace_key_cfi"`
 	ProbekitTraceKeySpec      *ebpf.Variable `ebpf:"probekit_trace_key_spec"`
+	ProbekitTraceLatMatch     *ebpf.Variable `ebpf:"probekit_trace_lat_match"`
 	ProbekitTraceMode         *ebpf.Variable `ebpf:"probekit_trace_mode"`
 	ProbekitTraceNterms       *ebpf.Variable `ebpf:"probekit_trace_nterms"`
 	ProbekitTraceStack        *ebpf.Variable `ebpf:"probekit_trace_stack"`

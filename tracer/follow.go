@@ -95,15 +95,15 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 		Exited() <-chan struct{}
 		Close() error
 	}
+	// Armed before the first process is attached: each is attached
+	// (and reported) as a whole, at its own time, and records from then.
+	if err := objs.Arm(); err != nil {
+		return err
+	}
 	exitErr := func() error { return nil }
 	var root *os.Process // the launched command
 	switch {
 	case len(t.cfg.Command) > 0:
-		// Held at its execve until attached: its probes start at
-		// once, and it runs before Launch returns.
-		if err := objs.Arm(); err != nil {
-			return err
-		}
 		var tree *follow.Tree
 		cmd := launchCommand(t.cfg)
 		if tree, err = follow.Launch(cmd, probes, opts); err == nil {
@@ -117,12 +117,6 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 		f, err = follow.WatchHost(probes, opts)
 	}
 	if err != nil {
-		return err
-	}
-	// The processes there at the start are attached; later ones record
-	// from their first hit.
-	if err := objs.Arm(); err != nil {
-		f.Close()
 		return err
 	}
 	defer func() {
