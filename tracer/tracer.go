@@ -396,6 +396,9 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 			return err
 		}
 	}
+	if err := setLatencyMatch(spec, cfg); err != nil {
+		return err
+	}
 	// Every probe starts at once (gate.go).
 	if err := record.SetGate(spec); err != nil {
 		return err
