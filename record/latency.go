@@ -24,6 +24,17 @@ import (
 // are the start probe's values (a function's arguments at its entry);
 // KeyProbe is the start's probe index.
 //
+// An end closes the latest open start of its identity: with
+// SetLatencyMatch, the values of up to MaxLatencyMatch arguments, the
+// same for START and END (Python's function__entry and function__return:
+// the file and the function, arguments 0 and 1). Starts above the one it
+// closes are dropped (their ends never came: LatencyLost.Abandoned); an
+// end whose identity no open start has is counted
+// (LatencyLost.NoStart) and dropped, never paired with another start.
+// Without it, every end closes the latest start. Function probes have no
+// identity arguments (a return has only its value): their ends come in
+// their calls' order.
+//
 // A thread keeps MaxLatencyDepth open starts; deeper starts are counted
 // (LatencyLost.Deep) and not timed, and an end with no open start on its
 // thread is counted (LatencyLost.NoStart).
@@ -48,7 +59,7 @@ const LatencyGoroutine uint64 = 1 << 62
 const MaxLatencyDepth = 32
 
 // LatencyThreads is how many threads' stacks ModeLatency keeps (an LRU
-// hash of 520-byte stacks: 2 MiB); LatencyKeyFrames how many open
+// hash of 1032-byte stacks: 4 MiB); LatencyKeyFrames how many open
 // frames' keys it keeps with SetKeys (136 bytes each: 2 MiB). The least
 // recently used goes first: a thread that exits between a start and its
 // end leaves a stack that newer ones push out.
@@ -62,6 +73,35 @@ const (
 	latStacksName = "lat_stacks"
 	latKeysName   = "lat_keys"
 )
+
+// LatencyMatchName is the constant SetLatencyMatch sets.
+const LatencyMatchName = "probekit_trace_lat_match"
+
+// MaxLatencyMatch is how many identity arguments SetLatencyMatch takes
+// (TRACE_LAT_MATCH_N in trace.c).
+const MaxLatencyMatch = 2
+
+// SetLatencyMatch makes an end of ModeLatency close only a start whose
+// arguments args (0-based, at most MaxLatencyMatch) have the end's
+// values; it applies to USDT probes, START and END alike. The values are
+// compared as the probes give them (a string argument's pointer, not its
+// text).
+func SetLatencyMatch(spec *ebpf.CollectionSpec, args ...int) error {
+	if len(args) > MaxLatencyMatch {
+		return fmt.Errorf("record: %d latency identity arguments, at most %d", len(args), MaxLatencyMatch)
+	}
+	var m uint32
+	for i, a := range args {
+		if a < 0 || a >= MaxArgs {
+			return fmt.Errorf("record: latency identity argument %d, want 0 to %d", a, MaxArgs-1)
+		}
+		m |= uint32(a+1) << (4 * i)
+	}
+	if err := spec.Variables[LatencyMatchName].Set(m); err != nil {
+		return fmt.Errorf("set %s: %w", LatencyMatchName, err)
+	}
+	return nil
+}
 
 // sizeLatencyMaps gives ModeLatency's maps their sizes when spec's mode is
 // ModeLatency (their keys' map only with keys); otherwise they keep the
@@ -99,17 +139,21 @@ type LatencyLost struct {
 	// Deep: starts with MaxLatencyDepth starts open on their thread
 	// already (their ends are not counted anywhere).
 	Deep uint64
-	// NoStart: ends with no open start on their thread (the trace
-	// attached in the middle of a pair, or an end without its start).
+	// NoStart: ends with no open start of their identity on their
+	// thread (the trace attached in the middle of a pair, or an end
+	// without its start); they are dropped.
 	NoStart uint64
 	// Full: starts with no room for their thread's stack or key.
 	Full uint64
+	// Abandoned: starts whose end never came: a later end closed a
+	// start below them on their thread (see SetLatencyMatch).
+	Abandoned uint64
 }
 
 // LatencyLost returns the counts of hits not timed, summed over the
 // CPUs.
 func (o *Objects) LatencyLost() (LatencyLost, error) {
-	var out [3]uint64
+	var out [4]uint64
 	var per []uint64
 	for i := range out {
 		if err := o.LatLost.Lookup(uint32(i), &per); err != nil {
@@ -119,7 +163,7 @@ func (o *Objects) LatencyLost() (LatencyLost, error) {
 			out[i] += c
 		}
 	}
-	return LatencyLost{Deep: out[0], NoStart: out[1], Full: out[2]}, nil
+	return LatencyLost{Deep: out[0], NoStart: out[1], Full: out[2], Abandoned: out[3]}, nil
 }
 
 // KeyedHistogram is one key's histogram: of latencies in ModeLatency, of

@@ -510,6 +510,9 @@ type Objects struct {
 
 	// cfiPart is the KeyStackCFI key part's index + 1 (0: none).
 	cfiPart int
+	// armed is the start gate's global, bss its map (see Arm).
+	armed *ebpf.Variable
+	bss   *ebpf.Map
 }
 
 // Programs selects the programs LoadSpec loads.
@@ -538,6 +541,9 @@ type loadTarget struct {
 	LatLost     *ebpf.Map `ebpf:"lat_lost"`
 	Stacks      *ebpf.Map `ebpf:"stack_traces"`
 	CFIStacks   *ebpf.Map `ebpf:"cfi_stacks"`
+	// The start gate (gate.go): the global and its map.
+	Armed *ebpf.Variable `ebpf:"probekit_trace_armed"`
+	BSS   *ebpf.Map      `ebpf:".bss"`
 }
 
 type loadUSDT struct {
@@ -562,7 +568,7 @@ type loadBoth struct {
 // Close releases the program and the maps.
 func (o *Objects) Close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.LatStacks, o.LatKeys, o.LatLost, o.StackMap, o.CFIStackMap, o.Specs, o.IPToSpecID, o.FuncIPs} {
+	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.LatStacks, o.LatKeys, o.LatLost, o.StackMap, o.CFIStackMap, o.Specs, o.IPToSpecID, o.FuncIPs, o.bss} {
 		errs = append(errs, c.Close()) // nil *Program and *Map close as nothing
 	}
 	return errors.Join(errs...)
@@ -676,6 +682,7 @@ func (o *Objects) setMaps(l loadTarget) {
 	o.KeyedMap, o.KeyOverflow = l.Keyed, l.KeyOverflow
 	o.LatStacks, o.LatKeys, o.LatLost = l.LatStacks, l.LatKeys, l.LatLost
 	o.StackMap, o.CFIStackMap = l.Stacks, l.CFIStacks
+	o.armed, o.bss = l.Armed, l.BSS
 }
 
 // Options are the choices Load makes before loading. The zero value
@@ -695,6 +702,9 @@ type Options struct {
 	RingSize int
 	// Programs selects the programs to load; 0 means USDTProgram.
 	Programs Programs
+	// Gated makes the programs record nothing until Objects.Arm (see
+	// SetGate).
+	Gated bool
 }
 
 // Load loads the program with explicit choices, for callers that do not
@@ -713,6 +723,11 @@ func Load(opts Options) (*Objects, *ebpf.CollectionSpec, error) {
 	}
 	if opts.RingSize != 0 {
 		if err := SetRingSize(spec, opts.RingSize, os.Getpagesize()); err != nil {
+			return nil, nil, err
+		}
+	}
+	if opts.Gated {
+		if err := SetGate(spec); err != nil {
 			return nil, nil, err
 		}
 	}

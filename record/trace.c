@@ -182,6 +182,24 @@ static __always_inline __u32 add_stack(struct pt_regs *ctx, struct event *e, __u
 	return off + 8 * n;
 }
 
+/* The start gate (probekit trace: every probe of a trace starts at one
+ * instant). With probekit_trace_gated set before load, the programs
+ * ignore every hit until user space sets probekit_trace_armed, once the
+ * trace's probes are all attached: attaching takes one link after the
+ * other, and a hit of the first probe before the last one is attached
+ * would be counted against a probe that could not yet fire (a function's
+ * entries without its returns). probekit_trace_armed is in .bss, which
+ * user space writes through its memory mapping (BPF_F_MMAPABLE, Linux
+ * 5.5); it is only ever set, never cleared. Without the gate (the
+ * default) the check is dead code the verifier drops. */
+volatile const __u32 probekit_trace_gated = 0;
+volatile __u32 probekit_trace_armed;
+
+static __always_inline int trace_armed(void)
+{
+	return !probekit_trace_gated || probekit_trace_armed;
+}
+
 /* Bit n: read USDT argument n as a pointer to a string. Set before load.
  * (A function probe's mask is in its cookie.) */
 volatile const __u32 probekit_trace_str_mask = 0;
@@ -1052,6 +1070,20 @@ next:
  * to the start's probe (hist) or key (keyed) in the bucket of the
  * interval. So a nested or recursive start is ended by its own end.
  *
+ * An end closes a start of its own identity: with probekit_trace_lat_match
+ * (up to two argument indexes, the same for START and END: Python's
+ * function__entry and function__return give the file and the function
+ * name as arguments 0 and 1, and the line, which differs, as 2) each
+ * frame keeps the start's values of those arguments, and an end pops the
+ * latest frame whose values equal its own. Frames above it are starts
+ * whose ends never came (LAT_LOST_ABANDONED); an end that matches no
+ * frame is counted (LAT_LOST_NO_START) and changes nothing: CPython 3.11
+ * fires function__return without function__entry for the sys.setprofile
+ * callback, which would otherwise close the function the callback runs
+ * in. Without the constant every frame matches: the latest start. A
+ * function probe has no identity arguments (a return has only its
+ * return value), and needs none: its returns come in its calls' order.
+ *
  * The filter is evaluated at the start, with the start's values; a
  * dropped start still pushes a frame (marked), so that its end pops it
  * and the frames below stay paired. Keys are filled at the start too (the
@@ -1092,13 +1124,22 @@ enum lat_lost {
 	LAT_LOST_DEPTH = 0,	/* a start deeper than TRACE_LAT_MAX_DEPTH */
 	LAT_LOST_NO_START = 1,	/* an end on an empty stack */
 	LAT_LOST_FULL = 2,	/* no room for the thread's stack or key */
-	LAT_NUM_LOST = 3,
+	LAT_LOST_ABANDONED = 3,	/* a start whose end never came: a later end
+				 * closed a start below it */
+	LAT_NUM_LOST = 4,
 };
+
+/* The arguments identifying a START and its END (USDT probes only): bits
+ * 0-3 the first's index + 1, 4-7 the second's (0: none). Set before
+ * load (SetLatencyMatch in latency.go). */
+volatile const __u32 probekit_trace_lat_match = 0;
+#define TRACE_LAT_MATCH_N 2
 
 struct lat_frame {
 	__u64 ns;	/* bpf_ktime_get_ns at the start */
 	__u32 probe;	/* the start's probe index */
 	__u32 skip;	/* the filter dropped the start, or its key is missing */
+	__s64 ident[TRACE_LAT_MATCH_N];	/* the start's identity arguments */
 };
 
 struct lat_stack {
@@ -1113,6 +1154,13 @@ struct lat_owner {
 	__u64 id;
 	__u32 tgid;
 	__u32 pad;
+};
+
+/* A latency hit: whose stack, and its identity arguments (0 where none
+ * or unreadable). */
+struct lat_hit {
+	struct lat_owner o;
+	__s64 ident[TRACE_LAT_MATCH_N];
 };
 
 /* Threads' (and goroutines') stacks, by owner. One entry here: SetMode(ModeLatency)
@@ -1152,12 +1200,17 @@ struct {
 static const struct lat_stack lat_empty_stack;
 static const struct agg_key lat_empty_key;
 
-static __always_inline void lat_lose(__u32 why)
+static __always_inline void lat_lose_n(__u32 why, __u64 count)
 {
 	__u64 *n = bpf_map_lookup_elem(&lat_lost, &why);
 
 	if (n)
-		*n += 1;	/* per CPU, and a CPU runs one thread at a time */
+		*n += count;	/* per CPU, and a CPU runs one thread at a time */
+}
+
+static __always_inline void lat_lose(__u32 why)
+{
+	lat_lose_n(why, 1);
 }
 
 /* Adds one to key's entry of map, creating it; returns 0 when the map
@@ -1182,8 +1235,9 @@ static __always_inline int lat_bump(void *map, void *key)
 	return 1;
 }
 
-static __noinline int lat_start(struct pt_regs *ctx, int func, __u64 cookie, __u32 probe, struct lat_owner *o)
+static __noinline int lat_start(struct pt_regs *ctx, int func, __u64 cookie, __u32 probe, struct lat_hit *h)
 {
+	struct lat_owner *o = &h->o;
 	struct lat_stack *s = bpf_map_lookup_elem(&lat_stacks, o);
 	struct lat_key_id kid = {.id = o->id, .tgid = o->tgid};
 	struct lat_frame *f;
@@ -1205,6 +1259,8 @@ static __noinline int lat_start(struct pt_regs *ctx, int func, __u64 cookie, __u
 	}
 	f = &s->frames[d & TRACE_LAT_DEPTH_MASK];
 	f->probe = probe;
+	f->ident[0] = h->ident[0];
+	f->ident[1] = h->ident[1];
 	f->skip = probekit_trace_nterms && !filter_pass(ctx, func, cookie);
 	if (!f->skip && probekit_trace_key_spec) {
 		kid.depth = d;
@@ -1223,24 +1279,48 @@ static __noinline int lat_start(struct pt_regs *ctx, int func, __u64 cookie, __u
 	return 0;
 }
 
-static __noinline int lat_end(struct lat_owner *o)
+static __noinline int lat_end(struct lat_hit *h)
 {
 	__u64 now = bpf_ktime_get_ns();
+	struct lat_owner *o = &h->o;
 	struct lat_stack *s = bpf_map_lookup_elem(&lat_stacks, o);
 	struct lat_key_id kid = {.id = o->id, .tgid = o->tgid};
 	struct hist_key hk;
 	struct agg_key k, *sk;
-	struct lat_frame *f;
-	__u32 d;
+	struct lat_frame *f = NULL;
+	__u32 top, d = 0;
 
 	if (!s || s->depth == 0) {
 		lat_lose(LAT_LOST_NO_START);
 		return 0;
 	}
-	d = --s->depth;
-	if (d >= TRACE_LAT_MAX_DEPTH)
-		return 0;	/* its start was counted in LAT_LOST_DEPTH */
-	f = &s->frames[d & TRACE_LAT_DEPTH_MASK];
+	top = s->depth;
+	if (top > TRACE_LAT_MAX_DEPTH) {
+		/* The latest start was counted in LAT_LOST_DEPTH, and kept
+		 * nothing to match. */
+		s->depth--;
+		return 0;
+	}
+	/* The latest frame of the end's identity. */
+	for (__u32 j = 0; j < TRACE_LAT_MAX_DEPTH; j++) {
+		struct lat_frame *g;
+
+		if (j >= top)
+			break;
+		d = top - 1 - j;
+		g = &s->frames[d & TRACE_LAT_DEPTH_MASK];
+		if (g->ident[0] == h->ident[0] && g->ident[1] == h->ident[1]) {
+			f = g;
+			break;
+		}
+	}
+	if (!f) {
+		lat_lose(LAT_LOST_NO_START);
+		return 0;
+	}
+	if (top - 1 > d)
+		lat_lose_n(LAT_LOST_ABANDONED, top - 1 - d);
+	s->depth = d;
 	if (f->skip)
 		return 0;
 	now -= f->ns;
@@ -1273,25 +1353,41 @@ static __noinline __u64 read_g_reg(struct pt_regs *ctx)
 	return FUNC_G_REG(r);
 }
 
+/* Reads a USDT hit's identity arguments into h (see
+ * probekit_trace_lat_match). */
+static __always_inline void lat_ident(struct pt_regs *ctx, struct lat_hit *h)
+{
+#pragma unroll
+	for (int i = 0; i < TRACE_LAT_MATCH_N; i++) {
+		__u32 n = (probekit_trace_lat_match >> (4 * i)) & 0xf;
+		__s64 v = 0;
+
+		if (n && hit_val(ctx, 0, 0, n - 1, &v))
+			h->ident[i] = v;
+	}
+}
+
 static __always_inline int latency_hit(struct pt_regs *ctx, int func, __u64 cookie)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	struct lat_owner o = {.id = (__u32)id, .tgid = id >> 32};
+	struct lat_hit h = {.o = {.id = (__u32)id, .tgid = id >> 32}};
 	struct __bpf_usdt_spec *spec;
 
 	if (!func) {
 		spec = __bpf_usdt_spec(ctx);
 		if (!spec)
 			return 0;
+		if (probekit_trace_lat_match)
+			lat_ident(ctx, &h);
 		if (spec->usdt_cookie & TRACE_LAT_END)
-			return lat_end(&o);
-		return lat_start(ctx, 0, 0, (__u32)spec->usdt_cookie, &o);
+			return lat_end(&h);
+		return lat_start(ctx, 0, 0, (__u32)spec->usdt_cookie, &h);
 	}
 	if (cookie & TRACE_LAT_GOROUTINE)
-		o.id = read_g_reg(ctx);
+		h.o.id = read_g_reg(ctx);
 	if (cookie & TRACE_LAT_END)
-		return lat_end(&o);
-	return lat_start(ctx, 1, cookie, (__u32)cookie, &o);
+		return lat_end(&h);
+	return lat_start(ctx, 1, cookie, (__u32)cookie, &h);
 }
 
 /* ---- End of latency. ---- */
@@ -1375,6 +1471,8 @@ static __always_inline int submit(struct pt_regs *ctx, int func)
 SEC("usdt")
 int trace_usdt(struct pt_regs *ctx)
 {
+	if (!trace_armed())
+		return 0;
 	/* Before the filter: a latency's end is never filtered, its start
 	 * is (lat_start). */
 	if (probekit_trace_mode == TRACE_LATENCY)
@@ -1390,8 +1488,11 @@ int trace_usdt(struct pt_regs *ctx)
 SEC("uprobe")
 int trace_func(struct pt_regs *ctx)
 {
-	__u64 cookie = func_cookie(ctx);
+	__u64 cookie;
 
+	if (!trace_armed())
+		return 0;
+	cookie = func_cookie(ctx);
 	/* Without cookies: a site not in func_ips (yet, or any more). */
 	if (!cookie)
 		return 0;

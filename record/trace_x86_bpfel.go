@@ -105,6 +105,7 @@ type traceLatStack struct {
 		Ns    uint64
 		Probe uint32
 		Skip  uint32
+		Ident [2]int64
 	}
 }
 
@@ -212,12 +213,15 @@ const (
 	traceProgTraceUsdt                = "trace_usdt"
 	traceVarProbekitUsdtSame          = "__probekit_usdt_same"
 	traceVarProbekitStackEntryCaller  = "probekit_stack_entry_caller"
+	traceVarProbekitTraceArmed        = "probekit_trace_armed"
 	traceVarProbekitTraceCopyPages    = "probekit_trace_copy_pages"
 	traceVarProbekitTraceFuncFiltered = "probekit_trace_func_filtered"
 	traceVarProbekitTraceFuncRegs     = "probekit_trace_func_regs"
+	traceVarProbekitTraceGated        = "probekit_trace_gated"
 	traceVarProbekitTraceHistVal      = "probekit_trace_hist_val"
 	traceVarProbekitTraceKeyCfi       = "probekit_trace_key_cfi"
 	traceVarProbekitTraceKeySpec      = "probekit_trace_key_spec"
+	traceVarProbekitTraceLatMatch     = "probekit_trace_lat_match"
 	traceVarProbekitTraceMode         = "probekit_trace_mode"
 	traceVarProbekitTraceNterms       = "probekit_trace_nterms"
 	traceVarProbekitTraceStack        = "probekit_trace_stack"
@@ -306,12 +310,15 @@ type traceMapSpecs struct {
 type traceVariableSpecs struct {
 	ProbekitUsdtSame          *ebpf.VariableSpec `ebpf:"__probekit_usdt_same"`
 	ProbekitStackEntryCaller  *ebpf.VariableSpec `ebpf:"probekit_stack_entry_caller"`
+	ProbekitTraceArmed        *ebpf.VariableSpec `ebpf:"probekit_trace_armed"`
 	ProbekitTraceCopyPages    *ebpf.VariableSpec `ebpf:"probekit_trace_copy_pages"`
 	ProbekitTraceFuncFiltered *ebpf.VariableSpec `ebpf:"probekit_trace_func_filtered"`
 	ProbekitTraceFuncRegs     *ebpf.VariableSpec `ebpf:"probekit_trace_func_regs"`
+	ProbekitTraceGated        *ebpf.VariableSpec `ebpf:"probekit_trace_gated"`
 	ProbekitTraceHistVal      *ebpf.VariableSpec `ebpf:"probekit_trace_hist_val"`
 	ProbekitTraceKeyCfi       *ebpf.VariableSpec `ebpf:"probekit_trace_key_cfi"`
 	ProbekitTraceKeySpec      *ebpf.VariableSpec `ebpf:"probekit_trace_key_spec"`
+	ProbekitTraceLatMatch     *ebpf.VariableSpec `ebpf:"probekit_trace_lat_match"`
 	ProbekitTraceMode         *ebpf.VariableSpec `ebpf:"probekit_trace_mode"`
 	ProbekitTraceNterms       *ebpf.VariableSpec `ebpf:"probekit_trace_nterms"`
 	ProbekitTraceStack        *ebpf.VariableSpec `ebpf:"probekit_trace_stack"`
@@ -394,12 +401,15 @@ func (m *traceMaps) Close() error {
 type traceVariables struct {
 	ProbekitUsdtSame          *ebpf.Variable `ebpf:"__probekit_usdt_same"`
 	ProbekitStackEntryCaller  *ebpf.Variable `ebpf:"probekit_stack_entry_caller"`
+	ProbekitTraceArmed        *ebpf.Variable `ebpf:"probekit_trace_armed"`
 	ProbekitTraceCopyPages    *ebpf.Variable `ebpf:"probekit_trace_copy_pages"`
 	ProbekitTraceFuncFiltered *ebpf.Variable `ebpf:"probekit_trace_func_filtered"`
 	ProbekitTraceFuncRegs     *ebpf.Variable `ebpf:"probekit_trace_func_regs"`
+	ProbekitTraceGated        *ebpf.Variable `ebpf:"probekit_trace_gated"`
 	ProbekitTraceHistVal      *ebpf.Variable `ebpf:"probekit_trace_hist_val"`
 	ProbekitTraceKeyCfi       *ebpf.Variable `ebpf:"probekit_trace_key_cfi"`
 	ProbekitTraceKeySpec      *ebpf.Variable `ebpf:"probekit_trace_key_spec"`
+	ProbekitTraceLatMatch     *ebpf.Variable `ebpf:"probekit_trace_lat_match"`
 	ProbekitTraceMode         *ebpf.Variable `ebpf:"probekit_trace_mode"`
 	ProbekitTraceNterms       *ebpf.Variable `ebpf:"probekit_trace_nterms"`
 	ProbekitTraceStack        *ebpf.Variable `ebpf:"probekit_trace_stack"`

@@ -96,6 +96,11 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 		Exited() <-chan struct{}
 		Close() error
 	}
+	// Armed before the first process is attached: each is attached
+	// (and reported) as a whole, at its own time, and records from then.
+	if err := objs.Arm(); err != nil {
+		return err
+	}
 	exitErr := func() error { return nil }
 	var root *os.Process // the launched command
 	switch {

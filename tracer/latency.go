@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/probekit/probekit/internal/jsontext"
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/record"
@@ -196,4 +198,34 @@ func (t *tracer) reportLatencyLost(objs *record.Objects) {
 	if l.Full > 0 {
 		fmt.Fprintf(t.errOut, "probekit trace: %d starts not timed: no room for their thread's stack (%d threads) or key\n", l.Full, record.LatencyThreads)
 	}
+	if l.Abandoned > 0 {
+		fmt.Fprintf(t.errOut, "probekit trace: %d starts not timed: their end never came (a later end closed an earlier start)\n", l.Abandoned)
+	}
+}
+
+// latencyMatches are the identity arguments (0-based) of known USDT
+// START/END pairs: an END closes only a START with the same values
+// (record.SetLatencyMatch). CPython's function__entry and
+// function__return give (file, function, line); the line differs
+// between the two, and 3.11 fires function__return without
+// function__entry for the sys.setprofile callback.
+var latencyMatches = map[[2]string][]int{
+	{"python:function__entry", "python:function__return"}: {0, 1},
+}
+
+// setLatencyMatch gives spec the identity arguments of cfg's --latency
+// pair, when it is a known one.
+func setLatencyMatch(spec *ebpf.CollectionSpec, cfg *Config) error {
+	if cfg.Mode != record.ModeLatency || len(cfg.Probes) != 2 {
+		return nil
+	}
+	s, e := cfg.Probes[0], cfg.Probes[1]
+	if s.Kind != record.KindUSDT || e.Kind != record.KindUSDT {
+		return nil
+	}
+	args, ok := latencyMatches[[2]string{s.Provider + ":" + s.Name, e.Provider + ":" + e.Name}]
+	if !ok {
+		return nil
+	}
+	return record.SetLatencyMatch(spec, args...)
 }

@@ -404,6 +404,13 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 			return err
 		}
 	}
+	if err := setLatencyMatch(spec, cfg); err != nil {
+		return err
+	}
+	// Every probe starts at once (gate.go).
+	if err := record.SetGate(spec); err != nil {
+		return err
+	}
 	var loadOpts *ebpf.CollectionOptions
 	var tables *bpfunwind.Tables
 	if cfg.countsCFI() {
@@ -496,6 +503,9 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 	}
 	// Attached: the files may go (the kernel holds what it needs).
 	fa.close()
+	if err := objs.Arm(); err != nil {
+		return err
+	}
 	if oneSite && len(t.sites) != 1 {
 		return fmt.Errorf("the program was built for one USDT site and %d were attached (did the target change?)", len(t.sites))
 	}
