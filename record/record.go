@@ -305,9 +305,12 @@ type Event struct {
 	// StackStop says why the CFI walk of SetStackCFI ended (0 for the
 	// other stacks); FPSteps is how many of its steps took frame
 	// records because no CFI row covered the frame (an object without
-	// tables, JIT code, a process the tables did not know yet).
+	// tables, JIT code, a process the tables did not know yet), and
+	// FPLast whether the last step it tried was one: a walk that ended
+	// early then ended where an object had no CFI.
 	StackStop bpfunwind.Stop
 	FPSteps   int
+	FPLast    bool
 	// Copy is the stack copy of a program loaded with SetStackCopy: a
 	// struct probekit_stack_copy (bpf.DecodeStackCopy reads it), nil
 	// when the stack could not be read. It aliases the record.
@@ -385,9 +388,10 @@ func (e *Event) Decode(rec []byte) error {
 	e.TimeNS = ne.Uint64(rec[32:])
 	copy(e.Comm[:], rec[40:HeaderSize])
 	errs := ne.Uint32(rec[20:])
-	e.Errors = errs &^ (hasCopy | stopMask | fpMask)
+	e.Errors = errs &^ (hasCopy | stopMask | fpMask | fpLast)
 	e.StackStop = bpfunwind.Stop(errs & stopMask >> stopShift)
 	e.FPSteps = int(errs & fpMask >> fpShift)
+	e.FPLast = errs&fpLast != 0
 	withCopy := errs&hasCopy != 0
 	e.StrArgs = strArgs
 	e.NArgs = nvals
@@ -425,13 +429,14 @@ func (e *Event) Decode(rec []byte) error {
 const hasCopy = 1 << 31
 
 // A record's errors hold, above the values' bits, the CFI walk's end in
-// bits 24..26 (TRACE_STOP_SHIFT) and its frame-record steps in bits
-// 16..23 (TRACE_FP_SHIFT).
+// bits 24..26 (TRACE_STOP_SHIFT), its frame-record steps in bits 16..22
+// (TRACE_FP_SHIFT) and, in bit 23, whether the last step tried was one.
 const (
 	stopShift = 24
 	stopMask  = 7 << stopShift
 	fpShift   = 16
-	fpMask    = 0xff << fpShift
+	fpMask    = 0x7f << fpShift
+	fpLast    = 1 << 23
 	stackCFI  = 3 // TRACE_STACK_CFI
 )
 
@@ -483,9 +488,12 @@ func (e *Event) AppendBinary(b []byte) ([]byte, error) {
 	b = ne.AppendUint32(b, e.PID)
 	b = ne.AppendUint32(b, e.TID)
 	b = ne.AppendUint32(b, uint32(e.ArgCnt))
-	errs := e.Errors &^ (hasCopy | stopMask | fpMask)
+	errs := e.Errors &^ (hasCopy | stopMask | fpMask | fpLast)
 	errs |= uint32(e.StackStop) << stopShift & stopMask
-	errs |= uint32(min(max(e.FPSteps, 0), 0xff)) << fpShift
+	errs |= uint32(min(max(e.FPSteps, 0), 0x7f)) << fpShift
+	if e.FPLast {
+		errs |= fpLast
+	}
 	if e.Copy != nil {
 		errs |= hasCopy
 	}

@@ -149,8 +149,9 @@ volatile const __u32 probekit_trace_stack = 0;
 
 /* Bits 24..26 of a record's errors: why its CFI walk ended
  * (PROBEKIT_CFI_STOP_*, 0 without the walk); bits 16..23: how many of
- * its steps fell back to frame records (no CFI row for the frame).
- * Values are at most TRACE_MAX_VALS, below bit 16. */
+ * its steps fell back to frame records (no CFI row for the frame),
+ * bit 23 set when the last step tried was one. Values are at most
+ * TRACE_MAX_VALS, below bit 16. */
 #define TRACE_STOP_SHIFT 24
 #define TRACE_FP_SHIFT 16
 
@@ -168,7 +169,8 @@ volatile const __u32 probekit_trace_copy_pages = PROBEKIT_STACK_COPY_PAGES;
  * verified once for its calls, and taken out of the program before load
  * when records carry no such stack (record.go's dropCFIWalk). Walks into
  * unwind.bpf.h's per-CPU scratch record; returns its frames | the
- * walk's stop << 8 | its frame-record steps << 16, or a negative error. */
+ * walk's stop << 8 | its frame-record steps << 16 | the last step's being
+ * one << 23, or a negative error. */
 __attribute__((noinline)) long trace_cfi_frames(struct pt_regs *ctx, int at_entry)
 {
 	if (probekit_trace_stack != TRACE_STACK_CFI || !ctx)
@@ -177,7 +179,8 @@ __attribute__((noinline)) long trace_cfi_frames(struct pt_regs *ctx, int at_entr
 
 	if (!s)
 		return -14; /* EFAULT */
-	return (s->n & 0xff) | ((s->stop & 7) << 8) | ((s->fp_frames & 0xff) << 16);
+	return (s->n & 0xff) | ((s->stop & 7) << 8) | ((s->fp_frames & 0x7f) << 16) |
+	       ((s->fp_frames >> 31) << 23);
 }
 
 /* Puts the user stack at off in e when probekit_trace_stack is set

@@ -117,8 +117,12 @@ struct probekit_cfi_stack {
 	__u32 pid;
 	__u32 at_entry;
 	__u32 exact; /* pc is an interrupted instruction, not a return address */
-	__u32 fp_frames; /* steps taken by frame records: no row covered the frame */
+	/* Steps taken by frame records (no row covered the frame), with
+	 * PROBEKIT_CFI_FP_LAST set when the last step tried was one. */
+	__u32 fp_frames;
 };
+
+#define PROBEKIT_CFI_FP_LAST (1u << 31)
 
 /* Sizes are the Go side's: it creates the maps. */
 struct {
@@ -240,7 +244,9 @@ static __always_inline int __probekit_cfi_step(const struct probekit_cfi_process
 		}
 	}
 	if (kind == PROBEKIT_CFI_FP)
-		(*fp_frames)++;
+		*fp_frames = (*fp_frames + 1) | PROBEKIT_CFI_FP_LAST;
+	else
+		*fp_frames &= ~PROBEKIT_CFI_FP_LAST;
 	switch (kind) {
 	case PROBEKIT_CFI_RSP:
 		cfa = *sp + cfa_off;
