@@ -20,7 +20,7 @@ const MaxFrames = 127
 // StackRecordSize is the size of unwind.bpf.h's struct
 // probekit_cfi_stack with the default PROBEKIT_CFI_MAX_FRAMES: n and
 // stop, the frames, then the walk's state (pc, sp, bp, pid, at_entry,
-// exact, pad).
+// exact, fp_frames).
 const StackRecordSize = 8 + 8*MaxFrames + 3*8 + 4*4
 
 // Stop says why a BPF walk ended (PROBEKIT_CFI_STOP_*).

@@ -35,7 +35,16 @@ type Stack struct {
 	// Sum is the total of the values counted (bytes allocated, time);
 	// written as the second sample value when Options.SumName is set.
 	Sum uint64
+	// Truncated, when set, says why the walk stopped before the
+	// outermost frame: the sample gets an outermost location of its own,
+	// with no address and the function "[truncated: Truncated]", so a
+	// cut stack stands apart from a short one in pprof and folded views.
+	Truncated string
 }
+
+// TruncatedName is the function name of the marker location of a
+// Stack's Truncated reason.
+func TruncatedName(reason string) string { return "[truncated: " + reason + "]" }
 
 // Line is one function at a location: a location's Lines are innermost
 // first, the inlined callees before the function that holds them.
@@ -110,6 +119,9 @@ func Build(stacks []Stack, sym Symbolizer, opts *Options) (*profile.Profile, err
 		for i, a := range s.Frames {
 			sample.Location = append(sample.Location, b.location(s.PID, a, &locs[i]))
 		}
+		if s.Truncated != "" {
+			sample.Location = append(sample.Location, b.marker(TruncatedName(s.Truncated)))
+		}
 		p.Sample = append(p.Sample, sample)
 	}
 	if err := p.CheckValid(); err != nil {
@@ -135,8 +147,9 @@ type mapKey struct {
 }
 
 type locKey struct {
-	pid  uint32
-	addr uint64
+	pid    uint32
+	addr   uint64
+	marker string
 }
 
 type builder struct {
@@ -149,7 +162,7 @@ type builder struct {
 // location is one pprof location per (process, address): the same
 // address in two processes may be two objects.
 func (b *builder) location(pid uint32, addr uint64, l *Location) *profile.Location {
-	if loc := b.locs[locKey{pid, addr}]; loc != nil {
+	if loc := b.locs[locKey{pid: pid, addr: addr}]; loc != nil {
 		return loc
 	}
 	loc := &profile.Location{ID: uint64(len(b.p.Location) + 1), Address: addr}
@@ -176,7 +189,27 @@ func (b *builder) location(pid uint32, addr uint64, l *Location) *profile.Locati
 		}
 		loc.Line = append(loc.Line, profile.Line{Function: fn, Line: ln.Line})
 	}
-	b.locs[locKey{pid, addr}] = loc
+	b.locs[locKey{pid: pid, addr: addr}] = loc
+	b.p.Location = append(b.p.Location, loc)
+	return loc
+}
+
+// marker is the location of a frame that is no address (a truncation
+// marker): one per name, with no address and no mapping.
+func (b *builder) marker(name string) *profile.Location {
+	k := locKey{addr: 0, marker: name}
+	if loc := b.locs[k]; loc != nil {
+		return loc
+	}
+	fk := [2]string{name, ""}
+	fn := b.funcs[fk]
+	if fn == nil {
+		fn = &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: name}
+		b.funcs[fk] = fn
+		b.p.Function = append(b.p.Function, fn)
+	}
+	loc := &profile.Location{ID: uint64(len(b.p.Location) + 1), Line: []profile.Line{{Function: fn}}}
+	b.locs[k] = loc
 	b.p.Location = append(b.p.Location, loc)
 	return loc
 }

@@ -131,3 +131,38 @@ func TestPprofTool(t *testing.T) {
 		}
 	}
 }
+
+// A cut stack ends with a marker location of its own, outermost: the
+// folded path starts with it, and the profile stays valid (the marker
+// has no address and no mapping).
+func TestTruncatedMarker(t *testing.T) {
+	cut := []Stack{
+		{PID: 7, Frames: []uint64{0x400100, 0x400210}, Count: 5, Truncated: "no unwind info for prog"},
+		{PID: 7, Frames: []uint64{0x400100, 0x400210}, Count: 2},
+		{PID: 8, Frames: []uint64{0x400500}, Count: 1, Truncated: "no unwind info for prog"},
+	}
+	p, err := Build(cut, sym, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteFolded(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	want := "[truncated: no unwind info for prog];other 1\n[truncated: no unwind info for prog];outer;write 5\nouter;write 2\n"
+	if b.String() != want {
+		t.Errorf("folded:\n%swant:\n%s", b.String(), want)
+	}
+	markers := 0
+	for _, l := range p.Location {
+		if len(l.Line) == 1 && l.Line[0].Function.Name == TruncatedName("no unwind info for prog") {
+			markers++
+			if l.Address != 0 || l.Mapping != nil {
+				t.Errorf("marker location %+v has an address or mapping", l)
+			}
+		}
+	}
+	if markers != 1 {
+		t.Errorf("%d marker locations, want 1 shared", markers)
+	}
+}

@@ -214,26 +214,33 @@ func (o *Objects) Keyed() ([]KeyedEntry, error) {
 // bpf.Stack): the kernel's walk, with the caller of a function entry put
 // back in second place; or of a KeyStackCFI key, the CFI walk.
 func (o *Objects) Stack(k Key) (bpf.Stack, error) {
+	s, _, err := o.StackWalk(k)
+	return s, err
+}
+
+// StackWalk is Stack with why a KeyStackCFI part's walk ended (0 for a
+// KeyStack part: the kernel's frame-pointer walk says not).
+func (o *Objects) StackWalk(k Key) (bpf.Stack, bpfunwind.Stop, error) {
 	if o.cfiPart > 0 {
 		return o.cfiStack(k.Nums[o.cfiPart-1])
 	}
 	if k.Stack < 0 {
-		return nil, fmt.Errorf("record: no stack: bpf_get_stackid failed with errno %d", -k.Stack)
+		return nil, 0, fmt.Errorf("record: no stack: bpf_get_stackid failed with errno %d", -k.Stack)
 	}
-	return bpf.LookupStack(o.StackMap, k.Stack, k.Caller)
+	s, err := bpf.LookupStack(o.StackMap, k.Stack, k.Caller)
+	return s, 0, err
 }
 
 // cfiStack reads stack id of CFIStackMap.
-func (o *Objects) cfiStack(id int64) (bpf.Stack, error) {
+func (o *Objects) cfiStack(id int64) (bpf.Stack, bpfunwind.Stop, error) {
 	if id < 0 {
-		return nil, fmt.Errorf("record: no stack: the CFI walk failed with errno %d", -id)
+		return nil, 0, fmt.Errorf("record: no stack: the CFI walk failed with errno %d", -id)
 	}
 	raw := make([]byte, o.CFIStackMap.ValueSize())
 	if err := o.CFIStackMap.Lookup(uint64(id), raw); err != nil {
-		return nil, fmt.Errorf("record: stack %#x: %w", id, err)
+		return nil, 0, fmt.Errorf("record: stack %#x: %w", id, err)
 	}
-	s, _, err := bpfunwind.DecodeStack(raw)
-	return s, err
+	return bpfunwind.DecodeStack(raw)
 }
 
 // cfiKeyPart returns the index + 1 of spec's KeyStackCFI key part, 0

@@ -5,27 +5,35 @@ import (
 	"github.com/cilium/ebpf/asm"
 )
 
-// cfiFunction is trace.c's global function that walks a stack by CFI
-// (KeyStackCFI).
-const cfiFunction = "trace_cfi_stack_id"
+// cfiFunction and cfiFramesFunction are trace.c's global functions that
+// walk a stack by CFI: for a KeyStackCFI key part, and for the stacks of
+// records (SetStackCFI).
+const (
+	cfiFunction       = "trace_cfi_stack_id"
+	cfiFramesFunction = "trace_cfi_frames"
+)
 
-// eOpNotSupp is EOPNOTSUPP, what trace_cfi_stack_id returns when no key
-// part wants the walk.
+// eOpNotSupp is EOPNOTSUPP, what both return when the load does not
+// want the walk.
 const eOpNotSupp = 95
 
-// dropCFIWalk takes the CFI walk out of spec's programs, for a load
-// whose key has no KeyStackCFI part: each call of trace_cfi_stack_id
-// becomes r0 = -EOPNOTSUPP (what it returns then), and the functions no
-// longer called leave the program. A kernel that verifies every global
-// function of a program, called or not (Linux 6.1 does; 6.18 verifies
-// only those called), would otherwise spend on the walk's global
-// functions part of the million instructions the whole program may take.
-func dropCFIWalk(spec *ebpf.CollectionSpec) {
+// dropCFIWalk takes out of spec's programs the CFI walks the load does
+// not use (keyed: a KeyStackCFI key part; frames: SetStackCFI): each call
+// of their function becomes r0 = -EOPNOTSUPP (what it returns then), and
+// the functions no longer called leave the program. A kernel that
+// verifies every global function of a program, called or not (Linux 6.1
+// does; 6.18 verifies only those called), would otherwise spend on the
+// walk's global functions part of the million instructions the whole
+// program may take.
+func dropCFIWalk(spec *ebpf.CollectionSpec, keyed, frames bool) {
+	drop := func(ref string) bool {
+		return ref == cfiFunction && !keyed || ref == cfiFramesFunction && !frames
+	}
 	for _, p := range spec.Programs {
 		insns := make(asm.Instructions, len(p.Instructions))
 		copy(insns, p.Instructions)
 		for i, ins := range insns {
-			if ins.IsFunctionCall() && ins.Reference() == cfiFunction {
+			if ins.IsFunctionCall() && drop(ins.Reference()) {
 				repl := asm.Mov.Imm(asm.R0, -eOpNotSupp)
 				repl.Metadata = ins.Metadata
 				insns[i] = repl.WithReference("")

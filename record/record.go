@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/probekit/probekit/bpfunwind"
 	"github.com/probekit/probekit/usdt/bpf"
 )
 
@@ -40,7 +41,8 @@ const (
 	HistValName = "probekit_trace_hist_val"
 	// StackName is the constant making records carry the user stack:
 	// 1 the kernel's frame-pointer walk (Event.Frames), 2 a copy of the
-	// stack top (Event.Copy; see SetStackCopy).
+	// stack top (Event.Copy; see SetStackCopy), 3 the CFI walk inside
+	// BPF (Event.Frames and Event.StackStop; see SetStackCFI).
 	StackName = "probekit_trace_stack"
 	// CopyPagesName is the constant bounding the pages of a stack copy.
 	CopyPagesName = "probekit_trace_copy_pages"
@@ -300,6 +302,15 @@ type Event struct {
 	// instruction pointer then return addresses (bpf.Stack).
 	NFrames int
 	Frames  [MaxFrames]uint64
+	// StackStop says why the CFI walk of SetStackCFI ended (0 for the
+	// other stacks); FPSteps is how many of its steps took frame
+	// records because no CFI row covered the frame (an object without
+	// tables, JIT code, a process the tables did not know yet), and
+	// FPLast whether the last step it tried was one: a walk that ended
+	// early then ended where an object had no CFI.
+	StackStop bpfunwind.Stop
+	FPSteps   int
+	FPLast    bool
 	// Copy is the stack copy of a program loaded with SetStackCopy: a
 	// struct probekit_stack_copy (bpf.DecodeStackCopy reads it), nil
 	// when the stack could not be read. It aliases the record.
@@ -376,8 +387,12 @@ func (e *Event) Decode(rec []byte) error {
 	e.ArgCnt = int32(ne.Uint32(rec[16:]))
 	e.TimeNS = ne.Uint64(rec[32:])
 	copy(e.Comm[:], rec[40:HeaderSize])
-	e.Errors = ne.Uint32(rec[20:]) &^ hasCopy
-	withCopy := ne.Uint32(rec[20:])&hasCopy != 0
+	errs := ne.Uint32(rec[20:])
+	e.Errors = errs &^ (hasCopy | stopMask | fpMask | fpLast)
+	e.StackStop = bpfunwind.Stop(errs & stopMask >> stopShift)
+	e.FPSteps = int(errs & fpMask >> fpShift)
+	e.FPLast = errs&fpLast != 0
+	withCopy := errs&hasCopy != 0
 	e.StrArgs = strArgs
 	e.NArgs = nvals
 	for i := range e.Args {
@@ -413,6 +428,32 @@ func (e *Event) Decode(rec []byte) error {
 // follows the strings, right after the last one's NUL.
 const hasCopy = 1 << 31
 
+// A record's errors hold, above the values' bits, the CFI walk's end in
+// bits 24..26 (TRACE_STOP_SHIFT), its frame-record steps in bits 16..22
+// (TRACE_FP_SHIFT) and, in bit 23, whether the last step tried was one.
+const (
+	stopShift = 24
+	stopMask  = 7 << stopShift
+	fpShift   = 16
+	fpMask    = 0x7f << fpShift
+	fpLast    = 1 << 23
+	stackCFI  = 3 // TRACE_STACK_CFI
+)
+
+// SetStackCFI makes records carry the user stack walked inside BPF by
+// unwind.bpf.h (x86-64): CFI rows where the frame's object has them,
+// frame records where it has none, frame by frame, with why the walk
+// ended (Event.StackStop) and how many steps took frame records
+// (Event.FPSteps). The load then needs a bpfunwind.Tables' Replacements
+// in LoadSpecOptions (after its Prepare of spec): a process whose
+// objects the tables do not hold is walked by frame records alone.
+func SetStackCFI(spec *ebpf.CollectionSpec) error {
+	if err := spec.Variables[StackName].Set(uint32(stackCFI)); err != nil {
+		return fmt.Errorf("set %s: %w", StackName, err)
+	}
+	return nil
+}
+
 // MaxCopyPages is the most pages SetStackCopy copies
 // (PROBEKIT_STACK_COPY_PAGES).
 const MaxCopyPages = 4
@@ -447,7 +488,12 @@ func (e *Event) AppendBinary(b []byte) ([]byte, error) {
 	b = ne.AppendUint32(b, e.PID)
 	b = ne.AppendUint32(b, e.TID)
 	b = ne.AppendUint32(b, uint32(e.ArgCnt))
-	errs := e.Errors &^ hasCopy
+	errs := e.Errors &^ (hasCopy | stopMask | fpMask | fpLast)
+	errs |= uint32(e.StackStop) << stopShift & stopMask
+	errs |= uint32(min(max(e.FPSteps, 0), 0x7f)) << fpShift
+	if e.FPLast {
+		errs |= fpLast
+	}
 	if e.Copy != nil {
 		errs |= hasCopy
 	}
@@ -647,9 +693,11 @@ func LoadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.Colle
 	}
 	inlineConstants(spec)
 	dropDeadLoads(spec)
-	if cfiPart == 0 {
-		dropCFIWalk(spec)
+	var stackMode uint32
+	if err := spec.Variables[StackName].Get(&stackMode); err != nil {
+		return nil, fmt.Errorf("read %s: %w", StackName, err)
 	}
+	dropCFIWalk(spec, cfiPart > 0, stackMode == stackCFI)
 	switch which {
 	case USDTProgram:
 		var l loadUSDT

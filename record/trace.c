@@ -141,7 +141,19 @@ _Static_assert((TRACE_STACK_MASK & (TRACE_STACK_MASK + 1)) == 0, "stack depth is
  * before load. */
 #define TRACE_STACK_FRAMES 1
 #define TRACE_STACK_COPY 2
+/* TRACE_STACK_CFI: the walk of unwind.bpf.h (CFI where the object has
+ * rows, frame records where not, frame by frame); the walk's end
+ * (PROBEKIT_CFI_STOP_*) is in bits TRACE_STOP_SHIFT.. of errors. */
+#define TRACE_STACK_CFI 3
 volatile const __u32 probekit_trace_stack = 0;
+
+/* Bits 24..26 of a record's errors: why its CFI walk ended
+ * (PROBEKIT_CFI_STOP_*, 0 without the walk); bits 16..23: how many of
+ * its steps fell back to frame records (no CFI row for the frame),
+ * bit 23 set when the last step tried was one. Values are at most
+ * TRACE_MAX_VALS, below bit 16. */
+#define TRACE_STOP_SHIFT 24
+#define TRACE_FP_SHIFT 16
 
 /* TRACE_STACK_COPY: how many pages of the stack the copy reads at most
  * (1 to PROBEKIT_STACK_COPY_PAGES). Set before load. */
@@ -153,6 +165,24 @@ volatile const __u32 probekit_trace_copy_pages = PROBEKIT_STACK_COPY_PAGES;
 #define TRACE_HAS_COPY (1u << 31)
 #define TRACE_RECORD_MAX (TRACE_EVENT_MAX + 8 + sizeof(struct probekit_stack_copy))
 
+/* The CFI walk of a record's stack, as a global function (Linux 5.6):
+ * verified once for its calls, and taken out of the program before load
+ * when records carry no such stack (record.go's dropCFIWalk). Walks into
+ * unwind.bpf.h's per-CPU scratch record; returns its frames | the
+ * walk's stop << 8 | its frame-record steps << 16 | the last step's being
+ * one << 23, or a negative error. */
+__attribute__((noinline)) long trace_cfi_frames(struct pt_regs *ctx, int at_entry)
+{
+	if (probekit_trace_stack != TRACE_STACK_CFI || !ctx)
+		return -95; /* EOPNOTSUPP */
+	struct probekit_cfi_stack *s = probekit_cfi_user_stack(ctx, at_entry);
+
+	if (!s)
+		return -14; /* EFAULT */
+	return (s->n & 0xff) | ((s->stop & 7) << 8) | ((s->fp_frames & 0x7f) << 16) |
+	       ((s->fp_frames >> 31) << 23);
+}
+
 /* Puts the user stack at off in e when probekit_trace_stack is set
  * (at_entry: the probe is at a function's first instruction, see
  * stack.bpf.h) and returns the offset after it. */
@@ -163,7 +193,30 @@ static __always_inline __u32 add_stack(struct pt_regs *ctx, struct event *e, __u
 	e->nframes = 0;
 	/* off > ... is never true (off <= header + values): it tells the
 	 * verifier the stack stays in e. */
-	if (probekit_trace_stack != TRACE_STACK_FRAMES || off > sizeof(*e) + 8 * TRACE_MAX_VALS)
+	if (off > sizeof(*e) + 8 * TRACE_MAX_VALS)
+		return off;
+	if (probekit_trace_stack == TRACE_STACK_CFI) {
+		__u32 zero = 0;
+		long r = trace_cfi_frames(ctx, at_entry);
+		struct probekit_cfi_stack *s;
+
+		if (r < 0)
+			return off;
+		s = bpf_map_lookup_elem(&probekit_cfi_scratch, &zero);
+		if (!s)
+			return off;
+		e->errors |= ((r >> 8) & 7) << TRACE_STOP_SHIFT | ((r >> 16) & 0xff) << TRACE_FP_SHIFT;
+		n = r & 0xff;
+		if (n > PROBEKIT_STACK_MAX_DEPTH)
+			n = PROBEKIT_STACK_MAX_DEPTH;
+		asm volatile("" : "+r"(n));
+		n &= TRACE_STACK_MASK;
+		if (n == 0 || bpf_probe_read_kernel((char *)e + off, n * 8, s->pcs))
+			return off;
+		e->nframes = n;
+		return off + 8 * n;
+	}
+	if (probekit_trace_stack != TRACE_STACK_FRAMES)
 		return off;
 	n = probekit_user_stack(ctx, (__u64 *)((char *)e + off), TRACE_STACK_BYTES, at_entry);
 	if (n <= 0)

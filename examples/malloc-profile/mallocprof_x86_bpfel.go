@@ -55,17 +55,17 @@ type mallocprofProbekitCfiRow struct {
 }
 
 type mallocprofProbekitCfiStack struct {
-	_       structs.HostLayout
-	N       uint32
-	Stop    uint32
-	Pcs     [127]uint64
-	Pc      uint64
-	Sp      uint64
-	Bp      uint64
-	Pid     uint32
-	AtEntry uint32
-	Exact   uint32
-	Pad     uint32
+	_        structs.HostLayout
+	N        uint32
+	Stop     uint32
+	Pcs      [127]uint64
+	Pc       uint64
+	Sp       uint64
+	Bp       uint64
+	Pid      uint32
+	AtEntry  uint32
+	Exact    uint32
+	FpFrames uint32
 }
 
 // Names of all BPF objects in the ELF.

@@ -117,8 +117,12 @@ struct probekit_cfi_stack {
 	__u32 pid;
 	__u32 at_entry;
 	__u32 exact; /* pc is an interrupted instruction, not a return address */
-	__u32 pad;
+	/* Steps taken by frame records (no row covered the frame), with
+	 * PROBEKIT_CFI_FP_LAST set when the last step tried was one. */
+	__u32 fp_frames;
 };
+
+#define PROBEKIT_CFI_FP_LAST (1u << 31)
 
 /* Sizes are the Go side's: it creates the maps. */
 struct {
@@ -207,7 +211,7 @@ __probekit_cfi_row(const struct probekit_cfi_object *o, __u64 rel)
 /* One step from the frame at *pc (frame i): the caller's pc, sp and bp;
  * returns 0, or a PROBEKIT_CFI_STOP_*. */
 static __always_inline int __probekit_cfi_step(const struct probekit_cfi_process *p, __u32 i, int at_entry,
-					       __u64 *pc, __u64 *sp, __u64 *bp, __u32 *exact)
+					       __u64 *pc, __u64 *sp, __u64 *bp, __u32 *exact, __u32 *fp_frames)
 {
 	/* A return address is looked up at the call: it may be the first
 	 * byte of the next function. The first frame's address, and one a
@@ -239,6 +243,10 @@ static __always_inline int __probekit_cfi_step(const struct probekit_cfi_process
 			}
 		}
 	}
+	if (kind == PROBEKIT_CFI_FP)
+		*fp_frames = (*fp_frames + 1) | PROBEKIT_CFI_FP_LAST;
+	else
+		*fp_frames &= ~PROBEKIT_CFI_FP_LAST;
 	switch (kind) {
 	case PROBEKIT_CFI_RSP:
 		cfa = *sp + cfa_off;
@@ -326,7 +334,7 @@ __attribute__((noinline)) int probekit_cfi_step(__u32 i)
 		return PROBEKIT_CFI_STOP_READ;
 	const struct probekit_cfi_process *p = bpf_map_lookup_elem(&probekit_cfi_procs, &s->pid);
 
-	return __probekit_cfi_step(p, i, s->at_entry, &s->pc, &s->sp, &s->bp, &s->exact);
+	return __probekit_cfi_step(p, i, s->at_entry, &s->pc, &s->sp, &s->bp, &s->exact, &s->fp_frames);
 }
 
 /* probekit_cfi_user_stack walks the current thread's user stack into
@@ -353,6 +361,7 @@ static __always_inline struct probekit_cfi_stack *probekit_cfi_user_stack(void *
 	s->pid = bpf_get_current_pid_tgid() >> 32;
 	s->at_entry = at_entry;
 	s->exact = 0;
+	s->fp_frames = 0;
 	s->n = 0;
 	s->stop = PROBEKIT_CFI_STOP_DEPTH;
 	for (__u32 i = 0; i < PROBEKIT_CFI_MAX_FRAMES; i++) {

@@ -71,17 +71,17 @@ type CfitestProbekitCfiRow struct {
 }
 
 type CfitestProbekitCfiStack struct {
-	_       structs.HostLayout
-	N       uint32
-	Stop    uint32
-	Pcs     [127]uint64
-	Pc      uint64
-	Sp      uint64
-	Bp      uint64
-	Pid     uint32
-	AtEntry uint32
-	Exact   uint32
-	Pad     uint32
+	_        structs.HostLayout
+	N        uint32
+	Stop     uint32
+	Pcs      [127]uint64
+	Pc       uint64
+	Sp       uint64
+	Bp       uint64
+	Pid      uint32
+	AtEntry  uint32
+	Exact    uint32
+	FpFrames uint32
 }
 
 type CfitestProbekitStackCount struct {
