@@ -73,8 +73,34 @@ func TestTraceAsNobody(t *testing.T) {
 	p, fx := privilegeFixture(t)
 	args := []string{"trace", "--json", "--count", "-i", "1", "-p", strconv.Itoa(p.PID()), "uprobe:" + fx + ":fire_loop"}
 
-	// Each one taken away: refused, naming it. The fixture stays
-	// untouched for the run with all.
+	refusedWithout(t, bin, caps, args)
+	t.Run("all", func(t *testing.T) { countsAsNobody(t, bin, caps, args, "uprobe:fire_loop", p, false) })
+}
+
+// TestTraceHostWideAsNobody: a host-wide trace of a glob target, as
+// nobody with exactly the table's capabilities for it (loading, other
+// users' processes, unreadable files), counts every hit of root's
+// process in a directory only root may enter; without any one of them it
+// is refused naming it (before, it ran and missed other users' processes
+// without a word).
+func TestTraceHostWideAsNobody(t *testing.T) {
+	testkit.RequireKernel(t) // root, to start the trace as nobody
+	caps, err := privilege.Required(privilege.LoadBPF, privilege.LockMemory, privilege.OtherUser, privilege.UnreadableFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := buildProbekit(t)
+	p, fx := privilegeFixture(t)
+	args := []string{"trace", "--json", "--count", "-i", "1", filepath.Dir(fx) + "/usdt_sampl*:sample:loop"}
+	refusedWithout(t, bin, caps, args)
+	t.Run("all", func(t *testing.T) { countsAsNobody(t, bin, caps, args, "sample:loop", p, true) })
+}
+
+// refusedWithout runs probekit ARGS as nobody with caps less each one in
+// turn: every run exits 1 with nothing on stdout, naming the capability
+// taken away and the grants that give the whole set.
+func refusedWithout(t *testing.T, bin string, caps []privilege.Cap, args []string) {
+	t.Helper()
 	for _, c := range caps {
 		t.Run("without "+c.String(), func(t *testing.T) {
 			cmd := asNobody(bin, slices.DeleteFunc(slices.Clone(caps), func(d privilege.Cap) bool { return d == c }), args...)
@@ -100,112 +126,140 @@ func TestTraceAsNobody(t *testing.T) {
 		})
 	}
 
-	t.Run("all", func(t *testing.T) {
-		cmd := asNobody(bin, caps, args...)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		counts := make(chan uint64, 1024)
-		finished := make(chan struct{})
-		var waitErr error
-		go func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				var c countLine
-				if json.Unmarshal(sc.Bytes(), &c) == nil && c.Probe == "uprobe:fire_loop" {
-					counts <- c.Count
-				}
+}
+
+// countsAsNobody runs probekit ARGS (a --json --count -i 1 trace) as
+// nobody with caps, fires p's loop until a hit of probe is counted, and
+// checks that the 1000 fired after that are counted exactly, once p
+// exits and the trace ends (a hostWide one by Ctrl-C).
+func countsAsNobody(t *testing.T, bin string, caps []privilege.Cap, args []string, probe string, p *testkit.Process, hostWide bool) {
+	cmd := asNobody(bin, caps, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	counts := make(chan uint64, 1024)
+	finished := make(chan struct{})
+	var waitErr error
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var c struct {
+				countLine
+				Kind string
 			}
-			close(counts)
-			waitErr = cmd.Wait() // once stdout is read to its end
-			close(finished)
-		}()
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			for range counts {
+			if json.Unmarshal(sc.Bytes(), &c) == nil && !followNotice(c.Kind) && c.Probe == probe {
+				counts <- c.Count
 			}
-			<-finished
-		})
-		ended := func(what string) {
-			t.Helper()
-			for range counts {
-			}
-			<-finished
-			t.Fatalf("trace as nobody with %v ended %s: %v; stderr %q", caps, what, waitErr, stderr.String())
 		}
-		// Attached once an interval line counts a hit: fire until then.
-		var base uint64
-		deadline := time.After(30 * time.Second)
-		for attached := false; !attached; {
+		close(counts)
+		waitErr = cmd.Wait() // once stdout is read to its end
+		close(finished)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		for range counts {
+		}
+		<-finished
+	})
+	ended := func(what string) {
+		t.Helper()
+		for range counts {
+		}
+		<-finished
+		t.Fatalf("trace as nobody with %v ended %s: %v; stderr %q", caps, what, waitErr, stderr.String())
+	}
+	// Attached once an interval line counts a hit: fire until then.
+	var base uint64
+	deadline := time.After(30 * time.Second)
+	for attached := false; !attached; {
+		select {
+		case c, ok := <-counts:
+			if !ok {
+				ended("before it counted a hit")
+			}
+			base, attached = c, c > 0
+		case <-deadline:
+			t.Fatalf("no hit counted within 30 s; stderr %q", stderr.String())
+		case <-time.After(10 * time.Millisecond):
+			if err := p.Loop("loop", 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Quiet for 2.5 s: the last line (of every second) counts every
+	// hit fired so far.
+	for quiet := time.After(2500 * time.Millisecond); ; {
+		select {
+		case c, ok := <-counts:
+			if !ok {
+				ended("while quiet")
+			}
+			base = c
+			continue
+		case <-quiet:
+		}
+		break
+	}
+	const n = 1000
+	if err := p.Loop("loop", n); err != nil {
+		t.Fatal(err)
+	}
+	last := base
+	if hostWide {
+		// A host-wide trace outlives the process: wait for the count,
+		// then 2.5 s quiet, then Ctrl-C.
+		for end := time.After(30 * time.Second); last-base < n; {
 			select {
 			case c, ok := <-counts:
 				if !ok {
-					ended("before it counted a hit")
+					ended("before it counted the hits")
 				}
-				base, attached = c, c > 0
-			case <-deadline:
-				t.Fatalf("no hit counted within 30 s; stderr %q", stderr.String())
-			case <-time.After(10 * time.Millisecond):
-				if err := p.Loop("loop", 1); err != nil {
-					t.Fatal(err)
-				}
+				last = c
+			case <-end:
+				t.Fatalf("counted %d of %d hits within 30 s", last-base, n)
 			}
-		}
-		// Quiet for 2.5 s: the last line (of every second) counts every
-		// hit fired so far.
-		for quiet := time.After(2500 * time.Millisecond); ; {
-			select {
-			case c, ok := <-counts:
-				if !ok {
-					ended("while quiet")
-				}
-				base = c
-				continue
-			case <-quiet:
-			}
-			break
-		}
-		const n = 1000
-		if err := p.Loop("loop", n); err != nil {
-			t.Fatal(err)
 		}
 		if err := p.Exit(); err != nil {
 			t.Fatal(err)
 		}
-		// The traced process gone, trace prints the counts and ends.
-		last := base
-		for end := time.After(30 * time.Second); ; {
-			select {
-			case c, ok := <-counts:
-				if ok {
-					last = c
-					continue
-				}
-			case <-end:
-				t.Fatal("trace did not end within 30 s of the process")
+		time.Sleep(2500 * time.Millisecond)
+		cmd.Process.Signal(os.Interrupt)
+	} else if err := p.Exit(); err != nil {
+		t.Fatal(err)
+	}
+	// The traced process gone (or the trace interrupted), trace prints
+	// the counts and ends.
+	for end := time.After(30 * time.Second); ; {
+		select {
+		case c, ok := <-counts:
+			if ok {
+				last = c
+				continue
 			}
-			break
+		case <-end:
+			t.Fatal("trace did not end within 30 s of the process")
 		}
-		<-finished
-		if waitErr != nil {
-			t.Fatalf("trace: %v; stderr %q", waitErr, stderr.String())
-		}
-		if last-base != n {
-			t.Fatalf("counted %d hits after the attach (%d then %d), want %d", last-base, base, last, n)
-		}
-	})
+		break
+	}
+	<-finished
+	if waitErr != nil {
+		t.Fatalf("trace: %v; stderr %q", waitErr, stderr.String())
+	}
+	if last-base != n {
+		t.Fatalf("counted %d hits after the attach (%d then %d), want %d", last-base, base, last, n)
+	}
 }
 
 // TestTraceLaunchedAsNobody: nobody with exactly the capabilities the
 // table names for trace -- CMD (CAP_BPF and CAP_PERFMON where Yama
 // allows PTRACE_TRACEME) counts every hit of the command it launched, by
-// probe and by stack.
+// probe, with -f, and by stack.
 func TestTraceLaunchedAsNobody(t *testing.T) {
 	testkit.RequireKernel(t) // root, to start the trace as nobody
 	caps, err := privilege.Required(privilege.LoadBPF, privilege.LockMemory, privilege.LaunchTraced)
@@ -231,8 +285,17 @@ func TestTraceLaunchedAsNobody(t *testing.T) {
 		}
 		return stdout.String()
 	}
-	if got, want := strings.TrimSpace(run()), `{"probe":"uprobe:fire_loop","count":250}`; got != want {
-		t.Errorf("--count: %q, want %q", got, want)
+	for _, args := range [][]string{nil, {"-f"}} {
+		var counts []string
+		for _, line := range strings.Split(strings.TrimSpace(run(args...)), "\n") {
+			var n struct{ Kind string }
+			if json.Unmarshal([]byte(line), &n) != nil || !followNotice(n.Kind) {
+				counts = append(counts, line)
+			}
+		}
+		if got, want := strings.Join(counts, "\n"), `{"probe":"uprobe:fire_loop","count":250}`; got != want {
+			t.Errorf("--count %v: %q, want %q", args, got, want)
+		}
 	}
 	var total uint64
 	for _, line := range strings.Split(strings.TrimSpace(run("--stack")), "\n") {
