@@ -31,6 +31,9 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 	// host's processes at their first hit (in --count, when the counts
 	// are printed), so one that exits before has its frames by address
 	// only.
+	if err := checkTargetMachines(t.cfg); err != nil {
+		return err
+	}
 	selectors := followSelectors(t.cfg)
 	switch {
 	case selectors && len(t.cfg.Command) > 0 && !t.cfg.Follow:
