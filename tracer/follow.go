@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -154,11 +155,19 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 // dlopens is attached before its dlopen returns (its first hits are
 // seen). A process that cannot be seized (traced already, by a debugger
 // or strace; ptrace forbidden) is watched instead, with a warning: a
-// library's hits in the milliseconds after its dlopen may be missed.
+// library's hits in the milliseconds after its dlopen may be missed. So
+// is a child of this process, which is never seized.
 func (t *tracer) watchProcess(proc *procmaps.Process, probes []follow.Probe, opts *follow.Options) (interface {
 	Exited() <-chan struct{}
 	Close() error
 }, error) {
+	if ownChild(proc.PID) {
+		// Its parent's waits are this process's: the kernel lets a
+		// parent whose thread group traces the child take the child's
+		// trace stops in a plain wait(2) (os/exec's Wait does), and
+		// the stop taken would never be resumed.
+		return follow.WatchProcess(proc, probes, opts)
+	}
 	seized := *opts
 	seized.ProcessOnly = true
 	tree, err := follow.Attach(proc, probes, &seized)
@@ -405,4 +414,20 @@ func (l *lockedWriter) writeLine(b []byte) {
 	if f, ok := l.w.(interface{ Flush() error }); ok {
 		f.Flush()
 	}
+}
+
+// ownChild reports whether pid's parent is this process, from
+// /proc/PID/stat's fourth field.
+func ownChild(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The command name, in parentheses, may hold spaces and ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	return len(f) > 1 && f[1] == strconv.Itoa(os.Getpid())
 }
