@@ -326,8 +326,8 @@ type keyedTotal struct {
 	// columns (escaped, Escape), in a histogram's NAME=VALUE label
 	// (strings quoted and escaped), and as JSON values.
 	text, label, json []string
-	count      uint64
-	hist       record.Histogram
+	count             uint64
+	hist              record.Histogram
 }
 
 // keyedTotals reads the keyed map and adds up the entries whose printed
