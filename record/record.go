@@ -705,6 +705,9 @@ func loadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.Colle
 	}
 	// A copy: the caller may set other values and load spec again.
 	spec = spec.Copy()
+	if err := dropStackTraceLoads(spec); err != nil {
+		return nil, err
+	}
 	if _, err := compileUSDTFilter(spec); err != nil {
 		return nil, err
 	}
