@@ -680,9 +680,6 @@ func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
 func LoadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.CollectionOptions) (*Objects, error) {
 	o, err := loadSpecOptions(spec, which, opts)
 	if err == nil || !faultingStrings(spec) {
-		if o != nil {
-			o.FaultingStrings = faultingStrings(spec)
-		}
 		return o, err
 	}
 	// Refused sleepable (strings.go): the same programs without it.
@@ -708,6 +705,7 @@ func loadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.Colle
 	if err := dropStackTraceLoads(spec); err != nil {
 		return nil, err
 	}
+	faulting := faultingStrings(spec)
 	if _, err := compileUSDTFilter(spec); err != nil {
 		return nil, err
 	}
@@ -744,6 +742,7 @@ func loadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.Colle
 		return nil, fmt.Errorf("load the trace program: %w", err)
 	}
 	o.cfiPart = cfiPart
+	o.FaultingStrings = faulting
 	return &o, nil
 }
 
