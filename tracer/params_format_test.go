@@ -96,7 +96,8 @@ func TestParamValues(t *testing.T) {
 }
 
 // Text output quotes what the traced program passed and escapes its
-// control bytes and invalid UTF-8; JSON stays JSON.
+// control bytes (C1's too) and invalid UTF-8; JSON stays JSON, as
+// encoding/json writes it (invalid UTF-8 as U+FFFD, C1 raw).
 func TestStrEscaped(t *testing.T) {
 	ev := &record.Event{NArgs: 1, StrArgs: 1}
 	ev.Args[0] = 0x1000
@@ -107,7 +108,7 @@ func TestStrEscaped(t *testing.T) {
 		t.Errorf("text %s, want %s", got, want)
 	}
 	js := appendValue(nil, ev, pr, true)
-	if got, want := string(js), `"a\u001b[2Jb\ufffd\"c\\\n\u009b"`; got != want {
+	if got, want := string(js), "\"a\\u001b[2Jb\\ufffd\\\"c\\\\\\n\u009b\""; got != want {
 		t.Errorf("JSON %s, want %s", got, want)
 	}
 	var s string

@@ -9,8 +9,7 @@ import (
 // Append appends s as a JSON string. Bytes that are not valid UTF-8
 // (a hostile note's provider, a string argument cut in the middle of a
 // character) become U+FFFD; control characters, U+2028 and U+2029 are
-// escaped, all as encoding/json does, and so are the C1 controls
-// (U+0080 to U+009F), which encoding/json writes raw. With escapeHTML, <, > and & are escaped as encoding/json does
+// escaped, all as encoding/json does. With escapeHTML, <, > and & are escaped as encoding/json does
 // by default; without, they stay readable ("<string>", Python's name for
 // code given with -c). It does not allocate beyond growing buf.
 func Append[S ~string | ~[]byte](buf []byte, s S, escapeHTML bool) []byte {
@@ -39,11 +38,6 @@ func Append[S ~string | ~[]byte](buf []byte, s S, escapeHTML bool) []byte {
 		} else if r == '\u2028' || r == '\u2029' {
 			buf = append(buf, `\u202`...)
 			buf = append(buf, hex[r&0xf])
-		} else if r >= 0x80 && r < 0xa0 {
-			// C1 controls: valid JSON raw, but a terminal showing the
-			// line may obey them (U+009B is CSI).
-			buf = append(buf, `\u00`...)
-			buf = append(buf, hex[r>>4], hex[r&0xf])
 		} else {
 			buf = append(buf, s[i:i+size]...)
 		}
