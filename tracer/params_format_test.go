@@ -118,4 +118,17 @@ func TestStrEscaped(t *testing.T) {
 	if got, want := string(appendArg(nil, ev, 0, nil, false)), `"a\x1b[2Jb\xff\"c\\\n\u009b"`; got != want {
 		t.Errorf("raw value %s, want %s", got, want)
 	}
+	// A raw value (USDT, --str) whose string read failed: the mark, not
+	// the pointer; one whose operand could not be read: null.
+	ev.Errors = 1
+	if got, want := string(appendArg(nil, ev, 0, nil, false)), "<unreadable: not resident>"; got != want {
+		t.Errorf("unreadable raw value %s, want %s", got, want)
+	}
+	if got, want := string(appendArg(nil, ev, 0, nil, true)), `{"unreadable":"not resident","address":"0x1000"}`; got != want {
+		t.Errorf("unreadable raw value, JSON %s, want %s", got, want)
+	}
+	ev.Args[0] = 0
+	if got := string(appendArg(nil, ev, 0, nil, false)); got != "null" {
+		t.Errorf("unread operand %s, want null", got)
+	}
 }
