@@ -39,24 +39,44 @@ var everyTerm = []FilterTerm{
 // map (a USDT spec's, a function probe's FuncIPs entry), stack on or off, strings read or not, mode. The verifier of each
 // kernel walks each combination's code differently: Linux 6.1's refused
 // trace_func with the stack and strings on ("R1 unbounded memory access"
-// at bpf_probe_read_user_str) where 6.18's accepted it.
+// at bpf_probe_read_user_str) where 6.18's accepted it. With BPF cookies,
+// each also loads sleepable with faulting strings (SetFaultingStrings)
+// where the kernel has them, and must not fall back.
 func TestLoadEveryMode(t *testing.T) {
 	testkit.RequireKernel(t)
 	haveCookie, err := features.Have(features.Cookie)
 	if err != nil {
 		t.Fatal(err)
 	}
+	haveSleepable, err := features.Have(features.SleepableUprobe)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, which := range []Programs{USDTProgram, FuncProgram} {
 		for _, cookie := range []bool{true, false} {
 			for _, stack := range []uint32{0, 1, stackCFI} {
-				for _, mode := range []Mode{ModeEvents, ModeCount, ModeHist, ModeLatency, modeEventsWakeup, modeLatencyKeyed, modeCountFiltered} {
+				for _, mf := range []struct {
+					mode  Mode
+					fault bool
+				}{{ModeEvents, false}, {ModeCount, false}, {ModeHist, false}, {ModeLatency, false}, {modeEventsWakeup, false}, {modeLatencyKeyed, false}, {modeCountFiltered, false},
+					{ModeEvents, true}, {ModeCount, true}, {ModeLatency, true}, {modeLatencyKeyed, true}, {modeCountFiltered, true}} {
+					mode, fault := mf.mode, mf.fault
 					if stack == stackCFI && mode != ModeEvents && mode != modeEventsWakeup {
 						continue // records only: the other modes send none
 					}
+					if fault && !cookie {
+						continue
+					}
 					name := fmt.Sprintf("prog%d/cookie=%v/stack=%d/mode%d", which, cookie, stack, mode)
+					if fault {
+						name += "/faulting"
+					}
 					t.Run(name, func(t *testing.T) {
 						if cookie {
 							testkit.NeedFeature(t, haveCookie, nil, features.Cookie.Since(), features.Cookie.String())
+						}
+						if fault {
+							testkit.NeedFeature(t, haveSleepable, nil, features.SleepableUprobe.Since(), features.SleepableUprobe.String())
 						}
 						spec, err := Spec()
 						if err != nil {
@@ -96,6 +116,11 @@ func TestLoadEveryMode(t *testing.T) {
 						} else if err := SetMode(spec, mode, 1); err != nil {
 							t.Fatal(err)
 						}
+						if fault {
+							if err := SetFaultingStrings(spec); err != nil {
+								t.Fatal(err)
+							}
+						}
 						objs, err := LoadSpec(spec, which)
 						if err != nil {
 							var ve *ebpf.VerifierError
@@ -105,6 +130,9 @@ func TestLoadEveryMode(t *testing.T) {
 							t.Fatal(err)
 						}
 						objs.Close()
+						if objs.FaultingStrings != fault {
+							t.Errorf("loaded with FaultingStrings %v, want %v", objs.FaultingStrings, fault)
+						}
 					})
 				}
 			}

@@ -554,6 +554,10 @@ type Objects struct {
 	// package uprobe as Options.AddressTable. Nil without FuncProgram.
 	FuncIPs *ebpf.Map
 
+	// FaultingStrings is true when the programs were loaded sleepable,
+	// their string reads faulting (SetFaultingStrings).
+	FaultingStrings bool
+
 	// cfiPart is the KeyStackCFI key part's index + 1 (0: none).
 	cfiPart int
 	// armed is the start gate's global, bss its map (see Arm).
@@ -674,6 +678,19 @@ func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
 // KeyStackCFI key part, opts.MapReplacements must hold a
 // bpfunwind.Tables' Replacements (after its Prepare of spec).
 func LoadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.CollectionOptions) (*Objects, error) {
+	o, err := loadSpecOptions(spec, which, opts)
+	if err == nil || !faultingStrings(spec) {
+		return o, err
+	}
+	// Refused sleepable (strings.go): the same programs without it.
+	spec = spec.Copy()
+	if err := withoutFaultingStrings(spec); err != nil {
+		return nil, err
+	}
+	return loadSpecOptions(spec, which, opts)
+}
+
+func loadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.CollectionOptions) (*Objects, error) {
 	var o Objects
 	var err error
 	if err := sizeLatencyMaps(spec); err != nil {
@@ -685,6 +702,10 @@ func LoadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.Colle
 	}
 	// A copy: the caller may set other values and load spec again.
 	spec = spec.Copy()
+	if err := dropStackTraceLoads(spec); err != nil {
+		return nil, err
+	}
+	faulting := faultingStrings(spec)
 	if _, err := compileUSDTFilter(spec); err != nil {
 		return nil, err
 	}
@@ -721,6 +742,7 @@ func LoadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.Colle
 		return nil, fmt.Errorf("load the trace program: %w", err)
 	}
 	o.cfiPart = cfiPart
+	o.FaultingStrings = faulting
 	return &o, nil
 }
 

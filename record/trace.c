@@ -307,6 +307,40 @@ static __always_inline void count_lost(void)
 		__sync_fetch_and_add(n, 1);
 }
 
+/* Faulting string reads: set before load (SetFaultingStrings) when the
+ * programs are loaded sleepable (BPF_F_SLEEPABLE: uprobe programs since
+ * Linux 6.0, 8c7dcb84e3b7 and 64ad7556c75e; uprobe_multi ones since the
+ * link's first release, 6.6). bpf_probe_read_user_str never faults: a
+ * string in a page the process has not touched yet (a literal in .rodata
+ * at a function's first call) reads as an error. With this set, a failed
+ * read faults the string's pages in with bpf_copy_from_user (Linux 5.10,
+ * 07be4c4a3e7a; sleepable programs only) and is tried again. Without it
+ * the helper call is dead code, which the verifier does not check. */
+volatile const __u32 probekit_trace_fault_strs = 0;
+
+/* The smallest page size of the architectures built for: a string of
+ * fewer than this many bytes spans at most two pages of any size. */
+#define TRACE_MIN_PAGE 4096
+
+/* bpf_probe_read_user_str, retried after faulting in the first page of
+ * src and, when the size reaches past it, the next one. */
+static __always_inline long read_user_str(void *dst, __u32 size, const void *src)
+{
+	long len = bpf_probe_read_user_str(dst, size, src);
+	__u64 next = ((__u64)src | (TRACE_MIN_PAGE - 1)) + 1;
+	char c;
+
+	if (len > 0 || !probekit_trace_fault_strs)
+		return len;
+	if (bpf_copy_from_user(&c, 1, src))
+		return len;
+	/* The string may end before the next page, which may not exist:
+	 * its failure is no error. */
+	if (next - (__u64)src < size)
+		bpf_copy_from_user(&c, 1, (const void *)next);
+	return bpf_probe_read_user_str(dst, size, src);
+}
+
 /* Reads value n of e as a string at off for each bit n of mask, and
  * returns the record's length. */
 static __always_inline __u32 read_strs(struct event *e, __u32 nvals, __u32 mask, __u32 off)
@@ -322,7 +356,7 @@ static __always_inline __u32 read_strs(struct event *e, __u32 nvals, __u32 mask,
 		if (n >= nvals || !((mask >> n) & 1) || nstrs >= TRACE_MAX_STRS ||
 		    off > TRACE_EVENT_MAX - TRACE_STR_LEN)
 			continue;
-		len = bpf_probe_read_user_str((char *)e + off, TRACE_STR_LEN, (void *)e->vals[n]);
+		len = read_user_str((char *)e + off, TRACE_STR_LEN, (void *)e->vals[n]);
 		if (len <= 0 || len > TRACE_STR_LEN) {
 			((char *)e)[off] = 0;
 			len = 1;
@@ -758,7 +792,7 @@ static __always_inline int fill_key(struct pt_regs *ctx, int func, __u64 cookie,
 		case KEY_STR:
 			if (!hit_val(ctx, func, cookie, n, &v))
 				return 0;
-			if (bpf_probe_read_user_str(k->str, sizeof(k->str), (void *)v) < 0)
+			if (read_user_str(k->str, sizeof(k->str), (void *)v) < 0)
 				k->str[0] = 0;
 			break;
 		case KEY_PID:
@@ -1011,7 +1045,7 @@ static __noinline int filter_term_ok(struct pt_regs *ctx, int func, __u64 cookie
 	case FILTER_STR:
 		if (!hit_val(ctx, func, cookie, t->val, &v))
 			return 0;
-		if (bpf_probe_read_user_str(buf, sizeof(buf), (void *)v) < 0)
+		if (read_user_str(buf, sizeof(buf), (void *)v) < 0)
 			return 0;
 		goto str;
 	case FILTER_COMM:

@@ -215,6 +215,7 @@ const (
 	traceVarProbekitStackEntryCaller  = "probekit_stack_entry_caller"
 	traceVarProbekitTraceArmed        = "probekit_trace_armed"
 	traceVarProbekitTraceCopyPages    = "probekit_trace_copy_pages"
+	traceVarProbekitTraceFaultStrs    = "probekit_trace_fault_strs"
 	traceVarProbekitTraceFuncFiltered = "probekit_trace_func_filtered"
 	traceVarProbekitTraceFuncRegs     = "probekit_trace_func_regs"
 	traceVarProbekitTraceGated        = "probekit_trace_gated"
@@ -312,6 +313,7 @@ type traceVariableSpecs struct {
 	ProbekitStackEntryCaller  *ebpf.VariableSpec `ebpf:"probekit_stack_entry_caller"`
 	ProbekitTraceArmed        *ebpf.VariableSpec `ebpf:"probekit_trace_armed"`
 	ProbekitTraceCopyPages    *ebpf.VariableSpec `ebpf:"probekit_trace_copy_pages"`
+	ProbekitTraceFaultStrs    *ebpf.VariableSpec `ebpf:"probekit_trace_fault_strs"`
 	ProbekitTraceFuncFiltered *ebpf.VariableSpec `ebpf:"probekit_trace_func_filtered"`
 	ProbekitTraceFuncRegs     *ebpf.VariableSpec `ebpf:"probekit_trace_func_regs"`
 	ProbekitTraceGated        *ebpf.VariableSpec `ebpf:"probekit_trace_gated"`
@@ -403,6 +405,7 @@ type traceVariables struct {
 	ProbekitStackEntryCaller  *ebpf.Variable `ebpf:"probekit_stack_entry_caller"`
 	ProbekitTraceArmed        *ebpf.Variable `ebpf:"probekit_trace_armed"`
 	ProbekitTraceCopyPages    *ebpf.Variable `ebpf:"probekit_trace_copy_pages"`
+	ProbekitTraceFaultStrs    *ebpf.Variable `ebpf:"probekit_trace_fault_strs"`
 	ProbekitTraceFuncFiltered *ebpf.Variable `ebpf:"probekit_trace_func_filtered"`
 	ProbekitTraceFuncRegs     *ebpf.Variable `ebpf:"probekit_trace_func_regs"`
 	ProbekitTraceGated        *ebpf.Variable `ebpf:"probekit_trace_gated"`

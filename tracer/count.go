@@ -136,7 +136,7 @@ func (t *tracer) printAggregate(objs *record.Objects) error {
 			if i > 0 {
 				b = append(b, '\n')
 			}
-			b = appendHistText(b, p.label, &p.hist)
+			b = appendHistText(b, Escape(p.label), &p.hist)
 		}
 	}
 	return t.flushAggregate(b)
@@ -160,7 +160,7 @@ func appendCountTable(b []byte, totals []probeTotals) []byte {
 	}
 	b = fmt.Appendf(b, "%*s  %s\n", width, "COUNT", "PROBE")
 	for _, p := range totals {
-		b = fmt.Appendf(b, "%*d  %s\n", width, p.count, p.label)
+		b = fmt.Appendf(b, "%*d  %s\n", width, p.count, Escape(p.label))
 	}
 	return b
 }
@@ -322,11 +322,12 @@ func ParseKeys(s string) ([]Key, error) {
 
 // keyedTotal is one key's count or histogram, its parts formatted.
 type keyedTotal struct {
-	// text and json are the key's parts as printed: plain, and as JSON
-	// values.
-	text, json []string
-	count      uint64
-	hist       record.Histogram
+	// text, label and json are the key's parts as printed: in a table's
+	// columns (escaped, Escape), in a histogram's NAME=VALUE label
+	// (strings quoted and escaped), and as JSON values.
+	text, label, json []string
+	count             uint64
+	hist              record.Histogram
 }
 
 // keyedTotals reads the keyed map and adds up the entries whose printed
@@ -347,14 +348,15 @@ func (t *tracer) keyedTotals(objs *record.Objects) ([]keyedTotal, error) {
 		var kt keyedTotal
 		for i, p := range t.cfg.Keys {
 			var text, js string
+			quote := false // text is the traced program's: escape it
 			switch p.Kind {
 			case record.KeyArg, record.KeyPID, record.KeyTID:
 				text = strconv.FormatInt(e.Key.Nums[i], 10)
 				js = text
 			case record.KeyStr:
-				text, js = e.Key.Str, string(jsontext.Append(nil, e.Key.Str, false))
+				text, js, quote = e.Key.Str, string(jsontext.Append(nil, e.Key.Str, false)), true
 			case record.KeyComm:
-				text, js = e.Key.Comm, string(jsontext.Append(nil, e.Key.Comm, false))
+				text, js, quote = e.Key.Comm, string(jsontext.Append(nil, e.Key.Comm, false)), true
 			case record.KeyProbe:
 				if int(e.Key.Probe) >= len(t.sites) {
 					return nil, fmt.Errorf("keyed entry of unknown probe %d", e.Key.Probe)
@@ -363,11 +365,15 @@ func (t *tracer) keyedTotals(objs *record.Objects) ([]keyedTotal, error) {
 				if p.Name == "func" {
 					text = t.sites[e.Key.Probe].Function
 				}
-				js = string(jsontext.Append(nil, text, false))
+				js, quote = string(jsontext.Append(nil, text, false)), true
 			case record.KeyStack:
 				text, js = t.stackKey(objs, e.Key)
 			}
-			kt.text, kt.json = append(kt.text, text), append(kt.json, js)
+			label := js
+			if quote {
+				text, label = Escape(text), string(appendQuoted(nil, text))
+			}
+			kt.text, kt.label, kt.json = append(kt.text, text), append(kt.label, label), append(kt.json, js)
 		}
 		id := strings.Join(kt.json, "\x00")
 		i, ok := byKey[id]
@@ -425,7 +431,7 @@ func (t *tracer) appendKeyedText(b []byte, totals []keyedTotal) []byte {
 			}
 			var label []string
 			for j, p := range t.cfg.Keys {
-				label = append(label, p.Name+"="+kt.json[j])
+				label = append(label, p.Name+"="+kt.label[j])
 			}
 			b = appendHistText(b, strings.Join(label, " "), &kt.hist)
 		}

@@ -24,8 +24,9 @@ func Escape(s string) string {
 	return s
 }
 
-// AppendEscaped appends s to b, escaped as by Escape.
-func AppendEscaped(b []byte, s string) []byte {
+// AppendEscaped appends s to b, escaped as by Escape. It allocates
+// nothing beyond growing b.
+func AppendEscaped[S ~string | ~[]byte](b []byte, s S) []byte {
 	const hex = "0123456789abcdef"
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -37,7 +38,8 @@ func AppendEscaped(b []byte, s string) []byte {
 			i++
 			continue
 		}
-		r, n := utf8.DecodeRuneInString(s[i:])
+		// At most 4 bytes: the conversion stays on the stack.
+		r, n := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
 		switch {
 		case r == utf8.RuneError && n == 1:
 			b = append(b, '\\', 'x', hex[c>>4], hex[c&0xf])

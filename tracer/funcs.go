@@ -250,7 +250,7 @@ func (t *tracer) funcSite(kind record.Kind, name string, addr uint64) {
 			s.mid = append(s.mid, `,"args":[`...)
 		}
 	} else {
-		s.mid = fmt.Appendf(nil, " %s:%s @%#x ", label, name, addr)
+		s.mid = fmt.Appendf(nil, " %s:%s @%#x ", label, Escape(name), addr)
 		if kind == record.KindUretprobe {
 			s.mid = append(s.mid, "= "...)
 		} else {

@@ -176,7 +176,7 @@ func (t *tracer) printLatency(objs *record.Objects) error {
 			b = append(b, '\n')
 		}
 		n++
-		b = appendHistText(b, p.label+" -> "+end+" (ns)", &p.hist)
+		b = appendHistText(b, Escape(p.label)+" -> "+Escape(end)+" (ns)", &p.hist)
 	}
 	return t.flushAggregate(b)
 }

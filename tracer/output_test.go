@@ -79,7 +79,7 @@ func TestTraceOutputLines(t *testing.T) {
 	loop, sizes := tr.sites[0].Location.Address, tr.sites[1].Location.Address
 	want := fmt.Sprintf("4242/4243 sample:loop @%#x [999999 1000000 -999999 999999]\n", loop) +
 		fmt.Sprintf("4242/4242 sample:sizes @%#x [-5 250 null 60000 -123456 4000000000 -1234567890123 18446744073709551000]\n", sizes) +
-		fmt.Sprintf(`1/1 sample:sizes @%#x ["<string>" "quote\" tab\t \ufffd" -1234 60000 -123456 4000000000 -1234567890123 18446744073709551000]`+"\n", sizes) +
+		fmt.Sprintf(`1/1 sample:sizes @%#x ["<string>" "quote\" tab\t \xff" -1234 60000 -123456 4000000000 -1234567890123 18446744073709551000]`+"\n", sizes) +
 		`7/8 uprobe:count_char @0x1250 ["probekit-func-args" -2 3 -4 5 4611686018427387904]` + "\n" +
 		"7/8 uretprobe:sum6 @0x1230 = -1000039702\n"
 	if out.String() != want {

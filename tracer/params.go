@@ -158,7 +158,7 @@ func (t *tracer) setParams(s *Site, sp *siteParams, addr uint64) {
 	case s.Kind == record.KindUretprobe:
 		s.end = []byte("\n")
 	default:
-		s.mid = fmt.Appendf(nil, " %s:%s @%#x %s(", label, s.Function, addr, sp.fn)
+		s.mid = fmt.Appendf(nil, " %s:%s @%#x %s(", label, Escape(s.Function), addr, Escape(sp.fn))
 		s.end = []byte(")\n")
 	}
 }
@@ -238,6 +238,9 @@ func (p *paramRead) enumerator(ev *record.Event) (string, bool) {
 // appendRaw appends value i as the raw "args" print it: a string only
 // for --str.
 func (t *tracer) appendRaw(b []byte, ev *record.Event, i int) []byte {
+	if t.cfg.StrMask&(1<<i) != 0 && strUnreadable(ev, i) {
+		return appendUnreadable(b, uint64(ev.Args[i]), true)
+	}
 	if ev.Errors&(1<<i) != 0 && t.cfg.StrMask&(1<<i) != 0 {
 		return append(b, "null"...)
 	}
@@ -280,9 +283,12 @@ func appendValue(b []byte, ev *record.Event, p *paramRead, json bool) []byte {
 		return appendInt(b, v, t.Kind, t.Size)
 	case debuginfo.KindString:
 		if str, ok := ev.Str(p.idx[0]); ok && ev.Errors&(1<<p.idx[0]) == 0 {
-			return jsontext.Append(b, str, false)
+			return appendStr(b, str, json)
 		}
-		// NULL, unreadable, or no room left for another string.
+		if strUnreadable(ev, p.idx[0]) {
+			return appendUnreadable(b, v, json)
+		}
+		// NULL, or no room left for another string.
 		return appendPtr(b, v, t, json)
 	case debuginfo.KindGoString:
 		if len(p.idx) != 2 {
@@ -294,14 +300,17 @@ func appendValue(b []byte, ev *record.Event, p *paramRead, json bool) []byte {
 		}
 		if str, ok := ev.Str(p.idx[0]); ok && ev.Errors&(1<<p.idx[0]) == 0 {
 			if uint64(len(str)) >= n {
-				return jsontext.Append(b, str[:n], false)
+				return appendStr(b, str[:n], json)
 			}
 			// Longer than the record's string, or holding a NUL.
-			b = jsontext.Append(b, str, false)
+			b = appendStr(b, str, json)
 			if json {
 				return b
 			}
 			return fmt.Appendf(b, "...(%d bytes)", n)
+		}
+		if strUnreadable(ev, p.idx[0]) {
+			return appendUnreadable(b, uint64(ev.Args[p.idx[0]]), json)
 		}
 		return notShown("not shown")
 	case debuginfo.KindPointer:
@@ -454,10 +463,11 @@ type Param struct {
 	//	KindBool                bool
 	//	KindPointer             uint64, the address
 	//	KindString              string as read (up to the record's
-	//	                        string size); uint64, the address, for
-	//	                        NULL, unreadable memory or a string the
+	//	                        string size); Unreadable for memory
+	//	                        the program could not read; uint64,
+	//	                        the address, for NULL or a string the
 	//	                        record had no room for
-	//	KindGoString            string, cut to its length
+	//	KindGoString            string, cut to its length; Unreadable
 	//	KindStruct              []Param, its members, for a struct
 	//	                        passed in the registers the hit carries
 	// nil when the hit does not carry it: a value on the stack, in a
@@ -518,6 +528,9 @@ func paramValue(ev *record.Event, p *paramRead) any {
 		if str, ok := ev.Str(p.idx[0]); ok && ev.Errors&(1<<p.idx[0]) == 0 {
 			return string(str) // a copy: the event's bytes are reused
 		}
+		if strUnreadable(ev, p.idx[0]) {
+			return Unreadable{Address: v, Reason: NotResident}
+		}
 		return v
 	case debuginfo.KindGoString:
 		if len(p.idx) != 2 {
@@ -529,6 +542,9 @@ func paramValue(ev *record.Event, p *paramRead) any {
 		}
 		if str, ok := ev.Str(p.idx[0]); ok && ev.Errors&(1<<p.idx[0]) == 0 {
 			return string(str[:min(uint64(len(str)), n)])
+		}
+		if strUnreadable(ev, p.idx[0]) {
+			return Unreadable{Address: uint64(ev.Args[p.idx[0]]), Reason: NotResident}
 		}
 	case debuginfo.KindPointer:
 		if len(p.idx) == 1 {

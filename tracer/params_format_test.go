@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 
@@ -75,9 +76,59 @@ func TestParamValues(t *testing.T) {
 		t.Errorf("the string shares the event's bytes: %q", ps[1].Value)
 	}
 	ev.Strs[0][0] = 'p'
-	// A string read with an error bit prints as the pointer.
+	// A string read with an error bit prints as unreadable, never as
+	// the pointer; a NULL one as the pointer it is.
 	ev.Errors = 1 << 2
-	if got := string(appendValue(nil, ev, &paramRead{typ: tStr, avail: true, idx: []int{2}}, false)); got != "0x7ffd1000" {
+	pr := &paramRead{typ: tStr, avail: true, idx: []int{2}}
+	if got := string(appendValue(nil, ev, pr, false)); got != "<unreadable: not resident>" {
 		t.Errorf("unreadable string: %s", got)
+	}
+	if got := string(appendValue(nil, ev, pr, true)); got != `{"unreadable":"not resident","address":"0x7ffd1000"}` {
+		t.Errorf("unreadable string, JSON: %s", got)
+	}
+	if got, want := paramValue(ev, pr), (Unreadable{Address: 0x7ffd1000, Reason: NotResident}); got != want {
+		t.Errorf("unreadable string's value %#v, want %#v", got, want)
+	}
+	ev.Args[2] = 0
+	if got := string(appendValue(nil, ev, pr, false)); got != "0x0" {
+		t.Errorf("NULL string: %s", got)
+	}
+}
+
+// Text output quotes what the traced program passed and escapes its
+// control bytes (C1's too) and invalid UTF-8; JSON stays JSON, as
+// encoding/json writes it (invalid UTF-8 as U+FFFD, C1 raw).
+func TestStrEscaped(t *testing.T) {
+	ev := &record.Event{NArgs: 1, StrArgs: 1}
+	ev.Args[0] = 0x1000
+	ev.Strs[0] = []byte("a\x1b[2Jb\xff\"c\\\n\u009b")
+	tStr := debuginfo.Type{Name: "const char *", Kind: debuginfo.KindString, Size: 8}
+	pr := &paramRead{typ: tStr, avail: true, idx: []int{0}}
+	if got, want := string(appendValue(nil, ev, pr, false)), `"a\x1b[2Jb\xff\"c\\\n\u009b"`; got != want {
+		t.Errorf("text %s, want %s", got, want)
+	}
+	js := appendValue(nil, ev, pr, true)
+	if got, want := string(js), "\"a\\u001b[2Jb\\ufffd\\\"c\\\\\\n\u009b\""; got != want {
+		t.Errorf("JSON %s, want %s", got, want)
+	}
+	var s string
+	if err := json.Unmarshal(js, &s); err != nil || s != "a\x1b[2Jb\ufffd\"c\\\n\u009b" {
+		t.Errorf("JSON %s reads back as %q, %v", js, s, err)
+	}
+	if got, want := string(appendArg(nil, ev, 0, nil, false)), `"a\x1b[2Jb\xff\"c\\\n\u009b"`; got != want {
+		t.Errorf("raw value %s, want %s", got, want)
+	}
+	// A raw value (USDT, --str) whose string read failed: the mark, not
+	// the pointer; one whose operand could not be read: null.
+	ev.Errors = 1
+	if got, want := string(appendArg(nil, ev, 0, nil, false)), "<unreadable: not resident>"; got != want {
+		t.Errorf("unreadable raw value %s, want %s", got, want)
+	}
+	if got, want := string(appendArg(nil, ev, 0, nil, true)), `{"unreadable":"not resident","address":"0x1000"}`; got != want {
+		t.Errorf("unreadable raw value, JSON %s, want %s", got, want)
+	}
+	ev.Args[0] = 0
+	if got := string(appendArg(nil, ev, 0, nil, false)); got != "null" {
+		t.Errorf("unread operand %s, want null", got)
 	}
 }

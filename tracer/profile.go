@@ -170,7 +170,7 @@ func (t *tracer) printStackCounts(objs *record.Objects) error {
 				stack = kt.text[j]
 				continue
 			}
-			b = fmt.Appendf(b, "  %s=%s", p.Name, kt.json[j])
+			b = fmt.Appendf(b, "  %s=%s", p.Name, kt.label[j])
 		}
 		b = append(append(b, '\n'), stack...)
 	}

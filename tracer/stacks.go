@@ -96,7 +96,7 @@ func appendStackJSON(b []byte, frames []symbolize.Frame) []byte {
 func appendStackText(b []byte, frames []symbolize.Frame) []byte {
 	for _, f := range frames {
 		b = append(b, "    "...)
-		b = append(b, f.String()...)
+		b = AppendEscaped(b, f.String()) // names from the target's files
 		b = append(b, '\n')
 	}
 	return b

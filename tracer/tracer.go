@@ -411,6 +411,9 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 	if err := record.SetGate(spec); err != nil {
 		return err
 	}
+	if err := setFaultingStrings(spec); err != nil {
+		return err
+	}
 	var loadOpts *ebpf.CollectionOptions
 	var tables *bpfunwind.Tables
 	if cfg.countsCFI() {
@@ -689,7 +692,7 @@ func (t *tracer) cookie(p *usdt.Probe, i int) uint64 {
 		s.head = append(s.head, `,"pid":`...)
 		s.mid = fmt.Appendf(nil, `,"address":%d,"args":[`, loc.Address)
 	} else {
-		s.mid = fmt.Appendf(nil, " %s:%s @%#x [", p.Provider, p.Name, loc.Address)
+		s.mid = fmt.Appendf(nil, " %s:%s @%#x [", Escape(p.Provider), Escape(p.Name), loc.Address)
 	}
 	t.sites = append(t.sites, s)
 	return uint64(len(t.sites) - 1)
@@ -823,7 +826,7 @@ func (t *tracer) appendHit(b []byte, ev *record.Event) ([]byte, error) {
 		// TIME COMM PID/TID ...
 		b = t.wallTime(ev.TimeNS).AppendFormat(b, "15:04:05.000000000")
 		b = append(b, ' ')
-		b = append(b, ev.CommName()...)
+		b = AppendEscaped(b, ev.CommName())
 		b = append(b, ' ')
 	}
 	b = append(b, site.head...)
@@ -846,7 +849,7 @@ func (t *tracer) appendHit(b []byte, ev *record.Event) ([]byte, error) {
 			if i > 0 {
 				b = append(b, form.argSep)
 			}
-			b = appendArg(b, ev, i, site.Location)
+			b = appendArg(b, ev, i, site.Location, t.cfg.JSON)
 		}
 	}
 	if t.stacks == nil {
@@ -862,15 +865,18 @@ func (t *tracer) appendHit(b []byte, ev *record.Event) ([]byte, error) {
 }
 
 // appendArg appends value i: signed or unsigned as its spec says (signed
-// without a spec: a register), a quoted string, or null when the BPF
-// program could not read it.
-func appendArg(b []byte, ev *record.Event, i int, loc *usdt.Location) []byte {
+// without a spec: a register), a quoted string (strings.go), the mark of
+// a string that could not be read, or null when the BPF program could
+// not read the value.
+func appendArg(b []byte, ev *record.Event, i int, loc *usdt.Location, json bool) []byte {
+	if strUnreadable(ev, i) {
+		return appendUnreadable(b, uint64(ev.Args[i]), json)
+	}
 	if ev.Errors&(1<<i) != 0 {
 		return append(b, "null"...)
 	}
 	if str, ok := ev.Str(i); ok {
-		// A JSON string is a fine quoted form for people too.
-		return jsontext.Append(b, str, false)
+		return appendStr(b, str, json)
 	}
 	v := ev.Args[i]
 	if loc == nil || i >= len(loc.Args) || loc.Args[i].Signed {

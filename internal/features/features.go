@@ -44,24 +44,32 @@ const (
 	// address at rsp, second itself (x86-64). Debian's 5.10 does not;
 	// its 6.1 and 6.12 do (measured with probeEntryCaller).
 	EntryCaller
+	// SleepableUprobe is a uprobe program loaded sleepable
+	// (BPF_F_SLEEPABLE, Linux 6.0: 8c7dcb84e3b7, 64ad7556c75e), which may
+	// call bpf_copy_from_user (5.10, 07be4c4a3e7a): a read of user memory
+	// that faults the page in, where bpf_probe_read_user fails on a page
+	// the process has not touched yet.
+	SleepableUprobe
 	numFeatures
 )
 
 var names = [numFeatures]string{
-	Cookie:        "BPF cookie (Linux 5.15)",
-	RefCtr:        "uprobe ref_ctr_offset (Linux 4.20)",
-	UprobeMulti:   "uprobe_multi link with PID filter fix (Linux 6.6+)",
-	UprobeSyscall: "uprobe syscall (Linux 6.18)",
-	EntryCaller:   "the caller in user stacks at a function's entry",
+	Cookie:          "BPF cookie (Linux 5.15)",
+	RefCtr:          "uprobe ref_ctr_offset (Linux 4.20)",
+	UprobeMulti:     "uprobe_multi link with PID filter fix (Linux 6.6+)",
+	UprobeSyscall:   "uprobe syscall (Linux 6.18)",
+	EntryCaller:     "the caller in user stacks at a function's entry",
+	SleepableUprobe: "sleepable uprobe programs (Linux 6.0)",
 }
 
 // since is each feature's first mainline release.
 var since = [numFeatures]string{
-	Cookie:        "5.15",
-	RefCtr:        "4.20",
-	UprobeMulti:   "6.6",
-	UprobeSyscall: "6.18",
-	EntryCaller:   "",
+	Cookie:          "5.15",
+	RefCtr:          "4.20",
+	UprobeMulti:     "6.6",
+	UprobeSyscall:   "6.18",
+	EntryCaller:     "",
+	SleepableUprobe: "6.0",
 }
 
 // Since is the first Linux release with f ("5.15"), for tests that skip
@@ -81,11 +89,12 @@ func (f Feature) String() string {
 }
 
 var probes = [numFeatures]func() (bool, error){
-	Cookie:        sync.OnceValues(probeCookie),
-	RefCtr:        sync.OnceValues(probeRefCtr),
-	UprobeMulti:   sync.OnceValues(probeUprobeMulti),
-	UprobeSyscall: sync.OnceValues(probeUprobeSyscall),
-	EntryCaller:   sync.OnceValues(probeEntryCaller),
+	Cookie:          sync.OnceValues(probeCookie),
+	RefCtr:          sync.OnceValues(probeRefCtr),
+	UprobeMulti:     sync.OnceValues(probeUprobeMulti),
+	UprobeSyscall:   sync.OnceValues(probeUprobeSyscall),
+	EntryCaller:     sync.OnceValues(probeEntryCaller),
+	SleepableUprobe: sync.OnceValues(probeSleepableUprobe),
 }
 
 // forced counts, per feature, the ForceOff calls not yet restored.
@@ -239,6 +248,37 @@ func probeUprobeSyscall() (bool, error) {
 	}
 	_, _, errno := unix.Syscall(sysUprobe, 0, 0, 0)
 	return errno == unix.ENXIO, nil
+}
+
+// probeSleepableUprobe loads a sleepable kprobe-type program that calls
+// bpf_copy_from_user. Before 6.0 the verifier refuses a sleepable program
+// of that type (EINVAL: only tracing, LSM and iterator programs could
+// sleep); from 6.0 it loads, and the kernel lets it attach to uprobes
+// only (perf_event_set_bpf_prog, bpf_uprobe_multi_link_attach).
+func probeSleepableUprobe() (bool, error) {
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type:    ebpf.Kprobe,
+		Flags:   unix.BPF_F_SLEEPABLE,
+		License: "GPL",
+		Instructions: asm.Instructions{
+			// bpf_copy_from_user(fp - 8, 1, NULL)
+			asm.Mov.Reg(asm.R1, asm.RFP),
+			asm.Add.Imm(asm.R1, -8),
+			asm.Mov.Imm(asm.R2, 1),
+			asm.Mov.Imm(asm.R3, 0),
+			asm.FnCopyFromUser.Call(),
+			asm.Mov.Imm(asm.R0, 0),
+			asm.Return(),
+		},
+	})
+	switch {
+	case err == nil:
+		prog.Close()
+		return true, nil
+	case errors.Is(err, unix.EINVAL), errors.Is(err, ebpf.ErrNotSupported):
+		return false, nil
+	}
+	return false, err
 }
 
 func supported(err error) (bool, error) {

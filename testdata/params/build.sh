@@ -15,6 +15,9 @@
 #   params_dwz5, params_dwz5.sup
 #                          the same with dwz --dwarf-5: .debug_sup,
 #                          DW_FORM_ref_sup4, DW_FORM_strp_sup
+#   strings                strings.c, gcc -g -O2: a string literal in a
+#                          page not mapped at the call, escape bytes, a
+#                          hostile comm
 #   params_cc              params.cc, g++ -g -O2
 #   params_clang           params.c, clang-19 -g -O2 (DWARF 5 with
 #                          DW_FORM_loclistx); read, not run: clang has no
@@ -36,6 +39,7 @@ cc() { # out cflags...
 cc params_O2 -O2 -gdwarf-5
 cc params_O0 -O0 -gdwarf-5
 cc params_v4 -O2 -gdwarf-4
+${CC:-gcc} -Wall -Wextra -g -ffile-prefix-map="$here"=. -O2 -gdwarf-5 -o "$bin/strings" strings.c
 CCX=aarch64-linux-gnu-gcc cc params_arm64 -O2 -gdwarf-5
 CCX=clang-19 cc params_clang -O2 -gdwarf-5 -Wno-unknown-attributes
 cp "$bin/params_O2" "$bin/params_stripped"
