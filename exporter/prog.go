@@ -449,6 +449,15 @@ func (g *group) attach(spec *ebpf.CollectionSpec) {
 			named = append(named, s)
 			continue
 		}
+		if !follow.Selector(pr.Target) {
+			// A named file watched for want of cookies: refused now,
+			// as the path-wide attach would refuse it, when it does not
+			// open or lacks the probe (else the watch would wait for
+			// a probe that never comes).
+			if s.err = att.Find(pr.Target, pr.Provider, pr.Name); s.err != nil {
+				continue
+			}
+		}
 		fp := follow.Probe{
 			Target: pr.Target, Provider: pr.Provider, Name: pr.Name,
 			Program: g.coll.Programs[usdtProgram], Cookie: uint64(s.id),
