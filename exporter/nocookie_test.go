@@ -2,6 +2,7 @@ package exporter_test
 
 import (
 	"bytes"
+	"errors"
 	"log"
 	"strings"
 	"testing"
@@ -84,5 +85,49 @@ func TestFuncMetricRefusedWithoutCookie(t *testing.T) {
 	}
 	if got := gather(t, reg, "usdt_")["usdt_loops_total"]; got != 20 {
 		t.Errorf("usdt_loops_total = %v, want 20", got)
+	}
+}
+
+// funcRefusal is what Apply says of a metric on a function probe
+// without BPF cookies.
+const funcRefusal = "function probes: not supported: BPF cookie (Linux 5.15)"
+
+// funcProbes reports whether metrics on function probes attach here:
+// the kernel has BPF cookies. Without them (a kernel before 5.15, or
+// forced off), the test checks the refusal (funcRefused) instead.
+func funcProbes(t *testing.T) bool {
+	t.Helper()
+	ok, err := features.Have(features.Cookie)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok && !features.Forced(features.Cookie) {
+		testkit.MissingFeature(t, features.Cookie.Since(), features.Cookie.String())
+	}
+	return ok
+}
+
+// funcRefused checks that Apply refuses each of ms, naming it and
+// funcRefusal, and attaches none of them.
+func funcRefused(t *testing.T, ms ...*exporter.Metric) {
+	t.Helper()
+	cfg := &exporter.Config{Metrics: ms}
+	if err := cfg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	x := exporter.New(exporter.Options{NoRuntimeMetrics: true})
+	defer x.Close()
+	err := x.Apply(cfg)
+	var aerr *exporter.ApplyError
+	if !errors.As(err, &aerr) || len(aerr.Failed) != len(ms) {
+		t.Fatalf("Apply: %v; want each of %d function metrics refused", err, len(ms))
+	}
+	for i, f := range aerr.Failed {
+		if f.Metric != ms[i].Name || !strings.Contains(f.Error(), funcRefusal) {
+			t.Errorf("Apply refused %s: %v; want %s refused with %q", f.Metric, f, ms[i].Name, funcRefusal)
+		}
+	}
+	if a := x.Attached(); len(a) != 0 {
+		t.Errorf("attached %v, want none", a)
 	}
 }
