@@ -296,7 +296,32 @@ func loadGroupOf(ms []*Metric, failed func(*Metric) func(follow.Event)) ([]*prog
 	bySite := map[string]*site{}
 	var series uint64
 	usesUSDT, usesFunc, latency := 0, false, false
+	// Without BPF cookies a USDT location's spec, and so its site, is
+	// found by its address in the process (the IP map): a second site
+	// on the probe in one group would share the first's spec, and its
+	// metrics would never count. So a USDT probe has one site, of at
+	// most MaxSiteMetrics metrics; the metrics past it are refused.
+	cookie, err := features.Have(features.Cookie)
+	if err != nil {
+		cookie = true // the attach says what is missing
+	}
+	full := func(m *Metric) bool {
+		for _, pr := range []*Probe{m.Probe, m.End} {
+			if pr == nil || pr.Kind != record.KindUSDT {
+				continue
+			}
+			if s := bySite[siteKey(pr, false)]; s != nil && len(s.entries) >= MaxSiteMetrics {
+				return true
+			}
+		}
+		return false
+	}
 	for i, m := range ms {
+		if !cookie && full(m) {
+			errs[i] = fmt.Errorf("more than %d metrics on one USDT probe: %w", MaxSiteMetrics, features.Check(features.Cookie))
+			g.open--
+			continue
+		}
 		p := &program{g: g, id: uint32(i), m: m, seen: map[seriesKey]seenSeries{}}
 		if failed != nil {
 			p.failed = failed(m)
@@ -337,6 +362,9 @@ func loadGroupOf(ms []*Metric, failed func(*Metric) func(follow.Event)) ([]*prog
 			s.users = append(s.users, p)
 			p.at = append(p.at, s)
 		}
+	}
+	if g.open == 0 {
+		return progs, errs
 	}
 	// Each CPU may add one series past a metric's max_series (export.c's
 	// add): room for that, beyond the sum.
@@ -383,6 +411,9 @@ func loadGroupOf(ms []*Metric, failed func(*Metric) func(follow.Event)) ([]*prog
 	// A metric one of whose sites failed does not work: it is closed,
 	// and the sites only it used are detached.
 	for i, p := range progs {
+		if p == nil {
+			continue
+		}
 		for _, s := range p.at {
 			if s.err != nil {
 				errs[i] = s.err
