@@ -62,7 +62,7 @@ const (
 )
 
 // Reasons a hit is not counted (enum lost), by index.
-var lostReasons = [...]string{"value_unreadable", "map_full", "end_without_start", "depth_overflow"}
+var lostReasons = [...]string{"value_unreadable", "map_full", "end_without_start", "depth_overflow", "start_abandoned"}
 
 // MaxDepth is how many starts of a latency histogram one thread keeps
 // open (MAX_DEPTH): recursion deeper than that is counted in
@@ -86,6 +86,8 @@ type metricShape struct {
 	LabelArgs [MaxLabels]uint32
 	LabelStrs uint32
 	MaxSeries uint32
+	Match     uint32
+	_         uint32
 	Bounds    [MaxBuckets]int64
 }
 
@@ -212,7 +214,23 @@ func shapeOf(m *Metric) metricShape {
 	if len(m.Labels) == 0 {
 		sh.MaxSeries = 1
 	}
+	for i, a := range latencyMatch(m) {
+		sh.Match |= uint32(a+1) << (4 * i)
+	}
 	return sh
+}
+
+// latencyMatch is the identity arguments (0-based) of a latency
+// histogram's start and end: an end closes only the latest start with
+// the same values (export.c's match). They are known for USDT pairs
+// (record.LatencyMatch: Python's function__entry and function__return,
+// by file and function); a function's returns need none, they come in
+// its calls' order.
+func latencyMatch(m *Metric) []int {
+	if !m.Latency() || m.Probe.Kind != record.KindUSDT || m.End.Kind != record.KindUSDT {
+		return nil
+	}
+	return record.LatencyMatch(m.Probe.Provider+":"+m.Probe.Name, m.End.Provider+":"+m.End.Name)
 }
 
 // siteKey is what makes two probes one site.
