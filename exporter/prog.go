@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cilium/ebpf"
 
@@ -176,6 +177,9 @@ type program struct {
 	seen map[seriesKey]seenSeries
 	// evicted counts the series evicted (under g.readMu).
 	evicted uint64
+	// invalid is the hits of the series read last whose string label
+	// was not UTF-8 (under g.readMu).
+	invalid uint64
 }
 
 type seenSeries struct {
@@ -945,6 +949,7 @@ func (p *program) read(m *Metric, now time.Time, gen uint64) (map[string]*series
 			return nil, nil, lost, err
 		}
 		var idle []seriesKey
+		var invalid uint64
 		evicts := m.SeriesIdle > 0
 		present := make(map[seriesKey]bool, len(p.seen))
 		for _, ks := range snap[p.id] {
@@ -965,8 +970,12 @@ func (p *program) read(m *Metric, now time.Time, gen uint64) (map[string]*series
 				}
 			}
 			k := ks.key
-			addSeries(out, labelValues(m, &k), ks.per)
+			n := addSeries(out, labelValues(m, &k), ks.per)
+			if replaced(m, &k) {
+				invalid += n
+			}
 		}
+		p.invalid = invalid
 		// Deleted after the walk: a delete during it may restart it. A
 		// hit on another CPU between the read and the delete is lost
 		// with the series; the series was idle for m.SeriesIdle before
@@ -1051,12 +1060,34 @@ func labelValues(m *Metric, k *seriesKey) []string {
 			if n := bytes.IndexByte(s, 0); n >= 0 {
 				s = s[:n]
 			}
-			vals[i] = strings.ToValidUTF8(string(s), "\uFFFD")
+			vals[i] = validLabel(string(s))
 		} else {
 			vals[i] = strconv.FormatInt(k.Nums[i], 10)
 		}
 	}
 	return vals
+}
+
+// validLabel is s with each run of bytes that is not UTF-8 replaced by
+// U+FFFD: Prometheus label values are UTF-8, and client_golang refuses a
+// series with another value. Values that differ only there become one
+// series.
+func validLabel(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+// replaced reports whether labels of m came from bytes that were not
+// UTF-8 (validLabel changed them): the string label held U+FFFD where
+// the kernel's bytes had none.
+func replaced(m *Metric, k *seriesKey) bool {
+	for _, l := range m.Labels {
+		if l.String || l.Source == LabelComm {
+			s := k.Str[:]
+			if n := bytes.IndexByte(s, 0); n >= 0 {
+				s = s[:n]
+			}
+			return !utf8.Valid(s)
+		}
+	}
+	return false
 }
 
 // otherLabel is the value of every label of the series that holds the
@@ -1074,6 +1105,14 @@ func otherValues(m *Metric) []string {
 		vals[i] = otherLabel
 	}
 	return vals
+}
+
+// invalidLabels returns the hits, in the series read last, whose string
+// label was not UTF-8 (validLabel).
+func (p *program) invalidLabels() uint64 {
+	p.g.readMu.Lock()
+	defer p.g.readMu.Unlock()
+	return p.invalid
 }
 
 // evictions returns the number of series evicted.
