@@ -67,6 +67,12 @@ type Exporter struct {
 // serves scrapes: each count reads the maps of every process.
 const processCountTTL = 10 * time.Second
 
+// maxProcessCounts bounds the files processCounts keeps: a glob target
+// on a host where programs come and go names new files without end.
+// Past it, counts older than processCountTTL are dropped, and when none
+// is, a file's count is not kept.
+const maxProcessCounts = 4096
+
 // processCounts caches, per file, how many processes map it.
 type processCounts struct {
 	mu    sync.Mutex
@@ -89,6 +95,17 @@ func (c *processCounts) get(path string) (int, error) {
 	}
 	if c.at == nil {
 		c.at, c.count = map[string]time.Time{}, map[string]int{}
+	}
+	if _, ok := c.at[path]; !ok && len(c.at) >= maxProcessCounts {
+		for p, at := range c.at {
+			if now.Sub(at) >= processCountTTL {
+				delete(c.at, p)
+				delete(c.count, p)
+			}
+		}
+		if len(c.at) >= maxProcessCounts {
+			return len(pids), nil
+		}
 	}
 	c.at[path], c.count[path] = now, len(pids)
 	return len(pids), nil
