@@ -9,8 +9,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/probekit/probekit/probe"
@@ -133,6 +135,14 @@ const (
 	// hash map of series).
 	DefaultMaxSeries = 100
 	MaxMaxSeries     = 10000
+	// MaxSeriesMemory bounds the kernel memory the series of a
+	// configuration may take (Config.Check): the sum over its metrics
+	// of max_series (1 for a metric without labels) times a series'
+	// size, its key (SeriesKeyBytes) and one value (SeriesValueBytes)
+	// per possible CPU, since the map is per CPU. 256 MiB: 10,000
+	// series on 64 CPUs take 180 MiB, and the default 100 a metric on
+	// 8 CPUs 0.2 MiB.
+	MaxSeriesMemory = 256 << 20
 	// DefaultSeriesIdle is a series' idle time before eviction by
 	// default: longer than any usual scrape interval, so that a series
 	// that counts between two scrapes is never evicted.
@@ -266,6 +276,9 @@ func ParseConfig(path string, data []byte, parse ProbeParser) (*Config, error) {
 			return nil, err
 		}
 		cfg.Metrics = append(cfg.Metrics, m)
+	}
+	if err := cfg.checkSeriesMemory(); err != nil {
+		return nil, err
 	}
 	if err := cfg.checkNames(); err != nil {
 		return nil, err
@@ -650,7 +663,47 @@ func (c *Config) Check() error {
 			return &ConfigError{Path: c.Path, Line: m.Line, Metric: m.Name, Field: fmt.Sprintf("metrics[%d]", i), Msg: err.Error()}
 		}
 	}
+	if err := c.checkSeriesMemory(); err != nil {
+		return err
+	}
 	return c.checkNames()
+}
+
+// Sizes of export.c's struct series_key and struct series: a series
+// takes SeriesKeyBytes plus SeriesValueBytes per possible CPU in the
+// kernel (see MaxSeriesMemory).
+const (
+	SeriesKeyBytes   = 8 + 8*MaxLabels + LabelStrLen
+	SeriesValueBytes = 8 + 8 + 8*(MaxBuckets+1)
+)
+
+// seriesCPUs is the number of possible CPUs, each with its own value of
+// every series.
+var seriesCPUs = sync.OnceValue(func() int {
+	n, err := ebpf.PossibleCPU()
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+})
+
+// checkSeriesMemory refuses a configuration whose series would take
+// more than MaxSeriesMemory, naming the metric that crosses it.
+func (c *Config) checkSeriesMemory() error {
+	per := uint64(SeriesKeyBytes + SeriesValueBytes*seriesCPUs())
+	var series uint64
+	for i, m := range c.Metrics {
+		n := uint64(1)
+		if len(m.Labels) > 0 {
+			n = uint64(m.MaxSeries)
+		}
+		series += n
+		if series*per > MaxSeriesMemory {
+			return &ConfigError{Path: c.Path, Line: m.Line, Metric: m.Name, Field: fmt.Sprintf("metrics[%d].max_series", i),
+				Msg: fmt.Sprintf("the metrics up to this one keep %d series, %.1f MiB of kernel memory on %d CPUs (%d bytes each): above the ceiling of %d MiB (exporter.MaxSeriesMemory); lower max_series", series, float64(series*per)/(1<<20), seriesCPUs(), per, MaxSeriesMemory>>20)}
+		}
+	}
+	return nil
 }
 
 // check is Config.Check for one metric.

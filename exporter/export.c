@@ -25,7 +25,20 @@
  * and the series key, the end pops them and adds the interval in
  * nanoseconds. A thread's depth is in depths; the frames below
  * MAX_DEPTH in starts, by thread, metric and depth. Deeper starts are
- * counted (LOST_DEPTH) but not kept, and their ends only pop the depth. */
+ * counted (LOST_DEPTH) but not kept, and their ends only pop the depth.
+ *
+ * An end closes the latest open start of its identity: with a metric's
+ * match (up to MATCH_N argument indexes, the same for the start and the
+ * end USDT probes: Python's function__entry and function__return give
+ * the file and the function as arguments 0 and 1, the line, which
+ * differs, as 2) each start keeps its values of those arguments, and an
+ * end pops the latest start whose values equal its own. Starts above it
+ * never got their ends (LOST_ABANDONED); an end that matches no start is
+ * counted (LOST_NO_START) and changes nothing: CPython 3.11 fires
+ * function__return without function__entry for the sys.setprofile
+ * callback, which would otherwise close the function the callback runs
+ * in. Without match every start matches: the latest. The tracer's
+ * record/trace.c pairs its --latency the same way. */
 #include <linux/bpf.h>
 #include <linux/ptrace.h>
 #include <bpf/bpf_tracing.h>
@@ -39,6 +52,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define MAX_ARGS BPF_USDT_MAX_ARG_CNT
 #define MAX_DEPTH 64	/* MaxDepth in prog.go */
 #define MAX_SITE_METRICS 256	/* MaxSiteMetrics in prog.go */
+#define MATCH_N 2	/* record.MaxLatencyMatch */
 /* In a sites entry: the metric's role at the site (ROLE_END), above its
  * index. */
 #define SITE_END (1u << 31)
@@ -86,7 +100,9 @@ enum lost {
 	LOST_FULL = 1,	/* no room in series nor starts */
 	LOST_NO_START = 2,	/* an end without a start on its thread */
 	LOST_DEPTH = 3,	/* a start nested deeper than MAX_DEPTH */
-	NUM_LOST = 4,
+	LOST_ABANDONED = 4,	/* a start whose end never came: a later end
+				 * closed a start below it */
+	NUM_LOST = 5,
 };
 
 /* A metric's shape. */
@@ -99,6 +115,10 @@ struct metric {
 	/* Bit i: label i is a string (at most one bit). */
 	__u32 label_strs;
 	__u32 max_series;
+	/* A latency's identity arguments: bits 0-3 the first's index + 1,
+	 * 4-7 the second's (0: none). */
+	__u32 match;
+	__u32 pad;
 	/* Upper bounds, included, increasing (values; nanoseconds for a
 	 * latency). */
 	__s64 bounds[MAX_BOUNDS];
@@ -181,6 +201,7 @@ struct {
 
 struct start {
 	__u64 ns;
+	__s64 ident[MATCH_N];	/* the start's identity arguments */
 	struct series_key key;
 };
 
@@ -217,13 +238,18 @@ struct {
 
 static const struct series zero_series;
 
-static __always_inline void lose(__u32 metric, __u32 why)
+static __always_inline void lose_n(__u32 metric, __u32 why, __u64 count)
 {
 	__u32 k = metric * NUM_LOST + why;
 	__u64 *n = bpf_map_lookup_elem(&errors, &k);
 
 	if (n)
-		__sync_fetch_and_add(n, 1);
+		__sync_fetch_and_add(n, count);
+}
+
+static __always_inline void lose(__u32 metric, __u32 why)
+{
+	lose_n(metric, why, 1);
 }
 
 /* Argument n (0-based) of a function probe, from the context's
@@ -345,37 +371,78 @@ static __always_inline void add(const struct metric *m, struct series_key *key, 
 	__sync_fetch_and_add(&s->buckets[b], 1);
 }
 
-/* end pops the thread's latest start of metric id and adds its
- * interval. */
-static __always_inline void end(const struct metric *m, __u32 id, __u64 tid)
+/* ident reads a hit's identity arguments (see match; 0 where none or
+ * unreadable). */
+static __always_inline void ident(ctx_regs *ctx, __u32 from, const struct metric *m, __s64 *id)
+{
+#pragma unroll
+	for (int i = 0; i < MATCH_N; i++) {
+		__u32 n = (m->match >> (4 * i)) & 0xf;
+		__s64 v = 0;
+
+		id[i] = 0;
+		if (n && !arg(ctx, from, n - 1, &v))
+			id[i] = v;
+	}
+}
+
+/* end pops the thread's latest start of metric id with the end's
+ * identity and adds its interval. */
+static __always_inline void end(ctx_regs *ctx, __u32 from, const struct metric *m, __u32 id, __u64 tid)
 {
 	struct depth_key dk = {.tid = tid, .metric = id};
 	struct frame_key fk = {.tid = tid, .metric = id};
 	struct series_key key = {};
-	struct start *sp;
+	struct start *sp = NULL;
+	__s64 idv[MATCH_N];
 	__u32 *d = bpf_map_lookup_elem(&depths, &dk);
 	__u64 now = bpf_ktime_get_ns();
+	__u32 top;
 
 	if (!d || *d == 0) {
 		lose(id, LOST_NO_START);
 		return;
 	}
-	fk.depth = --*d;
-	if (fk.depth >= MAX_DEPTH)
-		return;	/* its start was counted in LOST_DEPTH */
-	sp = bpf_map_lookup_elem(&starts, &fk);
-	if (!sp) {
-		lose(id, LOST_NO_START);
+	top = *d;
+	if (top > MAX_DEPTH) {
+		/* The latest start was counted in LOST_DEPTH and kept
+		 * nothing to match. */
+		*d = top - 1;
 		return;
 	}
+	ident(ctx, from, m, idv);
+	for (__u32 j = 0; j < MAX_DEPTH; j++) {
+		struct start *g;
+
+		if (j >= top)
+			break;
+		fk.depth = top - 1 - j;
+		g = bpf_map_lookup_elem(&starts, &fk);
+		if (g && g->ident[0] == idv[0] && g->ident[1] == idv[1]) {
+			sp = g;
+			break;
+		}
+		if (!m->match)
+			break;	/* the latest start, or none kept */
+	}
+	if (!sp) {
+		lose(id, LOST_NO_START);
+		if (!m->match)
+			*d = top - 1;
+		return;
+	}
+	if (top - 1 > fk.depth)
+		lose_n(id, LOST_ABANDONED, top - 1 - fk.depth);
+	*d = fk.depth;
 	__builtin_memcpy(&key, &sp->key, sizeof(key));
 	now -= sp->ns;
 	bpf_map_delete_elem(&starts, &fk);
 	add(m, &key, now);
 }
 
-/* start pushes a start of key on the thread's stack of its metric. */
-static __always_inline void start(__u64 tid, struct series_key *key)
+/* start pushes a start of key, with its identity idv, on the thread's
+ * stack of its metric. */
+static __always_inline void start(__u64 tid, struct series_key *key, const __s64 *idv)
 {
 	struct depth_key dk = {.tid = tid, .metric = key->metric};
 	struct frame_key fk = {.tid = tid, .metric = key->metric};
@@ -397,6 +464,8 @@ static __always_inline void start(__u64 tid, struct series_key *key)
 		return;
 	}
 	__builtin_memcpy(&st.key, key, sizeof(st.key));
+	st.ident[0] = idv[0];
+	st.ident[1] = idv[1];
 	st.ns = bpf_ktime_get_ns();
 	if (bpf_map_update_elem(&starts, &fk, &st, BPF_ANY))
 		lose(key->metric, LOST_FULL);
@@ -416,7 +485,7 @@ __noinline int update(ctx_regs *ctx, __u32 entry, __u32 from)
 	if (!m || !ctx)
 		return 0;
 	if (m->kind == KIND_LATENCY && (entry & SITE_END)) {
-		end(m, id, tid);
+		end(ctx, from, m, id, tid);
 		return 0;
 	}
 	if (make_key(ctx, from, m, &key)) {
@@ -424,7 +493,10 @@ __noinline int update(ctx_regs *ctx, __u32 entry, __u32 from)
 		return 0;
 	}
 	if (m->kind == KIND_LATENCY) {
-		start(tid, &key);
+		__s64 idv[MATCH_N];
+
+		ident(ctx, from, m, idv);
+		start(tid, &key, idv);
 		return 0;
 	}
 	if (m->kind == KIND_HIST && arg(ctx, from, m->value_arg, &v)) {

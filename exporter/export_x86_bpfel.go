@@ -52,6 +52,8 @@ type exportMetric struct {
 	LabelArgs [4]uint32
 	LabelStrs uint32
 	MaxSeries uint32
+	Match     uint32
+	Pad       uint32
 	Bounds    [32]int64
 }
 
@@ -85,9 +87,10 @@ type exportSite struct {
 }
 
 type exportStart struct {
-	_   structs.HostLayout
-	Ns  uint64
-	Key exportSeriesKey
+	_     structs.HostLayout
+	Ns    uint64
+	Ident [2]int64
+	Key   exportSeriesKey
 }
 
 // Names of all BPF objects in the ELF.

@@ -67,6 +67,12 @@ type Exporter struct {
 // serves scrapes: each count reads the maps of every process.
 const processCountTTL = 10 * time.Second
 
+// maxProcessCounts bounds the files processCounts keeps: a glob target
+// on a host where programs come and go names new files without end.
+// Past it, counts older than processCountTTL are dropped, and when none
+// is, a file's count is not kept.
+const maxProcessCounts = 4096
+
 // processCounts caches, per file, how many processes map it.
 type processCounts struct {
 	mu    sync.Mutex
@@ -89,6 +95,17 @@ func (c *processCounts) get(path string) (int, error) {
 	}
 	if c.at == nil {
 		c.at, c.count = map[string]time.Time{}, map[string]int{}
+	}
+	if _, ok := c.at[path]; !ok && len(c.at) >= maxProcessCounts {
+		for p, at := range c.at {
+			if now.Sub(at) >= processCountTTL {
+				delete(c.at, p)
+				delete(c.count, p)
+			}
+		}
+		if len(c.at) >= maxProcessCounts {
+			return len(pids), nil
+		}
 	}
 	c.at[path], c.count[path] = now, len(pids)
 	return len(pids), nil
@@ -475,11 +492,13 @@ var (
 	attachExitedDesc = prometheus.NewDesc("probekit_export_attach_exited_total",
 		"Processes of a \"*\" or glob target that exited before the metric could be attached to them (not errors).", []string{"metric"}, nil)
 	lostDesc = prometheus.NewDesc("probekit_export_lost_updates_total",
-		"Hits not counted: a value or label unreadable, the maps full, an end probe without its start on the thread; for a \"*\" or glob target, process events the kernel could not queue (process_event_lost).", []string{"metric", "reason"}, nil)
+		"Hits not counted: a value or label unreadable, the maps full, an end probe without its start on the thread, a start whose end never came (start_abandoned); for a \"*\" or glob target, process events the kernel could not queue (process_event_lost).", []string{"metric", "reason"}, nil)
 	foldedDesc = prometheus.NewDesc("probekit_export_label_folded_total",
 		"Hits counted in the metric's series overflow=\"true\", past its max_series.", []string{"metric"}, nil)
 	evictedDesc = prometheus.NewDesc("probekit_export_series_evicted_total",
 		"Series removed after counting nothing for the metric's series_idle, making room for new label values.", []string{"metric"}, nil)
+	invalidLabelsDesc = prometheus.NewDesc("probekit_export_label_invalid_utf8_hits",
+		"Hits counted in the metric's series served now whose string label was not UTF-8: each run of invalid bytes is replaced by U+FFFD.", []string{"metric"}, nil)
 	readErrorsDesc = prometheus.NewDesc("probekit_export_read_errors_total",
 		"Failed reads of a metric's BPF maps at a scrape.", nil, nil)
 	reloadsDesc = prometheus.NewDesc("probekit_export_config_loads_total",
@@ -516,9 +535,10 @@ func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 		}
 		slices.Sort(files)
 		for _, f := range files {
-			ch <- prometheus.MustNewConstMetric(sitesDesc, prometheus.GaugeValue, float64(sites[f]), s.m.Name, f)
+			// A path is bytes: made UTF-8 as a string label is.
+			ch <- prometheus.MustNewConstMetric(sitesDesc, prometheus.GaugeValue, float64(sites[f]), s.m.Name, validLabel(f))
 			if n, err := x.procs.get(f); err == nil {
-				ch <- prometheus.MustNewConstMetric(processesDesc, prometheus.GaugeValue, float64(n), s.m.Name, f)
+				ch <- prometheus.MustNewConstMetric(processesDesc, prometheus.GaugeValue, float64(n), s.m.Name, validLabel(f))
 			}
 		}
 		series, over, lost, err := s.prog.read(s.m, time.Now(), gen)
@@ -543,6 +563,9 @@ func (x *Exporter) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(foldedDesc, prometheus.CounterValue, folded, s.m.Name)
 			ch <- prometheus.MustNewConstMetric(evictedDesc, prometheus.CounterValue, float64(s.prog.evictions()), s.m.Name)
+			if slices.ContainsFunc(s.m.Labels, func(l Label) bool { return l.String || l.Source == LabelComm }) {
+				ch <- prometheus.MustNewConstMetric(invalidLabelsDesc, prometheus.GaugeValue, float64(s.prog.invalidLabels()), s.m.Name)
+			}
 		}
 		for _, se := range series {
 			ch <- constMetric(s.m, s.desc, se)

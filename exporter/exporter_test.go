@@ -2,9 +2,11 @@ package exporter
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -58,4 +60,35 @@ func TestExitedZombie(t *testing.T) {
 func waitExit(pid int) error {
 	var info unix.Siginfo
 	return unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+}
+
+// TestProcessCountsBounded: the counts of processes per file keep at
+// most maxProcessCounts files; past it, stale counts make room, and a
+// file that finds none is counted without being kept (issue 37 item 6).
+func TestProcessCountsBounded(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c processCounts
+	c.at, c.count = map[string]time.Time{}, map[string]int{}
+	fresh, stale := time.Now(), time.Now().Add(-2*processCountTTL)
+	for i := range maxProcessCounts {
+		c.at[fmt.Sprint("/fresh/", i)], c.count[fmt.Sprint("/fresh/", i)] = fresh, 1
+	}
+	if n, err := c.get(self); err != nil || n < 1 {
+		t.Fatalf("get(%s) = %d, %v; want at least this process", self, n, err)
+	}
+	if len(c.at) != maxProcessCounts || len(c.count) != maxProcessCounts {
+		t.Errorf("%d and %d files kept, want %d", len(c.at), len(c.count), maxProcessCounts)
+	}
+	for i := range maxProcessCounts / 2 {
+		c.at[fmt.Sprint("/fresh/", i)] = stale
+	}
+	if _, err := c.get(self); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.at[self]; !ok || len(c.at) != maxProcessCounts/2+1 {
+		t.Errorf("%d files kept (this one: %v), want %d with it", len(c.at), ok, maxProcessCounts/2+1)
+	}
 }

@@ -2,6 +2,8 @@ package exporter_test
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"log"
 	"strings"
 	"testing"
@@ -84,5 +86,91 @@ func TestFuncMetricRefusedWithoutCookie(t *testing.T) {
 	}
 	if got := gather(t, reg, "usdt_")["usdt_loops_total"]; got != 20 {
 		t.Errorf("usdt_loops_total = %v, want 20", got)
+	}
+}
+
+// funcRefusal is what Apply says of a metric on a function probe
+// without BPF cookies.
+const funcRefusal = "function probes: not supported: BPF cookie (Linux 5.15)"
+
+// funcProbes reports whether metrics on function probes attach here:
+// the kernel has BPF cookies. Without them (a kernel before 5.15, or
+// forced off), the test checks the refusal (funcRefused) instead.
+func funcProbes(t *testing.T) bool {
+	t.Helper()
+	ok, err := features.Have(features.Cookie)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok && !features.Forced(features.Cookie) {
+		testkit.MissingFeature(t, features.Cookie.Since(), features.Cookie.String())
+	}
+	return ok
+}
+
+// funcRefused checks that Apply refuses each of ms, naming it and
+// funcRefusal, and attaches none of them.
+func funcRefused(t *testing.T, ms ...*exporter.Metric) {
+	t.Helper()
+	cfg := &exporter.Config{Metrics: ms}
+	if err := cfg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	x := exporter.New(exporter.Options{NoRuntimeMetrics: true})
+	defer x.Close()
+	err := x.Apply(cfg)
+	var aerr *exporter.ApplyError
+	if !errors.As(err, &aerr) || len(aerr.Failed) != len(ms) {
+		t.Fatalf("Apply: %v; want each of %d function metrics refused", err, len(ms))
+	}
+	for i, f := range aerr.Failed {
+		if f.Metric != ms[i].Name || !strings.Contains(f.Error(), funcRefusal) {
+			t.Errorf("Apply refused %s: %v; want %s refused with %q", f.Metric, f, ms[i].Name, funcRefusal)
+		}
+	}
+	if a := x.Attached(); len(a) != 0 {
+		t.Errorf("attached %v, want none", a)
+	}
+}
+
+// TestSiteFullWithoutCookie: without BPF cookies a USDT location finds
+// its site by address, so one probe has one site in a group: of
+// MaxSiteMetrics+1 counters on one probe, the last is refused naming
+// the feature, and the others count every hit (before, it was attached
+// and counted nothing).
+func TestSiteFullWithoutCookie(t *testing.T) {
+	testkit.RequireKernel(t)
+	defer features.ForceOff(features.Cookie)()
+	fixture := privateFixture(t, "usdt_sample")
+	p := testkit.Start(t, fixture)
+	cfg := &exporter.Config{}
+	for i := range exporter.MaxSiteMetrics + 1 {
+		cfg.Metrics = append(cfg.Metrics, &exporter.Metric{Name: fmt.Sprintf("m%d_total", i), Type: exporter.Counter,
+			Probe: &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "loop"}})
+	}
+	if err := cfg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	x := exporter.New(exporter.Options{NoRuntimeMetrics: true})
+	defer x.Close()
+	err := x.Apply(cfg)
+	var aerr *exporter.ApplyError
+	last := fmt.Sprintf("m%d_total", exporter.MaxSiteMetrics)
+	if !errors.As(err, &aerr) || len(aerr.Failed) != 1 || aerr.Failed[0].Metric != last ||
+		!strings.Contains(err.Error(), "more than 256 metrics on one USDT probe") || !strings.Contains(err.Error(), "BPF cookie (Linux 5.15)") {
+		t.Fatalf("Apply: %v; want %s refused, naming BPF cookies", err, last)
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(x); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Loop("loop", 3); err != nil {
+		t.Fatal(err)
+	}
+	got := gather(t, reg, "m")
+	for i := range exporter.MaxSiteMetrics {
+		if name := fmt.Sprintf("m%d_total", i); got[name] != 3 {
+			t.Errorf("%s = %v, want 3", name, got[name])
+		}
 	}
 }

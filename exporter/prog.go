@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cilium/ebpf"
 
@@ -62,7 +63,7 @@ const (
 )
 
 // Reasons a hit is not counted (enum lost), by index.
-var lostReasons = [...]string{"value_unreadable", "map_full", "end_without_start", "depth_overflow"}
+var lostReasons = [...]string{"value_unreadable", "map_full", "end_without_start", "depth_overflow", "start_abandoned"}
 
 // MaxDepth is how many starts of a latency histogram one thread keeps
 // open (MAX_DEPTH): recursion deeper than that is counted in
@@ -86,6 +87,8 @@ type metricShape struct {
 	LabelArgs [MaxLabels]uint32
 	LabelStrs uint32
 	MaxSeries uint32
+	Match     uint32
+	_         uint32
 	Bounds    [MaxBuckets]int64
 }
 
@@ -174,6 +177,9 @@ type program struct {
 	seen map[seriesKey]seenSeries
 	// evicted counts the series evicted (under g.readMu).
 	evicted uint64
+	// invalid is the hits of the series read last whose string label
+	// was not UTF-8 (under g.readMu).
+	invalid uint64
 }
 
 type seenSeries struct {
@@ -212,7 +218,23 @@ func shapeOf(m *Metric) metricShape {
 	if len(m.Labels) == 0 {
 		sh.MaxSeries = 1
 	}
+	for i, a := range latencyMatch(m) {
+		sh.Match |= uint32(a+1) << (4 * i)
+	}
 	return sh
+}
+
+// latencyMatch is the identity arguments (0-based) of a latency
+// histogram's start and end: an end closes only the latest start with
+// the same values (export.c's match). They are known for USDT pairs
+// (record.LatencyMatch: Python's function__entry and function__return,
+// by file and function); a function's returns need none, they come in
+// its calls' order.
+func latencyMatch(m *Metric) []int {
+	if !m.Latency() || m.Probe.Kind != record.KindUSDT || m.End.Kind != record.KindUSDT {
+		return nil
+	}
+	return record.LatencyMatch(m.Probe.Provider+":"+m.Probe.Name, m.End.Provider+":"+m.End.Name)
 }
 
 // siteKey is what makes two probes one site.
@@ -296,7 +318,32 @@ func loadGroupOf(ms []*Metric, failed func(*Metric) func(follow.Event)) ([]*prog
 	bySite := map[string]*site{}
 	var series uint64
 	usesUSDT, usesFunc, latency := 0, false, false
+	// Without BPF cookies a USDT location's spec, and so its site, is
+	// found by its address in the process (the IP map): a second site
+	// on the probe in one group would share the first's spec, and its
+	// metrics would never count. So a USDT probe has one site, of at
+	// most MaxSiteMetrics metrics; the metrics past it are refused.
+	cookie, err := features.Have(features.Cookie)
+	if err != nil {
+		cookie = true // the attach says what is missing
+	}
+	full := func(m *Metric) bool {
+		for _, pr := range []*Probe{m.Probe, m.End} {
+			if pr == nil || pr.Kind != record.KindUSDT {
+				continue
+			}
+			if s := bySite[siteKey(pr, false)]; s != nil && len(s.entries) >= MaxSiteMetrics {
+				return true
+			}
+		}
+		return false
+	}
 	for i, m := range ms {
+		if !cookie && full(m) {
+			errs[i] = fmt.Errorf("more than %d metrics on one USDT probe: %w", MaxSiteMetrics, features.Check(features.Cookie))
+			g.open--
+			continue
+		}
 		p := &program{g: g, id: uint32(i), m: m, seen: map[seriesKey]seenSeries{}}
 		if failed != nil {
 			p.failed = failed(m)
@@ -337,6 +384,9 @@ func loadGroupOf(ms []*Metric, failed func(*Metric) func(follow.Event)) ([]*prog
 			s.users = append(s.users, p)
 			p.at = append(p.at, s)
 		}
+	}
+	if g.open == 0 {
+		return progs, errs
 	}
 	// Each CPU may add one series past a metric's max_series (export.c's
 	// add): room for that, beyond the sum.
@@ -383,6 +433,9 @@ func loadGroupOf(ms []*Metric, failed func(*Metric) func(follow.Event)) ([]*prog
 	// A metric one of whose sites failed does not work: it is closed,
 	// and the sites only it used are detached.
 	for i, p := range progs {
+		if p == nil {
+			continue
+		}
 		for _, s := range p.at {
 			if s.err != nil {
 				errs[i] = s.err
@@ -448,6 +501,15 @@ func (g *group) attach(spec *ebpf.CollectionSpec) {
 		if !follow.Selector(pr.Target) && (cookie || pr.Kind != record.KindUSDT) {
 			named = append(named, s)
 			continue
+		}
+		if !follow.Selector(pr.Target) {
+			// A named file watched for want of cookies: refused now,
+			// as the path-wide attach would refuse it, when it does not
+			// open or lacks the probe (else the watch would wait for
+			// a probe that never comes).
+			if s.err = att.Find(pr.Target, pr.Provider, pr.Name); s.err != nil {
+				continue
+			}
 		}
 		fp := follow.Probe{
 			Target: pr.Target, Provider: pr.Provider, Name: pr.Name,
@@ -887,6 +949,7 @@ func (p *program) read(m *Metric, now time.Time, gen uint64) (map[string]*series
 			return nil, nil, lost, err
 		}
 		var idle []seriesKey
+		var invalid uint64
 		evicts := m.SeriesIdle > 0
 		present := make(map[seriesKey]bool, len(p.seen))
 		for _, ks := range snap[p.id] {
@@ -907,8 +970,12 @@ func (p *program) read(m *Metric, now time.Time, gen uint64) (map[string]*series
 				}
 			}
 			k := ks.key
-			addSeries(out, labelValues(m, &k), ks.per)
+			n := addSeries(out, labelValues(m, &k), ks.per)
+			if replaced(m, &k) {
+				invalid += n
+			}
 		}
+		p.invalid = invalid
 		// Deleted after the walk: a delete during it may restart it. A
 		// hit on another CPU between the read and the delete is lost
 		// with the series; the series was idle for m.SeriesIdle before
@@ -993,12 +1060,34 @@ func labelValues(m *Metric, k *seriesKey) []string {
 			if n := bytes.IndexByte(s, 0); n >= 0 {
 				s = s[:n]
 			}
-			vals[i] = strings.ToValidUTF8(string(s), "\uFFFD")
+			vals[i] = validLabel(string(s))
 		} else {
 			vals[i] = strconv.FormatInt(k.Nums[i], 10)
 		}
 	}
 	return vals
+}
+
+// validLabel is s with each run of bytes that is not UTF-8 replaced by
+// U+FFFD: Prometheus label values are UTF-8, and client_golang refuses a
+// series with another value. Values that differ only there become one
+// series.
+func validLabel(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+// replaced reports whether labels of m came from bytes that were not
+// UTF-8 (validLabel changed them): the string label held U+FFFD where
+// the kernel's bytes had none.
+func replaced(m *Metric, k *seriesKey) bool {
+	for _, l := range m.Labels {
+		if l.String || l.Source == LabelComm {
+			s := k.Str[:]
+			if n := bytes.IndexByte(s, 0); n >= 0 {
+				s = s[:n]
+			}
+			return !utf8.Valid(s)
+		}
+	}
+	return false
 }
 
 // otherLabel is the value of every label of the series that holds the
@@ -1016,6 +1105,14 @@ func otherValues(m *Metric) []string {
 		vals[i] = otherLabel
 	}
 	return vals
+}
+
+// invalidLabels returns the hits, in the series read last, whose string
+// label was not UTF-8 (validLabel).
+func (p *program) invalidLabels() uint64 {
+	p.g.readMu.Lock()
+	defer p.g.readMu.Unlock()
+	return p.invalid
 }
 
 // evictions returns the number of series evicted.

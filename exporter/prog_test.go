@@ -1,7 +1,9 @@
 package exporter
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -15,6 +17,9 @@ func TestLayout(t *testing.T) {
 	m := spec.Maps["series"]
 	if m.KeySize != uint32(unsafe.Sizeof(seriesKey{})) || m.ValueSize != uint32(unsafe.Sizeof(seriesValue{})) {
 		t.Errorf("series: key %d value %d bytes, Go %d and %d", m.KeySize, m.ValueSize, unsafe.Sizeof(seriesKey{}), unsafe.Sizeof(seriesValue{}))
+	}
+	if m.KeySize != SeriesKeyBytes || m.ValueSize != SeriesValueBytes {
+		t.Errorf("series: key %d value %d bytes, SeriesKeyBytes %d and SeriesValueBytes %d", m.KeySize, m.ValueSize, SeriesKeyBytes, SeriesValueBytes)
 	}
 	if v := spec.Maps["errors"].MaxEntries; v != uint32(len(lostReasons)) {
 		t.Errorf("errors: %d entries, %d reasons", v, len(lostReasons))
@@ -89,5 +94,33 @@ func TestSame(t *testing.T) {
 	b.Probe.Name = "m"
 	if same(a, &b) {
 		t.Error("another probe is the same")
+	}
+}
+
+// TestSeriesMemoryCeiling: a configuration whose max_series would take
+// more kernel memory than MaxSeriesMemory is refused by Check, naming
+// the metric and line that cross it and the ceiling; one just under it
+// passes (issue 37 item 7).
+func TestSeriesMemoryCeiling(t *testing.T) {
+	per := SeriesKeyBytes + SeriesValueBytes*seriesCPUs()
+	fits := MaxSeriesMemory / per
+	var yaml strings.Builder
+	yaml.WriteString("metrics:\n")
+	left := fits
+	for i := 0; left > 0; i++ {
+		n := min(left, MaxMaxSeries)
+		left -= n
+		fmt.Fprintf(&yaml, "  - {name: m%d_total, type: counter, probe: /bin/x:p:n, max_series: %d, labels: {a: {arg: 1}}}\n", i, n)
+	}
+	if _, err := ParseConfig("fits.yaml", []byte(yaml.String()), ParseProbe); err != nil {
+		t.Fatalf("%d series (%d bytes each) under the ceiling: %v", fits, per, err)
+	}
+	yaml.WriteString("  - {name: over_total, type: counter, probe: /bin/x:p:n, max_series: 1, labels: {a: {arg: 1}}}\n")
+	_, err := ParseConfig("over.yaml", []byte(yaml.String()), ParseProbe)
+	line := strings.Count(yaml.String(), "\n")
+	want := fmt.Sprintf("over.yaml:%d: ", line)
+	t.Log(err)
+	if err == nil || !strings.HasPrefix(err.Error(), want+fmt.Sprintf("metrics[%d].max_series: ", line-2)) || !strings.Contains(err.Error(), "above the ceiling of 256 MiB") {
+		t.Errorf("one series over the ceiling: %v; want %q... naming the ceiling", err, want)
 	}
 }

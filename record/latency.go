@@ -81,6 +81,22 @@ const LatencyMatchName = "probekit_trace_lat_match"
 // (TRACE_LAT_MATCH_N in trace.c).
 const MaxLatencyMatch = 2
 
+// latencyMatches are the identity arguments (0-based) of known USDT
+// START/END pairs. CPython's function__entry and function__return give
+// (file, function, line); the line differs between the two, and 3.11
+// fires function__return without function__entry for the sys.setprofile
+// callback.
+var latencyMatches = map[[2]string][]int{
+	{"python:function__entry", "python:function__return"}: {0, 1},
+}
+
+// LatencyMatch returns the identity arguments (0-based) of the known
+// USDT pair start and end ("PROVIDER:NAME" each), for SetLatencyMatch,
+// or nil when the pair is not known.
+func LatencyMatch(start, end string) []int {
+	return latencyMatches[[2]string{start, end}]
+}
+
 // SetLatencyMatch makes an end of ModeLatency close only a start whose
 // arguments args (0-based, at most MaxLatencyMatch) have the end's
 // values; it applies to USDT probes, START and END alike. The values are

@@ -203,16 +203,6 @@ func (t *tracer) reportLatencyLost(objs *record.Objects) {
 	}
 }
 
-// latencyMatches are the identity arguments (0-based) of known USDT
-// START/END pairs: an END closes only a START with the same values
-// (record.SetLatencyMatch). CPython's function__entry and
-// function__return give (file, function, line); the line differs
-// between the two, and 3.11 fires function__return without
-// function__entry for the sys.setprofile callback.
-var latencyMatches = map[[2]string][]int{
-	{"python:function__entry", "python:function__return"}: {0, 1},
-}
-
 // setLatencyMatch gives spec the identity arguments of cfg's --latency
 // pair, when it is a known one.
 func setLatencyMatch(spec *ebpf.CollectionSpec, cfg *Config) error {
@@ -223,8 +213,8 @@ func setLatencyMatch(spec *ebpf.CollectionSpec, cfg *Config) error {
 	if s.Kind != record.KindUSDT || e.Kind != record.KindUSDT {
 		return nil
 	}
-	args, ok := latencyMatches[[2]string{s.Provider + ":" + s.Name, e.Provider + ":" + e.Name}]
-	if !ok {
+	args := record.LatencyMatch(s.Provider+":"+s.Name, e.Provider+":"+e.Name)
+	if args == nil {
 		return nil
 	}
 	return record.SetLatencyMatch(spec, args...)

@@ -59,6 +59,19 @@ func openProcess(opts *Options) (*procmaps.Process, error) {
 	return nil, nil
 }
 
+// Find checks what Attach without a process checks of target before it
+// attaches: the file resolves, opens, is of this machine and has a probe
+// matching provider:name (globs allowed). It returns Attach's error, or
+// nil; nothing is attached.
+func (a *Attacher) Find(target, provider, name string) error {
+	objs, err := a.objects(nil, target, provider, name)
+	if err != nil {
+		return err
+	}
+	closeObjects(objs)
+	return nil
+}
+
 // objects opens the files an attach covers and finds their probes. The
 // caller closes the objects (closeObjects) once attached.
 func (a *Attacher) objects(proc *procmaps.Process, target, provider, name string) ([]object, error) {

@@ -20,23 +20,33 @@ func countFDs(t *testing.T) int {
 	return len(ents)
 }
 
-// largeProbes are the probes of largeConfig's metric i, by i%5: two
-// fifths of the metrics count sample:loop (more than MaxSiteMetrics of
-// 1,000: two attachments of it), the others a function's entry and
-// return, and sample:zero.
-func largeProbes(fixture string) []string {
+// largeProbes are the probes of largeConfig's metric i, by i%5, and
+// the fixture's probe each fires on (testkit.Process.Loop): two fifths
+// of the metrics count sample:loop (more than MaxSiteMetrics of 1,000:
+// two attachments of it), the others fire_loop's entry and return
+// (which fire with sample:loop), and sample:zero. Without function
+// probes (funcs false: no BPF cookies, where a USDT probe takes at most
+// MaxSiteMetrics metrics of a group) each fifth has its own USDT probe.
+func largeProbes(fixture string, funcs bool) (probes, fires []string) {
+	if !funcs {
+		fires = []string{"loop", "zero", "sizes", "consts", "mem"}
+		for _, f := range fires {
+			probes = append(probes, fixture+":sample:"+f)
+		}
+		return probes, fires
+	}
 	return []string{
 		fixture + ":sample:loop",
 		fixture + ":sample:loop",
 		"uprobe:" + fixture + ":fire_loop",
 		"uretprobe:" + fixture + ":fire_loop",
 		fixture + ":sample:zero",
-	}
+	}, []string{"loop", "loop", "loop", "loop", "zero"}
 }
 
 // largeConfig is a configuration of n counters of the fixture.
-func largeConfig(fixture string, n int) string {
-	probes := largeProbes(fixture)
+func largeConfig(fixture string, n int, funcs bool) string {
+	probes, _ := largeProbes(fixture, funcs)
 	var b strings.Builder
 	b.WriteString("metrics:\n")
 	for i := range n {
@@ -48,13 +58,16 @@ func largeConfig(fixture string, n int) string {
 // TestExportLargeConfig: 1,000 counters on four probes are attached and
 // served in under 5 s (issue 21 item 4), each counts its probe's hits
 // exactly, they hold few descriptors (metrics that share a probe share
-// its program and link), and Close releases them in under 1 s.
+// its program and link), and Close releases them in under 1 s. Without
+// BPF cookies, where function metrics are refused (TestExportFunc), the
+// function's metrics count its USDT probe instead.
 func TestExportLargeConfig(t *testing.T) {
 	testkit.RequireKernel(t)
 	const n = 1000
+	funcs := funcProbes(t)
 	fixture := privateFixture(t, "usdt_sample")
 	p := testkit.Start(t, fixture)
-	cfg, err := exporter.ParseConfig("large.yaml", []byte(largeConfig(fixture, n)), exporter.ParseProbe)
+	cfg, err := exporter.ParseConfig("large.yaml", []byte(largeConfig(fixture, n, funcs)), exporter.ParseProbe)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,19 +98,17 @@ func TestExportLargeConfig(t *testing.T) {
 		t.Errorf("%d descriptors held for %d metrics, want at most %d", held, n, n/10)
 	}
 
-	const loops, zeros = 7, 3
-	if err := p.Loop("loop", loops); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Loop("zero", zeros); err != nil {
-		t.Fatal(err)
+	// Each probe fired a number of times of its own.
+	probes, fires := largeProbes(fixture, funcs)
+	rounds := map[string]int{"loop": 7, "zero": 3, "sizes": 5, "consts": 4, "mem": 2}
+	for f, r := range rounds {
+		if err := p.Loop(f, r); err != nil {
+			t.Fatal(err)
+		}
 	}
 	got := scrape(t, "http://"+addr.String()+"/metrics")
 	for i := range n {
-		want := float64(loops)
-		if i%5 == 4 {
-			want = zeros
-		}
+		want := float64(rounds[fires[i%len(fires)]])
 		name := fmt.Sprintf("m%d_total", i)
 		if got[name] != want {
 			t.Errorf("%s = %v, want %v", name, got[name], want)
@@ -108,7 +119,6 @@ func TestExportLargeConfig(t *testing.T) {
 	// counts, the new ones count from the reload on.
 	var b strings.Builder
 	b.WriteString("metrics:\n")
-	probes := largeProbes(fixture)
 	for i := range n {
 		name := fmt.Sprintf("n%d_total", i)
 		if i < 2 {
@@ -134,7 +144,16 @@ func TestExportLargeConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = scrape(t, "http://"+addr.String()+"/metrics")
-	for name, want := range map[string]float64{"m0_total": loops + 2, "m1_total": loops + 2, "n2_total": 2, "n5_total": 2, "n999_total": 0} {
+	// Fired on sample:loop: m0 and n5 by i%5 == 0, m1 by 1 (with
+	// cookies, n2 too); not n999 (4).
+	want := map[string]float64{"m0_total": 7 + 2, "m1_total": float64(rounds[fires[1]]), "n2_total": 0, "n5_total": 2, "n999_total": 0}
+	if fires[1] == "loop" {
+		want["m1_total"] += 2
+	}
+	if fires[2] == "loop" {
+		want["n2_total"] = 2
+	}
+	for name, want := range want {
 		if got[name] != want {
 			t.Errorf("after the reload: %s = %v, want %v", name, got[name], want)
 		}

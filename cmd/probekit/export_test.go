@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/probekit/probekit/exporter"
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
 )
 
@@ -56,6 +58,59 @@ func startExporter(t testing.TB, config string) (*exporter.Exporter, string) {
 		t.Fatal(err)
 	}
 	return x, "http://" + addr.String() + "/metrics"
+}
+
+// funcRefusal is what the exporter says of a metric on a function probe
+// without BPF cookies.
+const funcRefusal = "function probes: not supported: BPF cookie (Linux 5.15)"
+
+// funcProbes reports whether metrics on function probes attach here:
+// the kernel has BPF cookies. Without them (a kernel before 5.15, or
+// forced off), the test checks the refusal (funcRefused) instead.
+func funcProbes(t *testing.T) bool {
+	t.Helper()
+	testkit.RequireKernel(t)
+	ok, err := features.Have(features.Cookie)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok && !features.Forced(features.Cookie) {
+		testkit.MissingFeature(t, features.Cookie.Since(), features.Cookie.String())
+	}
+	return ok
+}
+
+// funcRefused applies config, whose metrics are all on function probes,
+// and checks that each is refused naming funcRefusal, and that /metrics
+// shows each not attached with one attach error.
+func funcRefused(t *testing.T, config string) {
+	t.Helper()
+	cfg, err := exporter.ParseConfig("test.yaml", []byte(config), exporter.ParseProbe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := exporter.New(exporter.Options{})
+	defer x.Close()
+	err = x.Apply(cfg)
+	var aerr *exporter.ApplyError
+	if !errors.As(err, &aerr) || len(aerr.Failed) != len(cfg.Metrics) {
+		t.Fatalf("Apply: %v; want each of %d function metrics refused", err, len(cfg.Metrics))
+	}
+	_, addr, err := x.Serve("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := scrape(t, "http://"+addr.String()+"/metrics")
+	for i, f := range aerr.Failed {
+		name := cfg.Metrics[i].Name
+		if f.Metric != name || !strings.Contains(f.Error(), funcRefusal) {
+			t.Errorf("Apply refused %s: %v; want %s refused with %q", f.Metric, f, name, funcRefusal)
+		}
+		wantSamples(t, got, map[string]float64{
+			fmt.Sprintf(`probekit_export_metric_attached{metric=%q}`, name):     0,
+			fmt.Sprintf(`probekit_export_attach_errors_total{metric=%q}`, name): 1,
+		})
+	}
 }
 
 // scrape returns the samples of url by series ("name{labels}"), as the
@@ -178,10 +233,11 @@ metrics:
 
 // TestExportFunc: function probes on every process mapping the file,
 // started after the attach: argument and return value histograms, a
-// string label, and the latency from entry to return.
+// string label, and the latency from entry to return. Without BPF
+// cookies each is refused, naming them.
 func TestExportFunc(t *testing.T) {
 	fixture := privateFixture(t, "func_args")
-	_, url := startExporter(t, fmt.Sprintf(`
+	config := fmt.Sprintf(`
 metrics:
   - name: sum6_e
     type: histogram
@@ -208,7 +264,12 @@ metrics:
     type: histogram
     probe: uprobe:%[1]s:sum6
     end: uretprobe:%[1]s:sum6
-`, fixture))
+`, fixture)
+	if !funcProbes(t) {
+		funcRefused(t, config)
+		return
+	}
+	_, url := startExporter(t, config)
 	for range 2 {
 		if out, err := exec.Command(fixture, "7").CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v: %s", fixture, err, out)
@@ -266,7 +327,9 @@ metrics:
 
 // TestExportScrapeRace: scrapes while processes that hit the probes start
 // and exit, and while the configuration is applied again, are safe (run
-// under -race) and lose no hit.
+// under -race) and lose no hit. Without BPF cookies, where the function
+// metrics are refused, the scrapes and applies race with the hits of a
+// USDT counter in one running process.
 func TestExportScrapeRace(t *testing.T) {
 	fixture := privateFixture(t, "func_args")
 	config := fmt.Sprintf(`
@@ -279,6 +342,29 @@ metrics:
     probe: uprobe:%[1]s:sum6
     end: uretprobe:%[1]s:sum6
 `, fixture)
+	run := func() {
+		if out, err := exec.Command(fixture, "3").CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", fixture, err, out)
+		}
+	}
+	counts := []string{"sum6_calls_total", "sum6_seconds_count"}
+	if !funcProbes(t) {
+		funcRefused(t, config)
+		fixture = privateFixture(t, "usdt_sample")
+		p := testkit.Start(t, fixture)
+		config = fmt.Sprintf(`
+metrics:
+  - name: loop_total
+    type: counter
+    probe: %[1]s:sample:loop
+`, fixture)
+		run = func() {
+			if err := p.Loop("loop", 3); err != nil {
+				t.Fatal(err)
+			}
+		}
+		counts = []string{"loop_total"}
+	}
 	x, url := startExporter(t, config)
 	cfg, err := exporter.ParseConfig("test.yaml", []byte(config), exporter.ParseProbe)
 	if err != nil {
@@ -316,9 +402,7 @@ metrics:
 	})
 	runs := 0
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) || runs < 3; runs++ {
-		if out, err := exec.Command(fixture, "3").CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %s", fixture, err, out)
-		}
+		run()
 	}
 	close(stop)
 	wg.Wait()
@@ -327,8 +411,9 @@ metrics:
 			t.Fatal(err)
 		}
 	}
-	wantSamples(t, scrape(t, url), map[string]float64{
-		"sum6_calls_total":   float64(3 * runs),
-		"sum6_seconds_count": float64(3 * runs),
-	})
+	want := map[string]float64{}
+	for _, k := range counts {
+		want[k] = float64(3 * runs)
+	}
+	wantSamples(t, scrape(t, url), want)
 }
