@@ -38,8 +38,8 @@ all: build
 
 build:
 	$(GO) build ./...
-	CGO_ENABLED=0 $(GO) build -o bin/probekit ./cmd/probekit
-	CGO_ENABLED=0 $(GO) build -o bin/probekit-export ./cmd/probekit-export
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o bin/probekit ./cmd/probekit
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o bin/probekit-export ./cmd/probekit-export
 
 # Idempotent and quiet: only packages that are missing are installed.
 deps:
@@ -179,8 +179,8 @@ PYTHON ?= /usr/bin/python3.11
 DEMO_SCRIPT := import sys; sys.setprofile(lambda *a: None)\ndef fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\nprint("fib(5) =", fib(5))
 
 demo: deps
-	CGO_ENABLED=0 $(GO) build -o bin/probekit ./cmd/probekit
-	CGO_ENABLED=0 $(GO) build -o bin/probekit-export ./cmd/probekit-export
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o bin/probekit ./cmd/probekit
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o bin/probekit-export ./cmd/probekit-export
 	@echo "== USDT probes of $(PYTHON)"
 	./bin/probekit list $(PYTHON)
 	@echo

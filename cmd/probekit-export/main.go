@@ -20,12 +20,22 @@ import (
 	"time"
 
 	"github.com/probekit/probekit/exporter"
+	"github.com/probekit/probekit/internal/clihelp"
 	"github.com/probekit/probekit/internal/privilege"
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/record"
 )
 
 const usage = "probekit export --config FILE [--listen ADDR]"
+
+// exportExamples end --help.
+const exportExamples = `
+examples:
+  probekit export --config examples/exporter/python.yaml
+      Python function calls by function, in every Python process, on 127.0.0.1:9435/metrics
+  probekit export --config examples/exporter/postgresql.yaml --listen :9500
+      PostgreSQL queries and their latency, served on port 9500 of every address
+`
 
 // defaultListen is the exporter's address: loopback, a port next to
 // node_exporter's 9100 family not claimed in Prometheus's port list.
@@ -58,6 +68,9 @@ func run(args []string) error {
 	listen := fs.String("listen", defaultListen, "the `ADDR`ess to serve /metrics on")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Printf("usage: %s\n\nserve Prometheus metrics (/metrics) counted in the kernel at the probes FILE names; SIGHUP reloads FILE, SIGTERM detaches (docs/exporter.md)\n\nflags:\n", usage)
+			clihelp.WriteFlags(os.Stdout, fs)
+			fmt.Print("\nexamples:\n  probekit export --config examples/exporter/python.yaml\n      count Python function calls by function in every python3.11 process, on :9435/metrics\n  probekit export --config examples/exporter/postgres.yaml --listen 127.0.0.1:9500\n      PostgreSQL query latency histograms, served on 127.0.0.1 only\n")
 			return err
 		}
 		return &usageError{err.Error()}

@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -29,10 +28,9 @@ func init() {
 }
 
 func runCflags(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("cflags", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	dir := fs.String("o", "", "directory to write the headers to")
-	target := fs.String("target", runtime.GOARCH, "the BPF program's target, as bpf2go names it: amd64 or arm64")
+	fs := newFlagSet("cflags")
+	dir := fs.String("o", "", "write the headers to `DIR`")
+	target := fs.String("target", runtime.GOARCH, "the BPF program's `TARGET`, as bpf2go names it: amd64 or arm64")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return usagef("%v", err)
@@ -65,8 +63,18 @@ func runCflags(args []string, stdout, stderr io.Writer) error {
 	if asm := asmDir(tuple); asm != "" {
 		flag += " -I" + asm
 	}
+	// usdt.bpf.h reads registers through bpf_tracing.h, which needs the
+	// target named; bpf2go's -target defines the same.
+	flag += " -D__TARGET_ARCH_" + targetArch[*target]
 	_, err = fmt.Fprintln(stdout, flag)
 	return err
+}
+
+// targetArch is the __TARGET_ARCH_ suffix of each target, as
+// bpf_tracing.h spells it.
+var targetArch = map[string]string{
+	"amd64": "x86",
+	"arm64": "arm64",
 }
 
 // multiarch is the GNU triplet of each target: Debian and Ubuntu keep the

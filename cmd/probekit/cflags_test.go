@@ -15,7 +15,7 @@ func TestCflags(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "inc")
 	code, out, stderr := runCmd("cflags", "-o", dir)
 	// Debian's linux-libc-dev keeps asm/ in the multiarch directory.
-	if want := "-I" + dir + " -I/usr/include/x86_64-linux-gnu"; code != 0 || strings.TrimSpace(out) != want {
+	if want := "-I" + dir + " -I/usr/include/x86_64-linux-gnu -D__TARGET_ARCH_x86"; code != 0 || strings.TrimSpace(out) != want {
 		t.Fatalf("exit %d, out %q, stderr %q; want %q", code, out, stderr, want)
 	}
 	got, err := os.ReadFile(filepath.Join(dir, "usdt.bpf.h"))
@@ -40,6 +40,44 @@ func TestCflags(t *testing.T) {
 		t.Errorf("-target mips: exit %d, want 2", code)
 	}
 }
+
+// TestCflagsClang: a BPF_USDT program builds with clang -target bpf and
+// no other flag than what cflags prints (it lacked __TARGET_ARCH_x86,
+// which bpf_tracing.h needs).
+func TestCflagsClang(t *testing.T) {
+	clang, err := exec.LookPath("clang-19")
+	if err != nil {
+		t.Fatalf("clang-19 (make deps installs it): %v", err)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "prog.bpf.c")
+	if err := os.WriteFile(src, []byte(usdtProgram), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, flags, stderr := runCmd("cflags", "-o", filepath.Join(dir, "inc"))
+	if code != 0 {
+		t.Fatalf("cflags: exit %d: %s", code, stderr)
+	}
+	args := append([]string{"-O2", "-g", "-target", "bpf", "-c", src, "-o", filepath.Join(dir, "prog.o")}, strings.Fields(flags)...)
+	if out, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
+		t.Fatalf("clang %v: %v\n%s", args, err, out)
+	}
+}
+
+// usdtProgram is a BPF_USDT program as docs/go.md shows one.
+const usdtProgram = `#include <linux/bpf.h>
+#include <linux/ptrace.h>
+#include <bpf/bpf_helpers.h>
+#include "usdt.bpf.h"
+
+SEC("usdt")
+int BPF_USDT(on_entry, void *filename, void *funcname, int lineno)
+{
+	return bpf_usdt_cookie(ctx) + lineno != 0;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+`
 
 // TestCflagsBpf2go: the bpf2go line of the documentation (usdt/bpf's
 // package doc) builds a BPF_USDT program on this machine, with no other

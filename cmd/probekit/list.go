@@ -28,8 +28,7 @@ func init() {
 }
 
 func runList(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("list", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("list")
 	asJSON := fs.Bool("json", false, "print one JSON document")
 	pid := pidFlag(fs, "list the probes of every object process PID has mapped")
 	functions := fs.Bool("functions", false, "list the functions uprobes attach to, not USDT probes")

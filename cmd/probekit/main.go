@@ -50,6 +50,13 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "version") {
+		fmt.Fprintln(stdout, version())
+		return 0
+	}
+	if len(args) == 2 && args[0] == "help" && commands[args[1]] != nil {
+		args = []string{args[1], "--help"}
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		printUsage(stderr)
 		if len(args) == 0 {
@@ -62,6 +69,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "probekit: unknown command %q\n\n", args[0])
 		printUsage(stderr)
 		return 2
+	}
+	if wantsHelp(args[1:]) && c.name != "export" {
+		// The command's flag set is defined and asked for help, then
+		// printed whole.
+		args = []string{args[0], "-h"}
+		if c.runIO != nil {
+			c.runIO(args[1:], io.Discard, io.Discard)
+		} else {
+			c.run(args[1:], io.Discard)
+		}
+		printHelp(stdout, c)
+		return 0
 	}
 	var err error
 	if c.runIO != nil {
@@ -86,7 +105,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "probekit lists, traces and counts USDT probes and function probes (uprobes) of programs, names their addresses, and exports Prometheus metrics counted in the kernel.")
-	fmt.Fprintln(w, "\nusage:")
+	fmt.Fprintln(w, "\nusage (probekit COMMAND --help for its flags and examples; probekit --version):")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -33,14 +32,13 @@ func init() {
 var symbolizeStdin io.Reader = os.Stdin
 
 func runSymbolize(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("symbolize", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("symbolize")
 	jsonOut := fs.Bool("json", false, "one JSON object per frame")
 	dem := fs.Bool("C", false, "demangle C++ and Rust names")
 	fs.BoolVar(dem, "demangle", false, "demangle C++ and Rust names")
-	pid := pidFlag(fs, "process whose runtime addresses these are")
-	exe := fs.String("e", "", "ELF file whose link-time addresses these are")
-	cacheDir := fs.String("cache-dir", "", "directory of the line indexes (default $PROBEKIT_CACHE_DIR, else systemd's $CACHE_DIRECTORY, else $XDG_CACHE_HOME/probekit, else ~/.cache/probekit; none without a home)")
+	pid := pidFlag(fs, "process `PID` whose runtime addresses these are")
+	exe := fs.String("e", "", "the ELF `FILE` whose link-time addresses these are")
+	cacheDir := fs.String("cache-dir", "", "the line indexes' `DIR` (default $PROBEKIT_CACHE_DIR, else systemd's $CACHE_DIRECTORY, else $XDG_CACHE_HOME/probekit, else ~/.cache/probekit; none without a home)")
 	noCache := fs.Bool("no-cache", false, "read the DWARF every time: no line index read or written")
 	pos, err := parseFlags(fs, args)
 	if err != nil {

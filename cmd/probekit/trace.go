@@ -52,14 +52,13 @@ func parseTrace(args []string) (*traceRequest, error) {
 			break
 		}
 	}
-	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("trace")
 	req := &traceRequest{Config: tracer.Config{Command: cmd}}
 	fs.BoolVar(&req.JSON, "json", false, "one JSON object per hit")
-	pid := pidFlag(fs, "trace only this process")
+	pid := pidFlag(fs, "trace only process `PID`")
 	fs.IntVar(&req.Limit, "n", 0, "exit after COUNT hits (at least 1; without -n, no limit)")
-	strs := fs.String("str", "", "comma-separated argument numbers (from 1) to print as strings")
-	ring := fs.String("ring-size", "", "the ring buffer's size: a power of two with K, M or G (default 16M)")
+	strs := fs.String("str", "", "comma-separated argument numbers `N,...` (from 1) to print as strings")
+	ring := fs.String("ring-size", "", "the ring buffer's `SIZE`: a power of two with K, M or G (default 16M)")
 	count := fs.Bool("count", false, "count the hits of each probe in the kernel; print the counts at exit")
 	hist := fs.String("hist", "", "a log2 histogram of argument N (from 1) or of ret, built in the kernel; printed at exit")
 	latency := fs.Bool("latency", false, "a log2 histogram of nanoseconds from a function's entry to its return (one uprobe PROBE), or from START to END (two PROBEs), paired per thread in the kernel; printed at exit")
