@@ -148,6 +148,19 @@ func (f *File) ReadAt(off, n, limit uint64) ([]byte, error) {
 	return buf, nil
 }
 
+// ReadFull reads len(buf) bytes at off into buf, with ReadAt's range
+// checks and no allocation.
+func (f *File) ReadFull(buf []byte, off uint64) error {
+	n := uint64(len(buf))
+	if end := off + n; end < off || off > 1<<62 || (f.size >= 0 && end > uint64(f.size)) {
+		return errorf(off, "%d bytes at offset %#x lie beyond the end of the file", n, off)
+	}
+	if _, err := f.r.ReadAt(buf, int64(off)); err != nil && !(err == io.EOF && n == 0) {
+		return f.readErr(off, n, err)
+	}
+	return nil
+}
+
 func (f *File) readErr(off, n uint64, err error) error {
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return errorf(off, "%d bytes at offset %#x lie beyond the end of the file", n, off)
