@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 )
 
 // Ceilings. Each bounds what one hostile header field can make us read or
@@ -90,6 +91,9 @@ type File struct {
 
 	r    io.ReaderAt
 	size int64 // -1 when the reader does not tell
+	// inflated is what compressed sections took of the file's
+	// decompression budget (compress.go).
+	inflated atomic.Uint64
 }
 
 // sizer is implemented by bytes.Reader, strings.Reader and
