@@ -53,6 +53,10 @@ func TestDebugLinkBesideTrust(t *testing.T) {
 			copyTo(t, fixture("dbg_v5.debug"), filepath.Dir(debug), filepath.Base(debug))
 			must(t, os.Chmod(debug, 0o646))
 		}, false},
+		{"root's hard link beside another user's object", func(t *testing.T, obj, debug string) {
+			must(t, os.Link(target, debug))
+			must(t, os.Chown(obj, 65534, 65534))
+		}, false},
 		{"the object's owner's", func(t *testing.T, obj, debug string) {
 			copyTo(t, fixture("dbg_v5.debug"), filepath.Dir(debug), filepath.Base(debug))
 			must(t, os.Chown(debug, 65534, 65534))

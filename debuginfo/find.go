@@ -374,8 +374,9 @@ func (o *Options) maxSize() int64 {
 // of the object obj: the final component is not followed (O_NOFOLLOW),
 // the open does not block (O_NONBLOCK: a FIFO is refused, not waited
 // on), and the file must be a regular file owned by root, by the user
-// or by obj's owner (who could have written obj itself), and not
-// writable by others. Else ErrNotTrusted.
+// or by obj's owner (who could have written obj itself), not writable
+// by others, and, when root's beside an object that is not, with a
+// single link. Else ErrNotTrusted.
 func openBeside(path string, obj *os.File) (*os.File, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err == unix.ELOOP {
@@ -401,6 +402,10 @@ func openBeside(path string, obj *os.File) (*os.File, error) {
 		why = fmt.Sprintf("owned by uid %d, neither root, the user, nor the object's owner", st.Uid)
 	case st.Mode&0o002 != 0:
 		why = fmt.Sprintf("mode %#o: writable by others", st.Mode&0o7777)
+	case st.Uid == 0 && objUID != 0 && st.Nlink > 1:
+		// With fs.protected_hardlinks=0 the object's owner can link a
+		// root-only file beside it; the link keeps root's ownership.
+		why = fmt.Sprintf("root's, with %d links, beside an object of uid %d", st.Nlink, objUID)
 	}
 	if why != "" {
 		unix.Close(fd)
