@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/probekit/probekit/internal/safeelf"
-	"github.com/probekit/probekit/procmaps"
+	"golang.org/x/sys/unix"
 )
 
 // debuginfod client defaults and ceilings.
@@ -88,21 +88,64 @@ func (fd *finder) debuginfod() *File {
 		return nil
 	}
 	hexID := hex.EncodeToString(fd.id)
-	dir := filepath.Join(cache, hexID)
-	path := filepath.Join(dir, "debuginfo")
-	switch st, err := os.Stat(path); {
-	case err == nil && st.Size() > 0:
-		if f := fd.tryCached(path); f != nil {
-			return f
+	// The directories are checked before anything in them is read or
+	// written (CacheError, dcache.go).
+	top, err := openCacheDir(nil, cache, false)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		fd.warn(fmt.Errorf("%s: %w", fd.path, err))
+		return nil
+	}
+	var dir *cacheDir
+	if top != nil {
+		defer top.close()
+		if dir, err = openCacheDir(top, hexID, false); err != nil && !errors.Is(err, os.ErrNotExist) {
+			fd.warn(fmt.Errorf("%s: %w", fd.path, err))
+			return nil
 		}
-	case err == nil && time.Since(st.ModTime()) <= cacheMiss(cache):
-		return nil // a recent miss
+	}
+	if dir != nil {
+		defer dir.close()
+		f, st, err := dir.open("debuginfo")
+		switch {
+		case err == nil && st.Size > 0:
+			if f := fd.tryCached(dir, f); f != nil {
+				return f
+			}
+		case err == nil:
+			f.Close()
+			mtime := time.Unix(st.Mtim.Unix())
+			if time.Since(mtime) <= cacheMiss(top) {
+				return nil // a recent miss
+			}
+		case !errors.Is(err, os.ErrNotExist):
+			fd.warn(fmt.Errorf("%s: %w", fd.path, err))
+			return nil
+		}
+	}
+	if top == nil {
+		if top, err = openCacheDir(nil, cache, true); err != nil {
+			fd.warn(fmt.Errorf("%s: %w: cache: %w", fd.path, ErrDebuginfod, err))
+			return nil
+		}
+		defer top.close()
+	}
+	if dir == nil {
+		if dir, err = openCacheDir(top, hexID, true); err != nil {
+			fd.warn(fmt.Errorf("%s: %w: cache: %w", fd.path, ErrDebuginfod, err))
+			return nil
+		}
+		defer dir.close()
 	}
 	var notFound int
 	for _, u := range urls {
-		err := fd.download(u, hexID, dir, path)
+		err := fd.download(u, hexID, dir)
 		if err == nil {
-			if f := fd.tryCached(path); f != nil {
+			f, _, err := dir.open("debuginfo")
+			if err != nil {
+				fd.warn(fmt.Errorf("%s: %w", fd.path, err))
+				continue
+			}
+			if f := fd.tryCached(dir, f); f != nil {
 				return f
 			}
 			continue
@@ -119,52 +162,57 @@ func (fd *finder) debuginfod() *File {
 		// An expired miss is renewed in place, never removed: a
 		// download that another client renames there meanwhile must
 		// survive.
-		if os.MkdirAll(dir, 0o700) == nil {
-			f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
-			switch {
-			case err == nil:
-				f.Close()
-			case errors.Is(err, os.ErrExist):
-				if st, err := os.Stat(path); err == nil && st.Size() == 0 {
-					now := time.Now()
-					os.Chtimes(path, now, now)
+		nfd, err := unix.Openat(dir.fd, "debuginfo", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o666)
+		switch {
+		case err == nil:
+			unix.Close(nfd)
+		case err == unix.EEXIST:
+			if f, st, err := dir.open("debuginfo"); err == nil {
+				if st.Size == 0 {
+					now := unix.NsecToTimeval(time.Now().UnixNano())
+					unix.Futimes(int(f.Fd()), []unix.Timeval{now, now})
 				}
+				f.Close()
 			}
 		}
 	}
 	return nil
 }
 
-// tryCached opens a cached download; one that does not check is removed.
-func (fd *finder) tryCached(path string) *File {
-	f, err := procmaps.OpenFile(path)
-	if err != nil {
-		fd.warn(fmt.Errorf("%s: debuginfod cache: %w", fd.path, err))
-		return nil
-	}
+// tryCached checks f, the cached download in dir; one that does not
+// check is removed.
+func (fd *finder) tryCached(dir *cacheDir, f *os.File) *File {
+	path := f.Name()
 	if err := fd.check(f, candidate{path: path, source: SourceDebuginfod}); err != nil {
 		f.Close()
-		os.Remove(path)
+		unix.Unlinkat(dir.fd, "debuginfo", 0)
 		fd.warn(fmt.Errorf("%s: debuginfod cache %s: %w (removed)", fd.path, path, err))
 		return nil
 	}
 	return &File{File: f, Path: path, Source: SourceDebuginfod, BuildID: fd.id, Warnings: fd.warns}
 }
 
-// cacheMiss reads CACHE/cache_miss_s, the seconds a miss is honoured.
-func cacheMiss(cache string) time.Duration {
+// cacheMiss reads CACHE/cache_miss_s, the seconds a miss is honoured:
+// at most maxCacheMiss bytes of a checked regular file (anything else,
+// the default).
+func cacheMiss(top *cacheDir) time.Duration {
 	s := defaultCacheMiss
-	if b, err := os.ReadFile(filepath.Join(cache, "cache_miss_s")); err == nil && len(b) < 32 {
-		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v >= 0 {
-			s = v
+	if f, _, err := top.open("cache_miss_s"); err == nil {
+		var b [maxCacheMiss + 1]byte
+		n, _ := io.ReadFull(f, b[:])
+		f.Close()
+		if n <= maxCacheMiss {
+			if v, err := strconv.Atoi(strings.TrimSpace(string(b[:n]))); err == nil && v >= 0 {
+				s = v
+			}
 		}
 	}
 	return time.Duration(s) * time.Second
 }
 
-// download fetches server/buildid/HEX/debuginfo into path. A 404 is
-// os.ErrNotExist; every other failure wraps ErrDebuginfod.
-func (fd *finder) download(server, hexID, dir, path string) (err error) {
+// download fetches server/buildid/HEX/debuginfo into dir/debuginfo. A
+// 404 is os.ErrNotExist; every other failure wraps ErrDebuginfod.
+func (fd *finder) download(server, hexID string, dir *cacheDir) (err error) {
 	timeout := fd.opts.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -220,17 +268,14 @@ func (fd *finder) download(server, hexID, dir, path string) (err error) {
 	case resp.ContentLength > maxSize:
 		return fail("%d bytes, more than the %d allowed (Options.MaxSize)", resp.ContentLength, maxSize)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fail("cache: %v", err)
-	}
-	tmp, err := os.CreateTemp(dir, ".debuginfo.tmp*")
+	tmp, tmpName, err := dir.create(".debuginfo.tmp", 0o600)
 	if err != nil {
 		return fail("cache: %v", err)
 	}
 	defer func() {
 		tmp.Close()
 		if err != nil {
-			os.Remove(tmp.Name())
+			unix.Unlinkat(dir.fd, tmpName, 0)
 		}
 	}()
 	n, err := io.Copy(tmp, io.LimitReader(resp.Body, maxSize+1))
@@ -257,10 +302,11 @@ func (fd *finder) download(server, hexID, dir, path string) (err error) {
 		return fail("cache: %v", err)
 	}
 	if t, perr := http.ParseTime(resp.Header.Get("Last-Modified")); perr == nil {
-		os.Chtimes(tmp.Name(), t, t)
+		tv := unix.NsecToTimeval(t.UnixNano())
+		unix.Futimes(int(tmp.Fd()), []unix.Timeval{tv, tv})
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fail("cache: %v", err)
+	if err := unix.Renameat(dir.fd, tmpName, dir.fd, "debuginfo"); err != nil {
+		return fail("cache: rename %s: %v", tmp.Name(), err)
 	}
 	return nil
 }

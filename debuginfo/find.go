@@ -14,6 +14,7 @@ import (
 
 	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/procmaps"
+	"golang.org/x/sys/unix"
 )
 
 // Errors.
@@ -28,6 +29,14 @@ var (
 	// ErrBadLink indicates a .gnu_debuglink name that is not a base name ("/",
 	// "..", "."), which would lead out of the debug directories.
 	ErrBadLink = errors.New("debuglink name is not a base name")
+	// ErrTooLarge indicates a candidate debug file larger than
+	// Options.MaxSize: its CRC-32 is not computed, and it is not used.
+	ErrTooLarge = errors.New("debug file too large")
+	// ErrNotTrusted indicates a debuglink candidate beside the object,
+	// opened on the host, that is a symbolic link, is writable by
+	// others, or is owned by neither root, the user, nor the object's
+	// owner.
+	ErrNotTrusted = errors.New("debug file not trusted")
 )
 
 // DefaultDebugDir is the global debug directory of gdb, elfutils and
@@ -58,7 +67,9 @@ type Options struct {
 	// Timeout bounds one debuginfod download from connect to last byte;
 	// default DefaultTimeout.
 	Timeout time.Duration
-	// MaxSize bounds a downloaded debug file; default DefaultMaxSize.
+	// MaxSize bounds a downloaded debug file and a debug file whose
+	// CRC-32 a debuglink asks for (the whole file is read for it);
+	// default DefaultMaxSize.
 	MaxSize int64
 	// Warn, when set, is called with each candidate refused (a build ID
 	// or CRC mismatch, a bad debuglink, a failed download); the same
@@ -220,8 +231,10 @@ func (fd *finder) local(ef *safeelf.File) *File {
 		for _, d := range fd.opts.DebugDirs {
 			link = append(link, filepath.Join(d, dir, name))
 		}
-		for _, p := range link {
-			cands = append(cands, candidate{path: p, source: SourceDebugLink, crc: crc, checkCRC: true})
+		for i, p := range link {
+			// The two beside the object are in a directory its
+			// owner chose, not in a debug directory.
+			cands = append(cands, candidate{path: p, source: SourceDebugLink, crc: crc, checkCRC: true, beside: i < 2})
 		}
 	}
 	if fd.opts.Process != nil {
@@ -252,7 +265,10 @@ type candidate struct {
 	source   Source
 	crc      uint32
 	checkCRC bool
-	sup      *SupLink // for FindSup: the identity it must have
+	// beside is set for a debuglink candidate in the object's
+	// directory: on the host it is opened with openBeside.
+	beside bool
+	sup    *SupLink // for FindSup: the identity it must have
 }
 
 // try opens c and checks it; nil when it is absent or refused (refusals
@@ -260,9 +276,12 @@ type candidate struct {
 func (fd *finder) try(c candidate, inRoot bool) *File {
 	var f *os.File
 	var err error
-	if inRoot {
+	switch {
+	case inRoot:
 		f, err = fd.opts.Process.OpenOwned(c.path)
-	} else {
+	case c.beside:
+		f, err = openBeside(c.path, fd.obj)
+	default:
 		f, err = procmaps.OpenFile(c.path)
 	}
 	if err != nil {
@@ -310,7 +329,7 @@ func (fd *finder) check(f *os.File, c candidate) error {
 		return fmt.Errorf("%w: no build ID, the object's is %x", ErrMismatch, fd.id)
 	}
 	if c.checkCRC {
-		got, err := fileCRC(f)
+		got, err := fileCRC(f, fd.opts.maxSize())
 		if err != nil {
 			return err
 		}
@@ -325,13 +344,78 @@ func (fd *finder) check(f *os.File, c candidate) error {
 }
 
 // fileCRC is the CRC-32 (IEEE, the zlib polynomial, seed 0) of the whole
-// file, the checksum a .gnu_debuglink records (gdb manual).
-func fileCRC(f *os.File) (uint32, error) {
+// file, the checksum a .gnu_debuglink records (gdb manual). A file of
+// more than limit bytes is ErrTooLarge, and is not read; one that grows
+// while read is read up to limit only, and fails the comparison.
+func fileCRC(f *os.File, limit int64) (uint32, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if st.Size() > limit {
+		return 0, fmt.Errorf("%w: %d bytes, more than the %d read for a debuglink's CRC-32 (Options.MaxSize)", ErrTooLarge, st.Size(), limit)
+	}
 	h := crc32.NewIEEE()
-	if _, err := io.Copy(h, io.NewSectionReader(f, 0, 1<<62)); err != nil {
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, limit)); err != nil {
 		return 0, err
 	}
 	return h.Sum32(), nil
+}
+
+// maxSize is MaxSize, or DefaultMaxSize when not set.
+func (o *Options) maxSize() int64 {
+	if o.MaxSize > 0 {
+		return o.MaxSize
+	}
+	return DefaultMaxSize
+}
+
+// openBeside opens, on the host, a debuglink candidate in the directory
+// of the object obj: the final component is not followed (O_NOFOLLOW),
+// the open does not block (O_NONBLOCK: a FIFO is refused, not waited
+// on), and the file must be a regular file owned by root, by the user
+// or by obj's owner (who could have written obj itself), not writable
+// by others, and, when root's beside an object that is not, with a
+// single link. Else ErrNotTrusted.
+func openBeside(path string, obj *os.File) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err == unix.ELOOP {
+		return nil, fmt.Errorf("%w: %s is a symbolic link, not followed", ErrNotTrusted, path)
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st, ost unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	objUID := -1
+	if obj != nil && unix.Fstat(int(obj.Fd()), &ost) == nil {
+		objUID = int(ost.Uid)
+	}
+	var why string
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		why = "not a regular file"
+	case st.Uid != 0 && int(st.Uid) != os.Geteuid() && int(st.Uid) != objUID:
+		why = fmt.Sprintf("owned by uid %d, neither root, the user, nor the object's owner", st.Uid)
+	case st.Mode&0o002 != 0:
+		why = fmt.Sprintf("mode %#o: writable by others", st.Mode&0o7777)
+	case st.Uid == 0 && objUID != 0 && st.Nlink > 1:
+		// With fs.protected_hardlinks=0 the object's owner can link a
+		// root-only file beside it; the link keeps root's ownership.
+		why = fmt.Sprintf("root's, with %d links, beside an object of uid %d", st.Nlink, objUID)
+	}
+	if why != "" {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%w: %s: %s", ErrNotTrusted, path, why)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "fcntl", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 func equal(a, b []byte) bool { return string(a) == string(b) }

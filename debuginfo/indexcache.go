@@ -78,20 +78,30 @@ func (c *IndexCache) Dir() string { return c.dir }
 // (the object itself when it carries its DWARF) and the supplementary
 // file (dwz's common file, if the debug file names one) by their
 // identity: their build ID (for the supplementary file, the identity its
-// link records) and their size.
+// link records) and their size; and the whole by Digest.
+//
+// A build ID is a claim of the file, not a proof: two files can carry
+// one build ID and one size and hold other DWARF (a rebuilt package,
+// or a file made to poison the cache). Digest, the SectionsDigest of
+// the object, the debug file and the supplementary file, is what
+// decides: an index stored for another digest is ErrIndexKey, and is
+// rebuilt.
 type IndexKey struct {
 	BuildID   []byte
 	DebugID   []byte
 	DebugSize int64
 	SupID     []byte
 	SupSize   int64 // -1 without a supplementary file
+	// Digest is the SectionsDigest of the files the index is built
+	// from. An IndexKey without one is refused by Load and Store.
+	Digest []byte
 }
 
 // bytes encodes k with the format version.
 func (k *IndexKey) bytes() []byte {
 	le := binary.LittleEndian
 	b := le.AppendUint32(nil, LineIndexVersion)
-	for _, id := range [][]byte{k.BuildID, k.DebugID, k.SupID} {
+	for _, id := range [][]byte{k.BuildID, k.DebugID, k.SupID, k.Digest} {
 		b = le.AppendUint32(b, uint32(len(id)))
 		b = append(b, id...)
 	}
@@ -145,6 +155,9 @@ func checkOwned(st *unix.Stat_t, kind uint32, path string) error {
 func (c *IndexCache) Load(k *IndexKey) (*LineIndex, error) {
 	if len(k.BuildID) == 0 {
 		return nil, fmt.Errorf("line index: no build ID: %w", os.ErrNotExist)
+	}
+	if len(k.Digest) == 0 {
+		return nil, fmt.Errorf("line index: no digest of the sections: %w", os.ErrNotExist)
 	}
 	dfd, err := c.openDir()
 	if err != nil {
@@ -203,6 +216,9 @@ func (c *IndexCache) Load(k *IndexKey) (*LineIndex, error) {
 func (c *IndexCache) Store(k *IndexKey, l *Lines, syms *IndexSymbols) (*LineIndex, error) {
 	if len(k.BuildID) == 0 {
 		return nil, errors.New("line index: no build ID")
+	}
+	if len(k.Digest) == 0 {
+		return nil, errors.New("line index: no digest of the sections")
 	}
 	b, err := l.AppendIndex(nil, k.bytes(), syms)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 )
 
 func testKey(id string) *IndexKey {
-	return &IndexKey{BuildID: []byte(id), DebugID: []byte(id), DebugSize: 1234, SupSize: -1}
+	return &IndexKey{BuildID: []byte(id), DebugID: []byte(id), DebugSize: 1234, SupSize: -1, Digest: []byte("digest of " + id)}
 }
 
 // TestIndexCacheRoundTrip: Store writes DIR/lines/HEX (directories 0700,
@@ -57,9 +57,11 @@ func TestIndexCacheRoundTrip(t *testing.T) {
 		}
 	}
 	for _, other := range []*IndexKey{
-		{BuildID: k.BuildID, DebugID: k.DebugID, DebugSize: 1235, SupSize: -1},
-		{BuildID: k.BuildID, DebugID: k.DebugID, DebugSize: 1234, SupID: []byte{9}, SupSize: 10},
-		{BuildID: k.BuildID, DebugID: []byte{7}, DebugSize: 1234, SupSize: -1},
+		{BuildID: k.BuildID, DebugID: k.DebugID, DebugSize: 1235, SupSize: -1, Digest: k.Digest},
+		{BuildID: k.BuildID, DebugID: k.DebugID, DebugSize: 1234, SupID: []byte{9}, SupSize: 10, Digest: k.Digest},
+		{BuildID: k.BuildID, DebugID: []byte{7}, DebugSize: 1234, SupSize: -1, Digest: k.Digest},
+		// Same build IDs and sizes, other section bytes.
+		{BuildID: k.BuildID, DebugID: k.DebugID, DebugSize: 1234, SupSize: -1, Digest: []byte("other digest")},
 	} {
 		if _, err := c.Load(other); !errors.Is(err, ErrIndexKey) {
 			t.Errorf("key %+v: %v, want ErrIndexKey", other, err)

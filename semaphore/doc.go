@@ -26,7 +26,14 @@
 //
 // Before writing, the address is checked to lie in a writable mapping and
 // the process's identity is checked after opening its memory, so a
-// reused PID is never written to. Releasing in a process that has exited
+// reused PID is never written to. Activate records the Site of the
+// counter (the file, device and inode, and file offset mapped at the
+// address; the process image, by its argument and environment
+// addresses) and every later write first checks it is unchanged: a
+// release after the object was dlclose'd and its address reused, or
+// after the process exec'd, writes nothing (ErrSiteChanged, which
+// Release does not report). RestoreSite does the same for a counter
+// the kernel raised. Releasing in a process that has exited
 // is not an error. Errors opening /proc/PID/mem wrap os.ErrPermission
 // (root or ptrace access needed) or match os.ErrNotExist and
 // procmaps.ErrProcessGone (the process exited).

@@ -8,6 +8,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(execChildEnv) != "" {
+		execChild()
+	}
 	code := testkit.RunWithLeakCheck(m)
 	if code == 0 && Outstanding() != 0 {
 		// Every test releases what it activates.

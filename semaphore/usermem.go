@@ -44,6 +44,7 @@ type Activation struct {
 	key  key
 	proc procmaps.Process
 	addr uint64
+	site Site // the memory raised, compared before the release writes
 	once sync.Once
 	err  error
 }
@@ -73,12 +74,13 @@ func (r *Registry) Activate(proc *procmaps.Process, addr uint64) (*Activation, e
 	if addr%2 != 0 {
 		return nil, fmt.Errorf("semaphore at %#x in %v: %w", addr, proc, ErrMisaligned)
 	}
-	if err := checkWritable(proc, addr); err != nil {
+	site, err := SiteOf(proc, addr)
+	if err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := adjust(proc, addr, +1); err != nil {
+	if err := adjust(proc, addr, +1, site); err != nil {
 		return nil, err
 	}
 	if r.held == nil {
@@ -86,7 +88,7 @@ func (r *Registry) Activate(proc *procmaps.Process, addr uint64) (*Activation, e
 	}
 	k := key{proc.PID, proc.StartTime, addr}
 	r.held[k]++
-	return &Activation{reg: r, key: k, proc: *proc, addr: addr}, nil
+	return &Activation{reg: r, key: k, proc: *proc, addr: addr, site: site}, nil
 }
 
 // Held returns how many activations of the semaphore at addr in proc r
@@ -116,7 +118,9 @@ func (a *Activation) Address() uint64 { return a.addr }
 
 // Release lowers the counter by one, once: later calls return the first
 // call's result. A process that has exited (or whose PID now belongs to
-// another process, which is never written to) is not an error.
+// another process, which is never written to) is not an error, nor is
+// memory that changed since Activate (the object dlclose'd, the address
+// reused, the process exec'd: see Site), which is not written either.
 func (a *Activation) Release() error {
 	a.once.Do(func() { a.err = a.reg.release(a) })
 	return a.err
@@ -128,34 +132,18 @@ func (r *Registry) release(a *Activation) error {
 	if r.held[a.key]--; r.held[a.key] <= 0 {
 		delete(r.held, a.key)
 	}
-	err := adjust(&a.proc, a.addr, -1)
-	if errors.Is(err, procmaps.ErrProcessGone) || errors.Is(err, procmaps.ErrProcessChanged) {
-		return nil // its memory is gone with it
+	err := adjust(&a.proc, a.addr, -1, a.site)
+	if errors.Is(err, procmaps.ErrProcessGone) || errors.Is(err, procmaps.ErrProcessChanged) || errors.Is(err, ErrSiteChanged) {
+		return nil // the memory raised is gone
 	}
 	return err
 }
 
-// checkWritable refuses an address outside the process's writable
-// mappings: a wrong address would corrupt the target
-// (oxidecomputer/usdt#449).
-func checkWritable(proc *procmaps.Process, addr uint64) error {
-	maps, _, err := proc.Mappings()
-	if err != nil {
-		return fmt.Errorf("semaphore: %w", err)
-	}
-	for _, m := range maps {
-		if addr >= m.Start && addr+2 <= m.End {
-			if m.Perms&procmaps.Write == 0 {
-				break
-			}
-			return nil
-		}
-	}
-	return fmt.Errorf("semaphore at %#x in %v: %w", addr, proc, ErrNotWritable)
-}
-
-// adjust adds delta (+1 or -1) to the counter at addr in proc.
-func adjust(proc *procmaps.Process, addr uint64, delta int) error {
+// adjust adds delta (+1 or -1) to the counter at addr in proc, whose
+// memory must still be site (an address outside the process's writable
+// mappings is refused by SiteOf before: a wrong address would corrupt
+// the target, oxidecomputer/usdt#449).
+func adjust(proc *procmaps.Process, addr uint64, delta int, site Site) error {
 	if addr > math.MaxInt64-2 {
 		return fmt.Errorf("semaphore at %#x in %v: %w", addr, proc, ErrNotWritable)
 	}
@@ -164,6 +152,11 @@ func adjust(proc *procmaps.Process, addr uint64, delta int) error {
 		return err
 	}
 	defer unix.Close(fd)
+	// After opening the memory: the descriptor holds the image that
+	// the check sees.
+	if err := checkSite(proc, addr, site); err != nil {
+		return err
+	}
 	v, err := readCounter(proc, fd, path, addr)
 	if err != nil {
 		return err
@@ -257,12 +250,27 @@ func memError(proc *procmaps.Process, op, path string, err error) error {
 // and this package's fallback read and write the counter, which is not
 // atomic with the kernel's update). A process that has exited, or whose
 // PID names another process now, is left alone.
+//
+// It checks only that addr lies in a writable mapping; RestoreSite also
+// checks the memory is the one the kernel raised.
 func RestoreForDetach(proc *procmaps.Process, addr uint64) (restored bool, err error) {
 	if proc == nil || addr%2 != 0 || addr > math.MaxInt64-2 {
 		return false, fmt.Errorf("semaphore at %#x: %w", addr, ErrMisaligned)
 	}
-	if err := checkWritable(proc, addr); err != nil {
+	site, err := SiteOf(proc, addr)
+	if err != nil {
 		return false, err
+	}
+	return RestoreSite(proc, addr, site)
+}
+
+// RestoreSite is RestoreForDetach for the counter whose memory was site
+// (SiteOf, taken when the uprobe was attached): memory that changed
+// since (the object dlclose'd, the process exec'd) is not written, and
+// the error is ErrSiteChanged.
+func RestoreSite(proc *procmaps.Process, addr uint64, site Site) (restored bool, err error) {
+	if proc == nil || addr%2 != 0 || addr > math.MaxInt64-2 {
+		return false, fmt.Errorf("semaphore at %#x: %w", addr, ErrMisaligned)
 	}
 	defaultRegistry.mu.Lock() // no fallback writer of ours runs meanwhile
 	defer defaultRegistry.mu.Unlock()
@@ -271,6 +279,9 @@ func RestoreForDetach(proc *procmaps.Process, addr uint64) (restored bool, err e
 		return false, err
 	}
 	defer unix.Close(fd)
+	if err := checkSite(proc, addr, site); err != nil {
+		return false, err
+	}
 	v, err := readCounter(proc, fd, path, addr)
 	if err != nil || v != 0 {
 		return false, err

@@ -257,3 +257,64 @@ func TestLineIndexNoAlloc(t *testing.T) {
 		t.Errorf("Process.SymbolizeInto: %v allocations per call of 1024 addresses", n)
 	}
 }
+
+// TestLineIndexSameBuildID: two files with one build ID and one size
+// but other DWARF (a file name in .debug_line_str changed in place) each
+// get their own frames through one cache, in either order, warm or cold:
+// the index of one is never used for the other.
+func TestLineIndexSameBuildID(t *testing.T) {
+	orig := filepath.Join("..", "testdata", "lines", "bin", "lines_c_v5")
+	b, err := os.ReadFile(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, err := elf.Open(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := ef.Section(".debug_line_str")
+	ef.Close()
+	if s == nil {
+		t.Fatal("no .debug_line_str")
+	}
+	sec := b[s.Offset : s.Offset+s.Size]
+	i := strings.Index(string(sec), "lines_inline.h")
+	if i < 0 {
+		t.Fatal("lines_inline.h not in .debug_line_str")
+	}
+	hacked := slices.Clone(b)
+	copy(hacked[int(s.Offset)+i:], "lines_hacked.h")
+	dir := t.TempDir()
+	a, h := filepath.Join(dir, "a"), filepath.Join(dir, "h")
+	if err := os.WriteFile(a, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(h, hacked, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	addrs := textAddrs(t, orig)
+	wantA, _ := symbolizeAll(t, a, &Options{NoIndex: true}, addrs)
+	wantH, _ := symbolizeAll(t, h, &Options{NoIndex: true}, addrs)
+	hackedFrames := 0
+	for _, f := range wantH {
+		if f.File != "" && strings.HasSuffix(f.File, "lines_hacked.h") {
+			hackedFrames++
+		}
+	}
+	if hackedFrames == 0 || slices.Equal(wantA, wantH) {
+		t.Fatalf("the changed file gives %d frames in lines_hacked.h", hackedFrames)
+	}
+	for _, order := range [][]string{{a, h, a, h}, {h, a, h, a}, {a, a, h, h}} {
+		cache := t.TempDir()
+		for _, p := range order {
+			want := wantA
+			if p == h {
+				want = wantH
+			}
+			got, _ := symbolizeAll(t, p, &Options{IndexDir: cache}, addrs)
+			if !slices.Equal(got, want) {
+				t.Fatalf("order %v: %s is named from another file's index", order, filepath.Base(p))
+			}
+		}
+	}
+}

@@ -53,13 +53,24 @@ const (
 // PerfMap is a parsed perf map, immutable and safe for concurrent use.
 type PerfMap struct {
 	entries []perfEntry // by start, then by line
-	maxEnd  []uint64    // maxEnd[i]: the highest end of entries[:i+1]
+	// segs is the map resolved: disjoint ranges by address, each named
+	// by the entry written last of those covering it, so that a lookup
+	// is one binary search whatever the entries overlap (one entry
+	// spanning the address space and 100,000 others inside it cost
+	// no more than 100,000 disjoint ones).
+	segs []perfSeg
 	// Bad counts lines that are not START SIZE NAME (or have size 0, or
 	// wrap around the address space); Truncated is set when the file or
 	// the entries exceeded a ceiling.
 	Bad       int
 	Truncated bool
 	size      int64 // bytes read
+}
+
+// perfSeg is [start, end) named by entries[entry].
+type perfSeg struct {
+	start, end uint64
+	entry      int32
 }
 
 type perfEntry struct {
@@ -134,13 +145,90 @@ func parsePerfMap(r io.Reader, prev *PerfMap, partial bool, maxBytes, maxEntries
 		}
 		return a.seq - b.seq
 	})
-	m.maxEnd = make([]uint64, len(m.entries))
-	var hi uint64
-	for i, e := range m.entries {
-		hi = max(hi, e.end)
-		m.maxEnd[i] = hi
-	}
+	m.segs = resolvePerf(m.entries)
 	return m, nil
+}
+
+// resolvePerf returns the disjoint ranges of entries (sorted by start),
+// each named by the covering entry of the highest seq: a sweep over the
+// 2n start and end addresses with a heap of the entries begun, in
+// O(n log n) time and at most 2n ranges.
+func resolvePerf(entries []perfEntry) []perfSeg {
+	if len(entries) == 0 {
+		return nil
+	}
+	bounds := make([]uint64, 0, 2*len(entries))
+	for _, e := range entries {
+		bounds = append(bounds, e.start, e.end)
+	}
+	slices.Sort(bounds)
+	bounds = slices.Compact(bounds)
+	var h perfHeap
+	h.entries = entries
+	var segs []perfSeg
+	next := 0 // entries[next:] have not begun
+	for k := 0; k+1 < len(bounds); k++ {
+		b := bounds[k]
+		for next < len(entries) && entries[next].start <= b {
+			h.push(int32(next))
+			next++
+		}
+		// Entries that ended are dropped as they reach the top: the top
+		// is all that names the range.
+		for len(h.idx) > 0 && entries[h.idx[0]].end <= b {
+			h.pop()
+		}
+		if len(h.idx) == 0 {
+			continue
+		}
+		top := h.idx[0]
+		if n := len(segs); n > 0 && segs[n-1].entry == top && segs[n-1].end == b {
+			segs[n-1].end = bounds[k+1]
+			continue
+		}
+		segs = append(segs, perfSeg{start: b, end: bounds[k+1], entry: top})
+	}
+	return slices.Clip(segs)
+}
+
+// perfHeap is a max-heap of entry indexes by seq.
+type perfHeap struct {
+	entries []perfEntry
+	idx     []int32
+}
+
+func (h *perfHeap) above(i, j int) bool { return h.entries[h.idx[i]].seq > h.entries[h.idx[j]].seq }
+
+func (h *perfHeap) push(e int32) {
+	h.idx = append(h.idx, e)
+	for i := len(h.idx) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h.above(i, p) {
+			break
+		}
+		h.idx[i], h.idx[p] = h.idx[p], h.idx[i]
+		i = p
+	}
+}
+
+func (h *perfHeap) pop() {
+	n := len(h.idx) - 1
+	h.idx[0] = h.idx[n]
+	h.idx = h.idx[:n]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && h.above(l, m) {
+			m = l
+		}
+		if r < n && h.above(r, m) {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		h.idx[i], h.idx[m] = h.idx[m], h.idx[i]
+		i = m
+	}
 }
 
 // parsePerfLine parses "START SIZE NAME" (a trailing \r is dropped).
@@ -187,29 +275,23 @@ func hexField(b []byte) (uint64, []byte, bool) {
 }
 
 // Lookup returns the name of the entry holding addr and addr's offset in
-// it; of overlapping entries, the one written last.
+// it; of overlapping entries, the one written last. It is one binary
+// search over the resolved ranges: O(log n) however entries overlap.
 func (m *PerfMap) Lookup(addr uint64) (name string, off uint64, ok bool) {
-	// First entry starting above addr; candidates are before it.
-	lo, hi := 0, len(m.entries)
+	// The first range starting above addr; the one before may hold it.
+	lo, hi := 0, len(m.segs)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if m.entries[mid].start <= addr {
+		if m.segs[mid].start <= addr {
 			lo = mid + 1
 		} else {
 			hi = mid
 		}
 	}
-	best := -1
-	for k := lo - 1; k >= 0 && m.maxEnd[k] > addr; k-- {
-		e := &m.entries[k]
-		if addr < e.end && (best < 0 || e.seq > m.entries[best].seq) {
-			best = k
-		}
-	}
-	if best < 0 {
+	if lo == 0 || addr >= m.segs[lo-1].end {
 		return "", 0, false
 	}
-	e := &m.entries[best]
+	e := &m.entries[m.segs[lo-1].entry]
 	return e.name, addr - e.start, true
 }
 

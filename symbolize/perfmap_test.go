@@ -127,6 +127,17 @@ func FuzzPerfMap(f *testing.F) {
 				t.Fatalf("entry %+v not found at its start", e)
 			}
 		}
+		if len(m.entries) <= 64 {
+			for _, e := range m.entries {
+				for _, a := range []uint64{e.start, e.end - 1, e.start - 1, e.end} {
+					gn, gofs, gok := m.Lookup(a)
+					wn, wofs, wok := perfOracle(m, a)
+					if gn != wn || gofs != wofs || gok != wok {
+						t.Fatalf("%#x: %q+%#x %v, the scan gives %q+%#x %v", a, gn, gofs, gok, wn, wofs, wok)
+					}
+				}
+			}
+		}
 		// Read in two parts, as a growing file is, it gives the same map.
 		k := len(data) / 2
 		m1, err := parsePerfMap(bytes.NewReader(data[:k]), nil, true, MaxPerfMapBytes, MaxPerfMapEntries)

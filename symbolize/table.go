@@ -116,12 +116,15 @@ func openSup(sf *debuginfo.File, src *debugSource) *debuginfo.Lines {
 	return l
 }
 
-// indexKey is the identity of the DWARF of the object with build ID id
-// read from the debug file d (dbg as an ELF file) and the supplementary
-// file sf (nil for none, link its link); ok false when the object has
-// no build ID or a file's identity is unreadable: such DWARF is not
-// indexed.
-func indexKey(id []byte, dbg *safeelf.File, d *debuginfo.File, sf *debuginfo.File, link *debuginfo.SupLink) (*debuginfo.IndexKey, bool) {
+// indexKey is the identity of the DWARF of the object ef (build ID id)
+// read from the debug file d (dbg as an ELF file, ef itself when the
+// object carries its DWARF) and the supplementary file sf (nil for none,
+// link its link); ok false when the object has no build ID or a file's
+// identity is unreadable: such DWARF is not indexed. Its Digest hashes
+// the sections of all three the index is built from (the object's
+// symbols, the DWARF), so an index is used only for the bytes it was
+// built from, whatever build ID a file claims.
+func indexKey(id []byte, ef, dbg *safeelf.File, d *debuginfo.File, sf *debuginfo.File, link *debuginfo.SupLink) (*debuginfo.IndexKey, bool) {
 	if len(id) == 0 {
 		return nil, false
 	}
@@ -134,12 +137,22 @@ func indexKey(id []byte, dbg *safeelf.File, d *debuginfo.File, sf *debuginfo.Fil
 	if k.DebugID, err = dbg.BuildID(); err != nil {
 		return nil, false
 	}
+	files := []*safeelf.File{ef, nil, nil}
+	if dbg != ef {
+		files[1] = dbg
+	}
 	if sf != nil {
 		st, err := sf.Stat()
 		if err != nil {
 			return nil, false
 		}
 		k.SupID, k.SupSize = link.ID, st.Size()
+		if files[2], err = safeelf.NewFile(sf); err != nil {
+			return nil, false
+		}
+	}
+	if k.Digest, err = debuginfo.SectionsDigest(files...); err != nil {
+		return nil, false
 	}
 	return k, true
 }
@@ -160,15 +173,15 @@ func (dl *debugLines) close() {
 	}
 }
 
-// cachedIndex looks for the line index of the object (build ID id) with
+// cachedIndex looks for the line index of the object ef (build ID id) with
 // the debug file d (dbg as an ELF file) and returns it, nil when there
 // is none to use; dl says what to build one from.
-func cachedIndex(id []byte, dbg *safeelf.File, d *debuginfo.File, src *debugSource) (*debuginfo.LineIndex, *debugLines) {
+func cachedIndex(id []byte, ef, dbg *safeelf.File, d *debuginfo.File, src *debugSource) (*debuginfo.LineIndex, *debugLines) {
 	dl := &debugLines{dbg: dbg, d: d}
 	var link *debuginfo.SupLink
 	dl.sf, link = findSup(dbg, d, src)
 	if src.index != nil {
-		if key, ok := indexKey(id, dbg, d, dl.sf, link); ok {
+		if key, ok := indexKey(id, ef, dbg, d, dl.sf, link); ok {
 			dl.key = key
 			x, err := src.index.Load(key)
 			if err == nil {
@@ -259,7 +272,7 @@ func loadTable(id procmaps.FileID, f io.ReaderAt, src *debugSource, maxBytes int
 		// for both, and neither is read.
 		id, _ := ef.BuildID()
 		var x *debuginfo.LineIndex
-		x, dl = cachedIndex(id, dbg, dbgFile, src)
+		x, dl = cachedIndex(id, ef, dbg, dbgFile, src)
 		defer dl.close()
 		if x != nil && x.HasSymbols() {
 			t.index, t.symIndex = x, true

@@ -1,42 +1,12 @@
 package unwind
 
 import (
-	"fmt"
 	"sort"
 	"sync"
 
 	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/procmaps"
 )
-
-// Cache holds the tables of the objects it has loaded, by file
-// identity, for every process that maps them.
-type Cache struct {
-	mu     sync.Mutex
-	tables map[procmaps.FileID]cached
-}
-
-type cached struct {
-	t    *Table
-	segs safeelf.Segments
-	err  error
-}
-
-// NewCache returns an empty cache.
-func NewCache() *Cache { return &Cache{tables: map[procmaps.FileID]cached{}} }
-
-// Size is the memory the cached tables hold, in bytes.
-func (c *Cache) Size() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, e := range c.tables {
-		if e.t != nil {
-			n += e.t.Size
-		}
-	}
-	return n
-}
 
 // ProcessObjects are a process's executable mappings with their
 // tables: the Objects an Unwind of that process looks addresses up in.
@@ -95,37 +65,6 @@ func (o *ProcessObjects) Refresh() error {
 	sort.Slice(out, func(i, j int) bool { return out[i].start < out[j].start })
 	o.maps = out
 	return nil
-}
-
-func (c *Cache) load(p *procmaps.Process, ob *procmaps.Object) cached {
-	c.mu.Lock()
-	e, ok := c.tables[ob.ID()]
-	c.mu.Unlock()
-	if ok {
-		return e
-	}
-	e = readObject(p, ob)
-	c.mu.Lock()
-	c.tables[ob.ID()] = e
-	c.mu.Unlock()
-	return e
-}
-
-func readObject(p *procmaps.Process, ob *procmaps.Object) cached {
-	f, err := p.OpenObject(ob)
-	if err != nil {
-		return cached{err: err}
-	}
-	defer f.Close()
-	ef, err := safeelf.NewFile(f)
-	if err != nil {
-		return cached{err: fmt.Errorf("%s: %w", ob.Path, err)}
-	}
-	e := cached{segs: ef.Loads()}
-	if e.t, err = Load(ef); err != nil {
-		e.err = fmt.Errorf("%s: %w", ob.Path, err)
-	}
-	return e
 }
 
 // Lookup finds the table and bias of the object mapped at pc.

@@ -90,9 +90,15 @@ func guardKernelSemaphores(l *Link, proc *procmaps.Process, objs []object) {
 		return
 	}
 	p := *proc
+	// The memory raised, so that memory reused by detach time (the
+	// object dlclose'd, the process exec'd) is not written.
+	sites := make([]semaphore.Site, len(addrs))
+	for i, a := range addrs {
+		sites[i], _ = semaphore.SiteOf(&p, a)
+	}
 	l.BeforeDetach(func() {
-		for _, a := range addrs {
-			semaphore.RestoreForDetach(&p, a) // an exited process needs nothing
+		for i, a := range addrs {
+			semaphore.RestoreSite(&p, a, sites[i]) // an exited process needs nothing
 		}
 	})
 }

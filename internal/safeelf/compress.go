@@ -36,7 +36,47 @@ const (
 	// startRatio times the stream is the most the output buffer starts
 	// at, whatever the header claims.
 	startRatio = 8
+	// InflateFloor and InflateRatio bound what one File decompresses
+	// in all, over every SectionData call: InflateRatio times the
+	// file's size, or InflateFloor if more (InflateFloor for a reader
+	// of unknown size). DWARF compresses 2 to 8 times (libc6-dbg's
+	// 4.1 MB debug file holds 8.6 MB); ten sections of a small file
+	// each claiming 1 GiB (a stream of zeros compresses 1000 times)
+	// are refused after the first 256 MiB, not allocated.
+	InflateFloor = 256 << 20
+	InflateRatio = 64
 )
+
+// ErrInflateBudget indicates that decompressing a section would take the
+// File past its ceiling (InflateFloor, InflateRatio).
+var ErrInflateBudget = errors.New("compressed sections decompress to more than the file's ceiling")
+
+// inflateBudget is how many bytes f may decompress in all.
+func (f *File) inflateBudget() uint64 {
+	if f.size < 0 {
+		return InflateFloor
+	}
+	return max(InflateFloor, uint64(f.size)*InflateRatio)
+}
+
+// chargeInflate reserves n decompressed bytes of f's budget; false when
+// it would be exceeded (nothing is reserved then).
+func (f *File) chargeInflate(n uint64) bool {
+	budget := f.inflateBudget()
+	for {
+		used := f.inflated.Load()
+		if n > budget || used > budget-n {
+			return false
+		}
+		if f.inflated.CompareAndSwap(used, used+n) {
+			return true
+		}
+	}
+}
+
+// Inflated is how many bytes of compressed sections f has decompressed
+// (reserved by their headers' sizes; failed ones given back).
+func (f *File) Inflated() uint64 { return f.inflated.Load() }
 
 // ErrCompressed indicates a section's compressed form is not one this reader
 // decodes (an unknown ch_type).
@@ -97,7 +137,7 @@ func (f *File) SectionData(s *Section, limit uint64) (data []byte, err error) {
 		} else {
 			typ, size = elf.CompressionType(f.ByteOrder.Uint32(raw)), f.ByteOrder.Uint64(raw[8:])
 		}
-		return inflate(s, typ, stream(), s.Size-hsize, s.Offset+hsize, size, limit)
+		return f.inflate(s, typ, stream(), s.Size-hsize, s.Offset+hsize, size, limit)
 	}
 	if len(raw) < 4 || string(raw[:4]) != "ZLIB" {
 		return f.ReadAt(s.Offset, s.Size, limit) // a .zdebug name, plain contents
@@ -106,7 +146,24 @@ func (f *File) SectionData(s *Section, limit uint64) (data []byte, err error) {
 		return nil, errorf(s.Offset, "%s: %d bytes, too short for a ZLIB header", s.Name, len(raw))
 	}
 	size := binary.BigEndian.Uint64(raw[4:])
-	return inflate(s, elf.COMPRESS_ZLIB, stream(), s.Size-hsize, s.Offset+zdebugHeader, size, limit)
+	return f.inflate(s, elf.COMPRESS_ZLIB, stream(), s.Size-hsize, s.Offset+zdebugHeader, size, limit)
+}
+
+// inflate is inflate charged against f's budget (chargeInflate) by the
+// header's size, given back when the section does not decompress.
+func (f *File) inflate(s *Section, typ elf.CompressionType, stream io.Reader, streamLen, off, size, limit uint64) ([]byte, error) {
+	if size > limit || size > 1<<62 {
+		return nil, errorf(off, "%s: uncompressed size %d exceeds the %d-byte limit", s.Name, size, limit)
+	}
+	if !f.chargeInflate(size) {
+		return nil, fmt.Errorf("%w: %w (%d bytes decompressed already, at most %d for a file of %d bytes)",
+			errorf(off, "%s: uncompressed size %d", s.Name, size), ErrInflateBudget, f.inflated.Load(), f.inflateBudget(), f.size)
+	}
+	b, err := inflate(s, typ, stream, streamLen, off, size, limit)
+	if err != nil {
+		f.inflated.Add(-size)
+	}
+	return b, err
 }
 
 // streamBuffer is the read size of a compressed stream.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 )
 
 // Ceilings. Each bounds what one hostile header field can make us read or
@@ -90,6 +91,9 @@ type File struct {
 
 	r    io.ReaderAt
 	size int64 // -1 when the reader does not tell
+	// inflated is what compressed sections took of the file's
+	// decompression budget (compress.go).
+	inflated atomic.Uint64
 }
 
 // sizer is implemented by bytes.Reader, strings.Reader and
@@ -146,6 +150,19 @@ func (f *File) ReadAt(off, n, limit uint64) ([]byte, error) {
 		got += c
 	}
 	return buf, nil
+}
+
+// ReadFull reads len(buf) bytes at off into buf, with ReadAt's range
+// checks and no allocation.
+func (f *File) ReadFull(buf []byte, off uint64) error {
+	n := uint64(len(buf))
+	if end := off + n; end < off || off > 1<<62 || (f.size >= 0 && end > uint64(f.size)) {
+		return errorf(off, "%d bytes at offset %#x lie beyond the end of the file", n, off)
+	}
+	if _, err := f.r.ReadAt(buf, int64(off)); err != nil && !(err == io.EOF && n == 0) {
+		return f.readErr(off, n, err)
+	}
+	return nil
 }
 
 func (f *File) readErr(off, n uint64, err error) error {
