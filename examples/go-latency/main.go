@@ -2,7 +2,7 @@
 // call by call, and prints the latencies as a log2 histogram when the
 // program exits:
 //
-//	sudo go run ./examples/go-latency main.handle -- ./server -addr :8080
+//	go run ./examples/go-latency main.handle -- ./server -addr :8080
 //
 // It teaches one thing: return probes on Go functions. A kernel uretprobe
 // replaces the return address on the stack with a trampoline's; the Go

@@ -1,8 +1,8 @@
 // Command libc-malloc counts the sizes passed to libc's malloc, then prints
 // the most frequent ones:
 //
-//	sudo go run ./examples/libc-malloc -p PID [-d 5s] [-n 20]
-//	sudo go run ./examples/libc-malloc [-n 20] -- CMD ARGS...
+//	go run ./examples/libc-malloc -p PID [-d 5s] [-n 20]
+//	go run ./examples/libc-malloc [-n 20] -- CMD ARGS...
 //
 // It teaches one thing: a uprobe on a library function named by the
 // library's name. uprobe.OpenProcess(proc, "libc.so.6") finds the libc the

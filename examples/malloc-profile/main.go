@@ -2,7 +2,7 @@
 // call stack, in the kernel, and writes them as a pprof profile (and,
 // with -folded, in the folded format of flamegraph.pl):
 //
-//	sudo go run ./examples/malloc-profile -p PID [-d 5s] [-o malloc.pprof] [-folded]
+//	go run ./examples/malloc-profile -p PID [-d 5s] [-o malloc.pprof] [-folded]
 //	go tool pprof -top malloc.pprof
 //
 // It teaches one thing: whole stacks counted in the kernel, made a

@@ -1,7 +1,7 @@
 // Command node-fs prints the file-system calls a Node.js command makes,
 // with their paths or descriptors, results and durations:
 //
-//	sudo go run ./examples/node-fs -- node app.js
+//	go run ./examples/node-fs -- node app.js
 //
 // It teaches one thing: probes on many functions of a library through one
 // attachment. Every fs.* call of Node (fs.openSync, fs.readFile, require()

@@ -1,7 +1,7 @@
 // Command python prints the Python functions a CPython 3.11 command calls,
 // indented by call depth, with the time each call took:
 //
-//	sudo go run ./examples/python -- /usr/bin/python3.11 script.py
+//	go run ./examples/python -- /usr/bin/python3.11 script.py
 //
 // It teaches one thing: USDT probes guarded by semaphores. CPython is built
 // with

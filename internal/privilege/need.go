@@ -70,7 +70,7 @@ func (e *MissingError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s lacks %s: it needs %s; the process has %s",
 		e.Activity, capList(e.Missing), strings.Join(e.For, "; "), e.Effective)
-	fmt.Fprintf(&b, "; grant %s with `sudo setcap %s+ep %s`, systemd AmbientCapabilities=%s, or Kubernetes securityContext.capabilities.add: [%s]",
+	fmt.Fprintf(&b, "; grant %s with (as root) `setcap %s+ep %s`, systemd AmbientCapabilities=%s, or Kubernetes securityContext.capabilities.add: [%s]",
 		capList(e.Grant), setcapList(e.Grant), executable(), systemdList(e.Grant), kubernetesList(e.Grant))
 	if e.Err != nil {
 		fmt.Fprintf(&b, ": %v", e.Err)
