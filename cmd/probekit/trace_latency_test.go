@@ -216,7 +216,7 @@ func TestTraceLatencyUsage(t *testing.T) {
 		{[]string{"--latency", "--by", "ret", "uprobe:x:f"}, "--latency reads them at the start, uprobe:f"},
 		{[]string{"--latency", "--filter", "ret > 0", "uprobe:x:f"}, "--latency reads them at the start, uprobe:f"},
 		{[]string{"--latency", "-n", "3", "uprobe:x:f"}, "--count, --hist and --latency print none"},
-		{[]string{"--latency", "--stack", "uprobe:x:f"}, "--latency has no stacks"},
+		{[]string{"--latency", "--stack", "uprobe:x:f"}, "(--latency) has no stacks"},
 	} {
 		_, err := parseTrace(c.args)
 		var ue *usageError
