@@ -77,6 +77,28 @@ func TestTraceAsNobody(t *testing.T) {
 	t.Run("all", func(t *testing.T) { countsAsNobody(t, bin, caps, args, "uprobe:fire_loop", p, false) })
 }
 
+// TestTraceOwnProcessAsNobody: nobody traces a process of its own with
+// only what loading needs (CAP_BPF and CAP_PERFMON from 5.8): no
+// CAP_SYS_PTRACE, no CAP_DAC_READ_SEARCH; without either of those two it
+// is refused naming it.
+func TestTraceOwnProcessAsNobody(t *testing.T) {
+	testkit.RequireKernel(t) // root, to start the trace as nobody
+	caps, err := privilege.Required(privilege.LoadBPF, privilege.LockMemory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := buildProbekit(t)
+	fx := filepath.Join(filepath.Dir(bin), "usdt_sample")
+	testkit.CopyFile(t, testkit.Fixture("usdt_sample"), fx)
+	if err := os.Chmod(fx, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := testkit.StartFixtureAs(t, testkit.NobodyUID, fx)
+	args := []string{"trace", "--json", "--count", "-i", "1", "-p", strconv.Itoa(p.PID()), "uprobe:" + fx + ":fire_loop"}
+	refusedWithout(t, bin, caps, args)
+	t.Run("all", func(t *testing.T) { countsAsNobody(t, bin, caps, args, "uprobe:fire_loop", p, false) })
+}
+
 // TestTraceHostWideAsNobody: a host-wide trace of a glob target, as
 // nobody with exactly the table's capabilities for it (loading, other
 // users' processes, unreadable files), counts every hit of root's

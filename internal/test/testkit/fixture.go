@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"syscall"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -69,10 +70,29 @@ func Start(tb testing.TB, path string, args ...string) *Process {
 	return p
 }
 
+// StartFixtureAs is Start with the fixture run as uid and gid id
+// (NobodyUID): a process of another user than the test's.
+func StartFixtureAs(tb testing.TB, id int, path string, args ...string) *Process {
+	tb.Helper()
+	cmd := exec.Command(path, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(id), Gid: uint32(id)}}
+	p, err := startCmd(cmd, path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.tb = tb
+	tb.Cleanup(p.Stop)
+	return p
+}
+
 // StartProcess is Start for benchmarks and helpers that manage the
 // process's lifetime themselves (call Stop).
 func StartProcess(path string, args ...string) (*Process, error) {
-	cmd := exec.Command(path, args...)
+	return startCmd(exec.Command(path, args...), path)
+}
+
+// startCmd starts the fixture cmd runs and waits until it is ready.
+func startCmd(cmd *exec.Cmd, path string) (*Process, error) {
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
