@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/probekit/probekit/debuginfo"
+	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/symbolize"
 )
 
@@ -37,7 +38,7 @@ func runSymbolize(args []string, stdout, stderr io.Writer) error {
 	dem := fs.Bool("C", false, "demangle C++ and Rust names")
 	fs.BoolVar(dem, "demangle", false, "demangle C++ and Rust names")
 	pid := pidFlag(fs, "process `PID` whose runtime addresses these are")
-	exe := fs.String("e", "", "the ELF `FILE` whose link-time addresses these are")
+	exe := fs.String("e", "", "the ELF `FILE` whose link-time addresses these are: a path, a program on PATH or a library name (libc.so.6)")
 	cacheDir := fs.String("cache-dir", "", "the line indexes' `DIR` (default $PROBEKIT_CACHE_DIR, else systemd's $CACHE_DIRECTORY, else $XDG_CACHE_HOME/probekit, else ~/.cache/probekit; none without a home)")
 	noCache := fs.Bool("no-cache", false, "read the DWARF every time: no line index read or written")
 	pos, err := parseFlags(fs, args)
@@ -65,7 +66,13 @@ func runSymbolize(args []string, stdout, stderr io.Writer) error {
 	s := symbolize.New(&symbolize.Options{Demangle: *dem, DebugInfo: debuginfo.Options{Warn: sy.warn.say},
 		IndexDir: *cacheDir, NoIndex: *noCache})
 	if *exe != "" {
-		if sy.file, err = s.File(*exe); err != nil {
+		// A name as list and trace take it: a program on PATH or a
+		// library name (libc.so.6).
+		path, err := procmaps.Resolve(*exe)
+		if err != nil {
+			return err
+		}
+		if sy.file, err = s.File(path); err != nil {
 			return err
 		}
 	} else if sy.proc, err = s.Process(*pid); err != nil {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"debug/elf"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -239,5 +241,42 @@ func BenchmarkSymbolizeCommand(b *testing.B) {
 		if code, _, stderr := runCmd(args...); code != 0 {
 			b.Fatal(stderr)
 		}
+	}
+}
+
+// TestSymbolizeLibraryName: -e takes a library name as list and trace
+// do (it took only a path): libc.so.6 names an address as the path
+// that name resolves to does.
+func TestSymbolizeLibraryName(t *testing.T) {
+	path, err := procmaps.Resolve("libc.so.6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, err := f.DynamicSymbols()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addr uint64
+	for _, s := range syms {
+		if s.Name == "getpid" {
+			addr = s.Value + 1
+		}
+	}
+	if addr == 0 {
+		t.Fatalf("no getpid in %s", path)
+	}
+	a := fmt.Sprintf("%#x", addr)
+	code, byName, stderr := runCmd("symbolize", "--no-cache", "-e", "libc.so.6", a)
+	if code != 0 {
+		t.Fatalf("-e libc.so.6: exit %d: %s", code, stderr)
+	}
+	_, byPath, _ := runCmd("symbolize", "--no-cache", "-e", path, a)
+	if byName != byPath || !strings.Contains(byName, "getpid") {
+		t.Errorf("-e libc.so.6: %q; -e %s: %q", byName, path, byPath)
 	}
 }
