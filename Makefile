@@ -104,14 +104,10 @@ KERNEL_PKGS_CI := ./attach,./internal/features,./internal/test/bpftest,./record,
 test-kernels-ci: deps vmrun
 	./bin/vmrun -j 2 '5.10=$(KERNEL_PKGS_CI)' '6.1=$(KERNEL_PKGS_CI)' '6.12=$(KERNEL_PKGS_CI)'
 
-# Every Fuzz target of every package, each for FUZZTIME.
+# Every Fuzz target of every package, each for FUZZTIME, with its rate;
+# a failure does not stop the others (internal/test/tools/fuzz.sh).
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
-		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-			echo "== $$pkg $$f"; \
-			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 0 $$pkg; \
-		done; \
-	done
+	GO=$(GO) FUZZTIME=$(FUZZTIME) sh internal/test/tools/fuzz.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
