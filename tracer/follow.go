@@ -137,9 +137,16 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 		defer endCommand(root, f.Exited())
 	}
 	exited := make(chan error, 1)
+	// A host watch's Exited is never closed: the goroutine ends with
+	// the trace too.
+	over := make(chan struct{})
+	defer close(over)
 	go func() {
-		<-f.Exited()
-		exited <- exitErr()
+		select {
+		case <-f.Exited():
+			exited <- exitErr()
+		case <-over:
+		}
 	}()
 	if err := t.run(objs, rd, t.ctx.Done(), exited); err != nil {
 		return err
