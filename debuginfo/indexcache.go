@@ -10,6 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
+	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -32,9 +35,21 @@ import (
 // reader sees a whole index or none, and runs at the same time do not
 // mix theirs; one left half written by a crash fails its checksum and is
 // rebuilt.
+//
+// The directory is bounded: after each Store, the index files used least
+// recently (a Load marks a file used by its modification time) are
+// removed until the rest fit in MaxBytes, and temporary files older than
+// an hour (a crash's) go too.
 type IndexCache struct {
 	dir string
+	// MaxBytes bounds the index files' total size
+	// (DefaultIndexCacheBytes when 0).
+	MaxBytes int64
 }
+
+// DefaultIndexCacheBytes is the cache's default bound: about 60 indexes
+// of libc's size.
+const DefaultIndexCacheBytes = 256 << 20
 
 // maxIndexFile bounds the size of an index file read: libc's is 4.1 MB
 // (its DWARF 8.6 MB decompressed), a program with 100 times libc's lines would
@@ -207,6 +222,8 @@ func (c *IndexCache) Load(k *IndexKey) (*LineIndex, error) {
 	// with x.
 	x.strBytes = bytes.Clone(x.strBytes)
 	runtime.AddCleanup(x, func(m []byte) { unix.Munmap(m) }, m)
+	// Used now: the eviction keeps the files used last.
+	unix.UtimesNanoAt(dfd, name, []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_NOW}}, unix.AT_SYMLINK_NOFOLLOW)
 	return x, nil
 }
 
@@ -261,6 +278,78 @@ func (c *IndexCache) write(name string, b []byte) error {
 	}
 	if err != nil {
 		unix.Unlinkat(dfd, tmp, 0)
+		return err
 	}
-	return err
+	c.evict(dfd, name)
+	return nil
+}
+
+// evict removes, from the directory dfd, the index files used least
+// recently until the others fit in MaxBytes (keep, the one just written,
+// stays), and temporary files older than an hour. Only regular files of
+// the user with an index's or a temporary file's name are touched.
+func (c *IndexCache) evict(dfd int, keep string) {
+	limit := c.MaxBytes
+	if limit <= 0 {
+		limit = DefaultIndexCacheBytes
+	}
+	dup, err := unix.Dup(dfd)
+	if err != nil {
+		return
+	}
+	d := os.NewFile(uintptr(dup), c.dir)
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return
+	}
+	type entry struct {
+		name  string
+		size  int64
+		mtime int64
+	}
+	var files []entry
+	var total int64
+	now := time.Now().UnixNano()
+	for _, n := range names {
+		var st unix.Stat_t
+		if unix.Fstatat(dfd, n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || checkOwned(&st, unix.S_IFREG, n) != nil {
+			continue
+		}
+		mtime := st.Mtim.Nano()
+		switch {
+		case strings.HasPrefix(n, ".") && strings.Contains(n, ".tmp"):
+			if now-mtime > int64(time.Hour) {
+				unix.Unlinkat(dfd, n, 0)
+			}
+		case isIndexName(n):
+			total += st.Size
+			if n != keep {
+				files = append(files, entry{n, st.Size, mtime})
+			}
+		}
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].mtime < files[j].mtime })
+	for _, f := range files {
+		if total <= limit {
+			break
+		}
+		if unix.Unlinkat(dfd, f.name, 0) == nil {
+			total -= f.size
+		}
+	}
+}
+
+// isIndexName reports whether n is an index file's name: a build ID in
+// lower-case hex (IndexKey.name).
+func isIndexName(n string) bool {
+	if n == "" || len(n)%2 != 0 {
+		return false
+	}
+	for _, r := range n {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return false
+		}
+	}
+	return true
 }

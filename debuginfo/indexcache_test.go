@@ -1,12 +1,14 @@
 package debuginfo
 
 import (
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/probekit/probekit/internal/test/testkit"
 )
@@ -184,5 +186,61 @@ func TestIndexCacheConcurrent(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(c.Dir()); len(ents) != 1 {
 		t.Errorf("%d files in the cache, want 1 (no temporary file left)", len(ents))
+	}
+}
+
+// TestIndexCacheEviction: past MaxBytes a Store removes the index used
+// least recently (a Load counts as a use), never the one it wrote, and a
+// temporary file a crash left an hour ago; other files stay.
+func TestIndexCacheEviction(t *testing.T) {
+	l := openFixtureLines(t, "lines_dwz", "lines_dwz.sup")
+	base := filepath.Join(t.TempDir(), "probekit")
+	c, err := NewIndexCache(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := c.Dir()
+	store := func(id string) {
+		t.Helper()
+		if _, err := c.Store(testKey(id), l, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Three indexes, each last used a minute after the one before.
+	for i, id := range []string{"\x01", "\x02", "\x03"} {
+		store(id)
+		when := time.Now().Add(time.Duration(i-10) * time.Minute)
+		if err := os.Chtimes(filepath.Join(dir, hex.EncodeToString([]byte(id))), when, when); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := os.Stat(filepath.Join(dir, "01"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := st.Size()
+	// 01 used again: 02 is now the least recently used.
+	if _, err := c.Load(testKey("\x01")); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, ".05.tmp0011223344556677")
+	other := filepath.Join(dir, "README")
+	for _, p := range []string{stale, other} {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	os.Chtimes(stale, old, old)
+	// Room for three indexes: the fourth Store removes one.
+	c.MaxBytes = 3 * size
+	store("\x04")
+	var names []string
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if want := []string{"01", "03", "04", "README"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("cache holds %v, want %v", names, want)
 	}
 }
