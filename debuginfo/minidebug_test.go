@@ -3,6 +3,7 @@ package debuginfo
 import (
 	"bytes"
 	"encoding/binary"
+	"hash/crc32"
 	"errors"
 	"os"
 	"path/filepath"
@@ -99,6 +100,32 @@ func TestMiniDebugInfoHostile(t *testing.T) {
 			return b
 		})},
 		{"flags differ", "stream flags", mutate(func(b []byte) []byte { b[len(b)-3] ^= 0x01; return b })},
+		// An index that understates the stream's output (its CRC32
+		// made right) does not lift the bound: decoding stops one byte
+		// past what the index says (issue 37, item 12).
+		{"index understates", "its index says 128", mutate(func(b []byte) []byte {
+			backward := (int(binary.LittleEndian.Uint32(b[len(b)-8:])) + 1) * 4
+			idx := b[len(b)-12-backward : len(b)-12]
+			p := 1
+			n, _ := binary.Uvarint(idx[p:])
+			if n != 1 {
+				t.Fatalf("%d index records, want 1", n)
+			}
+			p += uvarintLen(n)
+			unpadded, _ := binary.Uvarint(idx[p:])
+			p += uvarintLen(unpadded)
+			size, _ := binary.Uvarint(idx[p:])
+			// The least size of the same length: 128 in two bytes.
+			w := uvarintLen(size)
+			less := uint64(1) << (7 * (w - 1))
+			if w < 2 || less != 128 {
+				t.Fatalf("uncompressed size %d: want one of two bytes", size)
+			}
+			enc := binary.AppendUvarint(nil, less)
+			copy(idx[p:], enc)
+			binary.LittleEndian.PutUint32(idx[len(idx)-4:], crc32.ChecksumIEEE(idx[:len(idx)-4]))
+			return b
+		})},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,4 +147,9 @@ func FuzzMiniDebugInfo(f *testing.F) {
 			t.Fatalf("%d bytes out", len(out))
 		}
 	})
+}
+
+// uvarintLen is the length of n as an xz (and Go) varint.
+func uvarintLen(n uint64) int {
+	return len(binary.AppendUvarint(nil, n))
 }
