@@ -151,6 +151,7 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 	if err := t.run(objs, rd, t.ctx.Done(), exited); err != nil {
 		return err
 	}
+	t.hintFollowed()
 	if t.exitErr != nil && len(t.cfg.Command) > 0 {
 		return fmt.Errorf("%s: %w", t.cfg.Command[0], t.exitErr)
 	}
@@ -320,6 +321,7 @@ func (t *tracer) followSites(p probe.Spec) (*siteCookies, error) {
 // concern the file's probes together: they have no probe, and their JSON
 // line no "probe" member.
 func (t *tracer) printFollow(w *lockedWriter, e follow.Event) {
+	t.followed.note(e)
 	if e.Kind == follow.Failed {
 		t.warnf("pid %d: %s: %v", e.PID, e.Probe, e.Err)
 		return

@@ -221,6 +221,9 @@ type tracer struct {
 	// sitesMu, set by trace -f and selector targets, guards sites, which
 	// grow while the loop runs (follow.go).
 	sitesMu *sync.RWMutex
+	// followed are the USDT probes a followed trace attached
+	// (followhints.go).
+	followed followedSites
 	// errOut is where warnings go.
 	errOut io.Writer
 	// wallBase converts hit times to the wall clock (wallTime).
