@@ -23,9 +23,9 @@ func ExampleRun() {
 	err = tracer.Run(ctx, &tracer.Config{
 		Probes:  []probe.Spec{spec},
 		Command: []string{"python3.11", "-c", "import json"},
-		StrMask: 0b011, // arguments 1 and 2 (file, function) as strings
+		Strs:    []probe.ArgNum{probe.Arg(1), probe.Arg(2)}, // file, function as strings
 		OnHit: func(h *tracer.Hit) error {
-			name, _ := h.Str(1) // the function's name
+			name, _ := h.Str(probe.Arg(2)) // the function's name
 			fmt.Printf("%s %d %s\n", h.Site.Label, h.PID, name)
 			return nil
 		},

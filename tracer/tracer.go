@@ -56,9 +56,10 @@ type Config struct {
 	Follow bool
 
 	// Mode is record.ModeEvents (a line per hit), ModeCount, ModeHist of
-	// value HistValue (0-based; 0 for a return value) or ModeLatency.
+	// value HistValue (probe.Arg(N), numbered from 1 as --hist N, or
+	// probe.Ret() for a uretprobe's return value) or ModeLatency.
 	Mode      record.Mode
-	HistValue int
+	HistValue probe.ArgNum
 	// LatencyEnd is the index in Probes of ModeLatency's first end probe.
 	LatencyEnd int
 	// Keys key the counts and histograms (ParseKeys reads them); Top,
@@ -68,9 +69,14 @@ type Config struct {
 	// Filter is evaluated in the kernel: a hit it rejects is neither sent
 	// nor counted (ParseFilter reads the expression form).
 	Filter []record.FilterTerm
-	// StrMask has bit n set to read argument n (0-based) as the string it
-	// points to.
-	StrMask uint32
+	// Strs are the arguments read as the strings they point to
+	// (probe.Arg(N), numbered from 1 as --str N), at most record.MaxStrs.
+	// A hit's Str returns them.
+	Strs []probe.ArgNum
+	// strMask has bit Index() of each of Strs set, histIndex is
+	// HistValue.Index() (Complete sets both).
+	strMask   uint32
+	histIndex int
 	// RingSize is the ring buffer's size in bytes (0:
 	// record.DefaultRingSize; record.CheckRingSize says what is allowed).
 	RingSize int
@@ -344,7 +350,7 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 	if err := sizeTraceMaps(spec); err != nil {
 		return err
 	}
-	if err := spec.Variables[record.StrMaskName].Set(cfg.StrMask); err != nil {
+	if err := spec.Variables[record.StrMaskName].Set(cfg.strMask); err != nil {
 		return err
 	}
 	ringSize := cfg.RingSize
@@ -354,7 +360,7 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 	if cfg.Mode != record.ModeEvents {
 		// Nothing is sent per hit.
 		ringSize = os.Getpagesize()
-		if err := record.SetMode(spec, cfg.Mode, cfg.HistValue); err != nil {
+		if err := record.SetMode(spec, cfg.Mode, cfg.histIndex); err != nil {
 			return err
 		}
 		if len(cfg.Keys) > 0 {
