@@ -145,7 +145,11 @@ func TestCheckStruct(t *testing.T) {
 		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, Value: probe.Arg(13)}, "value arg 13: want probe.Arg(1) to probe.Arg(12), numbered from 1"},
 		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: ret, Value: probe.Arg(1)}, "a uretprobe has only its return value"},
 		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, End: loop, Buckets: []float64{0}}, "a latency bound is a positive"},
-		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, Buckets: []float64{2, 1}}, "increasing order"},
+		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, Value: probe.Arg(1), Buckets: []float64{2, 1}}, "increasing order"},
+		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop}, "value: a histogram counts an argument"},
+		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, Value: probe.Arg(0)}, "value arg 0: want probe.Arg(1)"},
+		{exporter.Metric{Name: "a", Type: exporter.Counter, Probe: loop, Labels: []exporter.Label{{Name: "x", Arg: probe.Arg(0)}}}, "labels[0]: arg 0: want probe.Arg(1)"},
+		{exporter.Metric{Name: "a", Type: exporter.Counter, Probe: loop, Labels: []exporter.Label{{Name: "x"}}}, "labels[0]: no argument"},
 		{exporter.Metric{Name: "a", Type: exporter.Counter, Probe: loop, Labels: []exporter.Label{{Name: "overflow"}}}, "not a label name"},
 		{exporter.Metric{Name: "go_a", Type: exporter.Counter, Probe: loop}, "names starting with go_"},
 	} {
