@@ -42,6 +42,10 @@ type Config struct {
 	Process *procmaps.Process
 	// Command, when set, is launched stopped at its execve, attached,
 	// then let run; it alone is traced, and the trace ends when it exits.
+	// Command[0] runs as the shell would run it: found on PATH as
+	// exec.LookPath finds it, the first executable of that name, be it a
+	// script (a pyenv shim). When that file lacks the USDT probes asked
+	// for in it, a warning names it and the file on PATH that has them.
 	// Its standard streams are the caller's (its standard output goes to
 	// standard error with JSON, which keeps Output a stream of objects).
 	// Process and Command exclude each other. A trace that ends before
@@ -444,6 +448,9 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 	t := newTracer(cfg, stdout, stderr)
 	t.funcRegs = funcRegs
 	t.ctx = ctx
+	if len(cfg.Command) > 0 {
+		t.checkCommand()
+	}
 	if tables != nil {
 		t.stacks.tables = tables
 		defer t.tablesWarnings(tables)
