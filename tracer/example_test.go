@@ -22,7 +22,7 @@ func ExampleRun() {
 		return
 	}
 	err = tracer.Run(ctx, &tracer.Config{
-		Probes:  []probe.Spec{spec},
+		Probes: []probe.Spec{spec},
 		// CPython fires function__entry for each call only while a
 		// profile function is set.
 		Command: []string{"python3.11", "-c", "import sys; sys.setprofile(lambda *a: None); import json"},
