@@ -125,8 +125,10 @@ type Config struct {
 }
 
 // Hit is one hit given to Config.OnHit: the decoded record and the site
-// its cookie names. Both are valid until OnHit returns. Params gives a
-// function's values named and typed by its DWARF (params.go).
+// its cookie names. Both are valid until OnHit returns. Value and Str
+// take an argument numbered from 1 (probe.Arg(N)); the embedded Event's
+// Args are the same values indexed from 0. Params gives a function's
+// values named and typed by its DWARF.
 type Hit struct {
 	*record.Event
 	Site *Site
