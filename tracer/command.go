@@ -48,6 +48,7 @@ func (t *tracer) checkCommand() {
 		if alt := probesOnPath(p.Target, name, path, pattern); alt != "" {
 			hint = "; " + alt + " has " + pattern + ": give its path as the command to trace it"
 		}
+		t.otherCommand = true
 		t.warnf("the command %s runs %s (as the shell would, from PATH), %s%s", name, path, why, hint)
 	}
 }

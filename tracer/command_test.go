@@ -55,6 +55,9 @@ func TestRunCommandRunsWhatTheShellRuns(t *testing.T) {
 		if got, err := os.ReadFile(mark); err != nil || string(got) != "--loop loop 2\n" {
 			t.Errorf("the script did not run: %q, %v", got, err)
 		}
+		if strings.Contains(warn, "saw no hit") {
+			t.Errorf("warnings %q: a silent-probe hint beside the command's warning", warn)
+		}
 		if !strings.Contains(warn, "runs "+script+" ") || !strings.Contains(warn, "a script, not an ELF file") ||
 			!strings.Contains(warn, fixture+" has sample:loop") {
 			t.Errorf("warnings %q: want the script %s and the fixture %s named", warn, script, fixture)

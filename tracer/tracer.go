@@ -215,6 +215,9 @@ var (
 // tracer is one run of probekit trace.
 type tracer struct {
 	cfg *Config
+	// otherCommand: checkCommand warned that the command runs a file
+	// without the probes; hintSilent then blames nothing else.
+	otherCommand bool
 	// ctx ends the trace when done.
 	ctx   context.Context
 	out   output
