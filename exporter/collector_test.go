@@ -41,9 +41,9 @@ func TestCollectorInOwnRegistry(t *testing.T) {
 	loop := &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "loop"}
 	cfg := &exporter.Config{Metrics: []*exporter.Metric{
 		{Name: "agent_loops_total", Help: "Loops.", Type: exporter.Counter, Probe: loop},
-		{Name: "agent_loop_r1", Help: "r + 1.", Type: exporter.Histogram, Probe: loop, Value: 1, Buckets: []float64{5, 10}},
+		{Name: "agent_loop_r1", Help: "r + 1.", Type: exporter.Histogram, Probe: loop, Value: probe.Arg(2), Buckets: []float64{5, 10}},
 		{Name: "agent_loop_by_round_total", Help: "By round.", Type: exporter.Counter, Probe: loop, MaxSeries: 2,
-			Labels: []exporter.Label{{Name: "round", Arg: 0}}},
+			Labels: []exporter.Label{{Name: "round", Arg: probe.Arg(1)}}},
 	}}
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
@@ -142,10 +142,14 @@ func TestCheckStruct(t *testing.T) {
 		{exporter.Metric{Name: "9a", Type: exporter.Counter, Probe: loop}, "not a Prometheus metric name"},
 		{exporter.Metric{Name: "a", Type: "gauge", Probe: loop}, "want counter or histogram"},
 		{exporter.Metric{Name: "a", Type: exporter.Counter}, "no probe"},
-		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, Value: 12}, "value 12: want an argument number from 0 to 11"},
-		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: ret, Value: 0}, "a uretprobe has only its return value"},
+		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, Value: probe.Arg(13)}, "value arg 13: want probe.Arg(1) to probe.Arg(12), numbered from 1"},
+		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: ret, Value: probe.Arg(1)}, "a uretprobe has only its return value"},
 		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, End: loop, Buckets: []float64{0}}, "a latency bound is a positive"},
-		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, Buckets: []float64{2, 1}}, "increasing order"},
+		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, Value: probe.Arg(1), Buckets: []float64{2, 1}}, "increasing order"},
+		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop}, "value: a histogram counts an argument"},
+		{exporter.Metric{Name: "a", Type: exporter.Histogram, Probe: loop, Value: probe.Arg(0)}, "value arg 0: want probe.Arg(1)"},
+		{exporter.Metric{Name: "a", Type: exporter.Counter, Probe: loop, Labels: []exporter.Label{{Name: "x", Arg: probe.Arg(0)}}}, "labels[0]: arg 0: want probe.Arg(1)"},
+		{exporter.Metric{Name: "a", Type: exporter.Counter, Probe: loop, Labels: []exporter.Label{{Name: "x"}}}, "labels[0]: no argument"},
 		{exporter.Metric{Name: "a", Type: exporter.Counter, Probe: loop, Labels: []exporter.Label{{Name: "overflow"}}}, "not a label name"},
 		{exporter.Metric{Name: "go_a", Type: exporter.Counter, Probe: loop}, "names starting with go_"},
 	} {
@@ -164,7 +168,7 @@ func TestCheckStruct(t *testing.T) {
 	if err := c.Check(); err != nil {
 		t.Fatal(err)
 	}
-	if m.Value != exporter.NoValue || m.MaxSeries != exporter.DefaultMaxSeries || len(m.Buckets) == 0 || m.ProbeText != "/bin/x:p:n" {
+	if !m.Value.IsZero() || m.MaxSeries != exporter.DefaultMaxSeries || len(m.Buckets) == 0 || m.ProbeText != "/bin/x:p:n" {
 		t.Errorf("defaults: %+v", m)
 	}
 }
@@ -208,9 +212,9 @@ func TestSeriesEviction(t *testing.T) {
 	const idle = 500 * time.Millisecond
 	_, reg := start(t, &exporter.Config{Metrics: []*exporter.Metric{
 		{Name: "ev_total", Type: exporter.Counter, Probe: loop, MaxSeries: 2, SeriesIdle: idle,
-			Labels: []exporter.Label{{Name: "neg", Arg: 2}}},
+			Labels: []exporter.Label{{Name: "neg", Arg: probe.Arg(3)}}},
 		{Name: "kept_total", Type: exporter.Counter, Probe: loop, MaxSeries: 2, SeriesIdle: -1,
-			Labels: []exporter.Label{{Name: "neg", Arg: 2}}},
+			Labels: []exporter.Label{{Name: "neg", Arg: probe.Arg(3)}}},
 	}})
 	// Rounds 0 and 1 pass -0 and -1 as argument 3.
 	if err := p.Loop("loop", 2); err != nil {
@@ -277,7 +281,7 @@ func TestPIDCommLabels(t *testing.T) {
 	loop := &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "sample", Name: "loop"}
 	_, reg := start(t, &exporter.Config{Metrics: []*exporter.Metric{
 		{Name: "by_proc_total", Type: exporter.Counter, Probe: loop,
-			Labels: []exporter.Label{{Name: "pid", Source: exporter.LabelPID}, {Name: "comm", Source: exporter.LabelComm}, {Name: "r", Arg: 0}}},
+			Labels: []exporter.Label{{Name: "pid", Source: exporter.LabelPID}, {Name: "comm", Source: exporter.LabelComm}, {Name: "r", Arg: probe.Arg(1)}}},
 	}})
 	if err := p.Loop("loop", 2); err != nil {
 		t.Fatal(err)

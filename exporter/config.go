@@ -41,10 +41,10 @@ type Metric struct {
 	Probe, End *Probe
 	// ProbeText and EndText are the probes as written.
 	ProbeText, EndText string
-	// Value is the argument a histogram counts, numbered from 0 (the
-	// config numbers from 1); RetValue for a uretprobe's return value;
-	// NoValue for a counter or a latency histogram.
-	Value int
+	// Value is the argument a histogram counts, probe.Arg(N) numbered
+	// from 1 as the YAML's value: N; probe.Ret() for a uretprobe's return
+	// value; the zero probe.ArgNum for a counter or a latency histogram.
+	Value probe.ArgNum
 	// Buckets are a histogram's upper bounds, increasing (seconds for a
 	// latency histogram).
 	Buckets []float64
@@ -77,8 +77,9 @@ type Label struct {
 	// Source is where the value comes from; LabelArg (the zero value)
 	// is the argument Arg.
 	Source LabelSource
-	// Arg is the argument, numbered from 0.
-	Arg int
+	// Arg is the argument, probe.Arg(N) numbered from 1 as the YAML's
+	// arg: N.
+	Arg probe.ArgNum
 	// String reads the argument as a pointer to a NUL-terminated string
 	// (at most LabelStrLen-1 bytes kept), instead of an integer.
 	String bool
@@ -95,12 +96,6 @@ const (
 	// LabelComm is the command name of the hit's thread (its comm, at
 	// most 15 bytes): a metric's one string label.
 	LabelComm
-)
-
-// Value of Metric.Value.
-const (
-	NoValue  = -1
-	RetValue = -2
 )
 
 // Probe is one PROBE, as `probekit trace` reads it.
@@ -410,7 +405,7 @@ func (p *configParser) metric(n *yaml.Node, field string) (*Metric, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Metric{Line: n.Line, Value: NoValue, MaxSeries: DefaultMaxSeries, SeriesIdle: DefaultSeriesIdle}
+	m := &Metric{Line: n.Line, MaxSeries: DefaultMaxSeries, SeriesIdle: DefaultSeriesIdle}
 	for _, k := range []string{"name", "type", "probe"} {
 		if f[k] == nil {
 			return nil, p.errorf(n, join(field, k), "missing")
@@ -500,20 +495,20 @@ func argLimit(k record.Kind) int {
 }
 
 // argument reads an argument number (from 1) of the probe pr.
-func (p *configParser) argument(n *yaml.Node, field string, pr *Probe) (int, error) {
+func (p *configParser) argument(n *yaml.Node, field string, pr *Probe) (probe.ArgNum, error) {
 	s, err := p.str(n, field)
 	if err != nil {
-		return 0, err
+		return probe.ArgNum{}, err
 	}
 	limit := argLimit(pr.Kind)
 	if pr.Kind == record.KindUretprobe {
-		return 0, p.errorf(n, field, "%q: a uretprobe has only its return value (ret)", s)
+		return probe.ArgNum{}, p.errorf(n, field, "%q: a uretprobe has only its return value (ret)", s)
 	}
 	a, err := strconv.Atoi(s)
 	if err != nil || a < 1 || a > limit {
-		return 0, p.errorf(n, field, "%q: want an argument number from 1 to %d", s, limit)
+		return probe.ArgNum{}, p.errorf(n, field, "%q: want an argument number from 1 to %d", s, limit)
 	}
-	return a - 1, nil
+	return probe.Arg(a), nil
 }
 
 func (p *configParser) value(m *Metric, n, mn *yaml.Node, field string) error {
@@ -531,7 +526,7 @@ func (p *configParser) value(m *Metric, n, mn *yaml.Node, field string) error {
 		if m.Probe.Kind != record.KindUretprobe {
 			return p.errorf(n, field, "ret: only a uretprobe has a return value")
 		}
-		m.Value = RetValue
+		m.Value = probe.Ret()
 		return nil
 	}
 	if m.Probe.Kind == record.KindUretprobe {
@@ -648,8 +643,8 @@ func (p *configParser) labels(m *Metric, n *yaml.Node, field string) error {
 // Check makes a configuration built in Go (not read from a file) ready
 // for Apply and refuses what a file would be refused for. It fills the
 // defaults a file leaves out: MaxSeries 0 is DefaultMaxSeries, a
-// histogram without Buckets has the default ones, and Value is NoValue
-// where it is not read (a counter, a latency histogram). ProbeText, when
+// histogram without Buckets has the default ones, and Value is the zero
+// probe.ArgNum where it is not read (a counter, a latency histogram). ProbeText, when
 // empty, is the probe as written by probe.Spec's syntax.
 func (c *Config) Check() error {
 	if len(c.Metrics) == 0 || len(c.Metrics) > MaxMetrics {
@@ -744,13 +739,15 @@ func (m *Metric) check() error {
 	}
 	switch {
 	case m.Type == Counter || m.Latency():
-		m.Value = NoValue
-	case m.Value == RetValue && m.Probe.Kind != record.KindUretprobe:
+		m.Value = probe.ArgNum{}
+	case m.Value.IsRet() && m.Probe.Kind != record.KindUretprobe:
 		return errors.New("value ret: only a uretprobe has a return value")
-	case m.Value != RetValue && m.Probe.Kind == record.KindUretprobe:
-		return errors.New("value: a uretprobe has only its return value (RetValue)")
-	case m.Value != RetValue && (m.Value < 0 || m.Value >= argLimit(m.Probe.Kind)):
-		return fmt.Errorf("value %d: want an argument number from 0 to %d", m.Value, argLimit(m.Probe.Kind)-1)
+	case !m.Value.IsRet() && m.Probe.Kind == record.KindUretprobe:
+		return errors.New("value: a uretprobe has only its return value (probe.Ret())")
+	case m.Value.IsZero():
+		return fmt.Errorf("value: a histogram counts an argument: want probe.Arg(1) to probe.Arg(%d)", argLimit(m.Probe.Kind))
+	case !m.Value.IsRet() && (m.Value.Check() != nil || m.Value.Num() > argLimit(m.Probe.Kind)):
+		return fmt.Errorf("value %s: want probe.Arg(1) to probe.Arg(%d), numbered from 1", m.Value, argLimit(m.Probe.Kind))
 	}
 	if m.Type == Histogram && m.Buckets == nil {
 		m.Buckets = defaultValueBuckets
@@ -789,8 +786,10 @@ func (m *Metric) check() error {
 			return fmt.Errorf("labels[%d]: unknown source %d", i, l.Source)
 		case l.Source != LabelArg && l.String:
 			return fmt.Errorf("labels[%d]: source pid or comm reads no argument: String is false", i)
-		case l.Source == LabelArg && (l.Arg < 0 || l.Arg >= argLimit(m.Probe.Kind)):
-			return fmt.Errorf("labels[%d]: argument %d: want 0 to %d", i, l.Arg, argLimit(m.Probe.Kind)-1)
+		case l.Source == LabelArg && (l.Arg.IsRet() || l.Arg.Check() != nil || l.Arg.Num() > argLimit(m.Probe.Kind)):
+			return fmt.Errorf("labels[%d]: %s: want probe.Arg(1) to probe.Arg(%d), numbered from 1", i, l.Arg, argLimit(m.Probe.Kind))
+		case l.Source != LabelArg && !l.Arg.IsZero():
+			return fmt.Errorf("labels[%d]: source pid or comm reads no argument: Arg is zero", i)
 		}
 		if l.String || l.Source == LabelComm {
 			if strs++; strs > 1 {

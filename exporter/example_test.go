@@ -20,7 +20,7 @@ func ExampleExporter() {
 		Help:   "Garbage collections started, by generation.",
 		Type:   exporter.Counter,
 		Probe:  &probe.Spec{Kind: record.KindUSDT, Target: "/usr/bin/python3.11", Provider: "python", Name: "gc__start"},
-		Labels: []exporter.Label{{Name: "generation", Arg: 0}},
+		Labels: []exporter.Label{{Name: "generation", Arg: probe.Arg(1)}},
 	}}}
 	if err := cfg.Check(); err != nil {
 		log.Fatal(err)

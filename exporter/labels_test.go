@@ -38,7 +38,7 @@ func TestInvalidUTF8Label(t *testing.T) {
 	pr := &probe.Spec{Kind: record.KindUSDT, Target: fixture, Provider: "label", Name: "str"}
 	x, _ := start(t, &exporter.Config{Metrics: []*exporter.Metric{
 		{Name: "str_total", Type: exporter.Counter, Probe: pr},
-		{Name: "by_str_total", Type: exporter.Counter, Probe: pr, Labels: []exporter.Label{{Name: "s", Arg: 0, String: true}}},
+		{Name: "by_str_total", Type: exporter.Counter, Probe: pr, Labels: []exporter.Label{{Name: "s", Arg: probe.Arg(1), String: true}}},
 	}})
 	if err := p.Loop("bad", 200); err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ func TestLatencyPythonMatch(t *testing.T) {
 		Name: "py_call_seconds", Type: exporter.Histogram,
 		Probe:   &probe.Spec{Kind: record.KindUSDT, Target: py, Provider: "python", Name: "function__entry"},
 		End:     &probe.Spec{Kind: record.KindUSDT, Target: py, Provider: "python", Name: "function__return"},
-		Labels:  []exporter.Label{{Name: "function", Arg: 1, String: true}},
+		Labels:  []exporter.Label{{Name: "function", Arg: probe.Arg(2), String: true}},
 		Buckets: []float64{0.001, 0.004, 0.1},
 		// The interpreter's start calls many functions, and other
 		// Python programs on the host count here too: room for them

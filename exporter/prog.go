@@ -196,8 +196,8 @@ func shapeOf(m *Metric) metricShape {
 	case m.Type == Histogram:
 		sh.Kind = uint32(kindHist)
 	}
-	if m.Value >= 0 {
-		sh.ValueArg = uint32(m.Value)
+	if m.Value.Num() > 0 {
+		sh.ValueArg = uint32(m.Value.Index())
 	}
 	for i, b := range m.Buckets {
 		sh.Bounds[i] = boundOf(b, m.Latency())
@@ -209,7 +209,7 @@ func shapeOf(m *Metric) metricShape {
 		case LabelComm:
 			sh.LabelArgs[i] = labelArgComm
 		default:
-			sh.LabelArgs[i] = uint32(l.Arg)
+			sh.LabelArgs[i] = uint32(l.Arg.Index())
 		}
 		if l.String || l.Source == LabelComm {
 			sh.LabelStrs |= 1 << i
@@ -665,7 +665,7 @@ func boundOf(b float64, latency bool) int64 {
 
 // readsArgs reports whether m reads arguments of its start probe.
 func readsArgs(m *Metric) bool {
-	if m.Value >= 0 {
+	if m.Value.Num() > 0 {
 		return true
 	}
 	for _, l := range m.Labels {

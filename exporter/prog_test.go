@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/probekit/probekit/probe"
 )
 
 // TestLayout: the Go types read from the maps are export.c's structs.
@@ -54,7 +56,7 @@ func TestBoundOf(t *testing.T) {
 // TestAddSeries: per-CPU values add up; label values that meet (a string
 // label "other" and the folded series) merge.
 func TestAddSeries(t *testing.T) {
-	m := &Metric{Labels: []Label{{Name: "f", Arg: 0, String: true}, {Name: "n", Arg: 1}}}
+	m := &Metric{Labels: []Label{{Name: "f", Arg: probe.Arg(1), String: true}, {Name: "n", Arg: probe.Arg(2)}}}
 	var k seriesKey
 	copy(k.Str[:], "other\x00junk")
 	k.Nums[1] = -7

@@ -2,6 +2,19 @@
 // `probekit export`: [usdt:]TARGET:PROVIDER:NAME, uprobe:TARGET:FUNC or
 // uretprobe:TARGET:FUNC. It is a package of its own so that the exporter,
 // a separate executable, parses PROBE as `probekit trace` does.
+//
+// # Argument numbers
+//
+// A probe's arguments are numbered from 1, one way everywhere a user
+// writes one: `probekit trace --str 1,2`, `--hist 2`, `--by arg 1`,
+// `--filter 'arg2 > 100'`, the exporter's YAML (`arg: 2`, `value: 2`),
+// and the Go API, whose fields and accessors take an ArgNum
+// (tracer.Config.Strs and HistValue, tracer.Hit.Str and Value,
+// exporter.Label.Arg and Metric.Value): Arg(1) is the first argument,
+// Ret() a uretprobe's return value. ArgNum is not an integer, so that
+// the compiler refuses `Arg: 0`; only the slices of decoded values
+// (record.Event.Args) and the BPF-side masks of package record count
+// from 0, as Go slices and bits do.
 package probe
 
 import (

@@ -336,7 +336,8 @@ func (e *Event) CommName() []byte {
 // Stack returns the frames of the hit's user stack.
 func (e *Event) Stack() bpf.Stack { return e.Frames[:e.NFrames] }
 
-// Str returns value n's string, if it was read as one.
+// Str returns value n's string, if it was read as one. n counts from 0,
+// as Args does; tracer.Hit.Str takes a probe.ArgNum, from 1.
 func (e *Event) Str(n int) ([]byte, bool) {
 	if n < 0 || n >= MaxArgs || e.StrArgs&(1<<n) == 0 {
 		return nil, false
@@ -765,7 +766,8 @@ type Options struct {
 	// UprobeMulti loads the program for uprobe_multi links (kernel 6.6);
 	// it can then not be attached with perf-event uprobes.
 	UprobeMulti bool
-	// StrMask has bit n set to read argument n as a string too.
+	// StrMask has bit n set to read value n (from 0, bit 0 the first
+	// argument) as a string too; tracer.Config.Strs takes probe.ArgNum.
 	StrMask uint32
 	// RingSize, when not 0, sizes the ring buffer and sets the wakeup
 	// threshold (see SetRingSize).

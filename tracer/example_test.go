@@ -11,7 +11,8 @@ import (
 	"github.com/probekit/probekit/tracer"
 )
 
-// Python's function calls, handed to Go as they happen.
+// Python's function calls, handed to Go as they happen. Arguments are
+// numbered from 1, as on the command line (--str 1,2).
 func ExampleRun() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -21,11 +22,13 @@ func ExampleRun() {
 		return
 	}
 	err = tracer.Run(ctx, &tracer.Config{
-		Probes:  []probe.Spec{spec},
-		Command: []string{"python3.11", "-c", "import json"},
-		StrMask: 0b011, // arguments 1 and 2 (file, function) as strings
+		Probes: []probe.Spec{spec},
+		// CPython fires function__entry for each call only while a
+		// profile function is set.
+		Command: []string{"python3.11", "-c", "import sys; sys.setprofile(lambda *a: None); import json"},
+		Strs:    []probe.ArgNum{probe.Arg(1), probe.Arg(2)}, // file, function as strings
 		OnHit: func(h *tracer.Hit) error {
-			name, _ := h.Str(1) // the function's name
+			name, _ := h.Str(probe.Arg(2)) // the function's name
 			fmt.Printf("%s %d %s\n", h.Site.Label, h.PID, name)
 			return nil
 		},

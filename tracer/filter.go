@@ -75,8 +75,9 @@ var filterOps = map[string]record.FilterOp{
 	">": record.FilterGT, ">=": record.FilterGE,
 }
 
-// parseFilter compiles EXPR: terms FIELD OP CONSTANT joined by && and ||
-// (&& first). FIELD is argN or strN (N from 1), ret, pid, tid or comm;
+// ParseFilter compiles EXPR (probekit trace's --filter) for
+// Config.Filter: terms FIELD OP CONSTANT joined by && and || (&& first).
+// FIELD is argN or strN (N from 1), ret, pid, tid or comm;
 // a number compares with == != < <= > >=, a string ("...") with == and
 // !=, and a string ending in * with == and != matches a prefix. ret
 // (a return value) is value 0.

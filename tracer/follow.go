@@ -193,13 +193,9 @@ func (t *tracer) watchProcess(proc *procmaps.Process, probes []follow.Probe, opt
 // TARGET: an ELF binary on PATH over a wrapper script (pyenv's shim would
 // exec another python than the one whose probes were named).
 func launchCommand(cfg *Config) *exec.Cmd {
-	name := cfg.Command[0]
-	if !strings.ContainsRune(name, '/') {
-		if p := procmaps.LookPath(name); p != "" {
-			name = p
-		}
-	}
-	cmd := exec.Command(name, cfg.Command[1:]...)
+	// exec.Command finds Command[0] on PATH as the shell does
+	// (checkCommand warns when that file lacks the probes).
+	cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if cfg.JSON {
 		// Keep stdout a stream of JSON objects.

@@ -145,7 +145,7 @@ func (t *tracer) funcSites(b *uprobe.Binary, p probe.Spec) (*funcSites, error) {
 	fs := &funcSites{fns: fns, byAddr: make(map[uint64]uint64, len(fns)), index: make(map[uint64]int, len(fns))}
 	warned := false
 	for i, fn := range fns {
-		regs, strMask := record.RegsC, t.cfg.StrMask
+		regs, strMask := record.RegsC, t.cfg.strMask
 		switch conv := b.Convention(fn); {
 		case p.Kind == record.KindUretprobe:
 			regs, strMask = record.RegsRet, 0

@@ -96,6 +96,11 @@ func (t *tracer) hintSilent(w io.Writer, links []*attach.Link, proc *procmaps.Pr
 			fmt.Fprintln(w, h)
 		}
 	}
+	if t.otherCommand {
+		// The warning at the start said why: the command runs
+		// another file than the one with the probes.
+		return
+	}
 	hits := map[string]int{}
 	for _, s := range t.sites {
 		if s.Kind == record.KindUSDT {

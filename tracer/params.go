@@ -238,13 +238,13 @@ func (p *paramRead) enumerator(ev *record.Event) (string, bool) {
 // appendRaw appends value i as the raw "args" print it: a string only
 // for --str.
 func (t *tracer) appendRaw(b []byte, ev *record.Event, i int) []byte {
-	if t.cfg.StrMask&(1<<i) != 0 && strUnreadable(ev, i) {
+	if t.cfg.strMask&(1<<i) != 0 && strUnreadable(ev, i) {
 		return appendUnreadable(b, uint64(ev.Args[i]), true)
 	}
-	if ev.Errors&(1<<i) != 0 && t.cfg.StrMask&(1<<i) != 0 {
+	if ev.Errors&(1<<i) != 0 && t.cfg.strMask&(1<<i) != 0 {
 		return append(b, "null"...)
 	}
-	if t.cfg.StrMask&(1<<i) != 0 {
+	if t.cfg.strMask&(1<<i) != 0 {
 		if str, ok := ev.Str(i); ok {
 			return jsontext.Append(b, str, false)
 		}

@@ -3,6 +3,7 @@ package tracer
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 
 	"github.com/probekit/probekit/record"
 )
@@ -34,6 +35,38 @@ func (cfg *Config) Complete() error {
 	}
 	if cfg.StackTable && cfg.Pprof == "" {
 		return errors.New("StackTable prints the counted stacks beside Pprof's file: without Pprof they are printed anyway")
+	}
+	return cfg.completeArgs()
+}
+
+// completeArgs checks the argument numbers of Strs and HistValue and
+// sets strMask and histIndex from them.
+func (cfg *Config) completeArgs() error {
+	var mask uint32
+	for _, a := range cfg.Strs {
+		if a.IsRet() {
+			return errors.New("Strs (--str): a return value is not read as a string; want probe.Arg(N)")
+		}
+		if err := a.Check(); err != nil {
+			return fmt.Errorf("Strs (--str): %w", err)
+		}
+		mask |= 1 << a.Index()
+	}
+	if n := bits.OnesCount32(mask); n > record.MaxStrs {
+		return fmt.Errorf("Strs (--str): %d string arguments, at most %d", n, record.MaxStrs)
+	}
+	if mask != 0 && cfg.Mode != record.ModeEvents {
+		return errors.New("Strs (--str) prints strings of hits: ModeCount, ModeHist and ModeLatency print none")
+	}
+	cfg.strMask, cfg.histIndex = mask, 0
+	switch {
+	case cfg.Mode == record.ModeHist:
+		if err := cfg.HistValue.Check(); err != nil {
+			return fmt.Errorf("HistValue (--hist): %w", err)
+		}
+		cfg.histIndex = cfg.HistValue.Index()
+	case !cfg.HistValue.IsZero():
+		return errors.New("HistValue (--hist) is the value ModeHist counts: set Mode to record.ModeHist, or leave HistValue zero")
 	}
 	return nil
 }

@@ -42,6 +42,10 @@ type Config struct {
 	Process *procmaps.Process
 	// Command, when set, is launched stopped at its execve, attached,
 	// then let run; it alone is traced, and the trace ends when it exits.
+	// Command[0] runs as the shell would run it: found on PATH as
+	// exec.LookPath finds it, the first executable of that name, be it a
+	// script (a pyenv shim). When that file lacks the USDT probes asked
+	// for in it, a warning names it and the file on PATH that has them.
 	// Its standard streams are the caller's (its standard output goes to
 	// standard error with JSON, which keeps Output a stream of objects).
 	// Process and Command exclude each other. A trace that ends before
@@ -56,9 +60,10 @@ type Config struct {
 	Follow bool
 
 	// Mode is record.ModeEvents (a line per hit), ModeCount, ModeHist of
-	// value HistValue (0-based; 0 for a return value) or ModeLatency.
+	// value HistValue (probe.Arg(N), numbered from 1 as --hist N, or
+	// probe.Ret() for a uretprobe's return value) or ModeLatency.
 	Mode      record.Mode
-	HistValue int
+	HistValue probe.ArgNum
 	// LatencyEnd is the index in Probes of ModeLatency's first end probe.
 	LatencyEnd int
 	// Keys key the counts and histograms (ParseKeys reads them); Top,
@@ -68,9 +73,14 @@ type Config struct {
 	// Filter is evaluated in the kernel: a hit it rejects is neither sent
 	// nor counted (ParseFilter reads the expression form).
 	Filter []record.FilterTerm
-	// StrMask has bit n set to read argument n (0-based) as the string it
-	// points to.
-	StrMask uint32
+	// Strs are the arguments read as the strings they point to
+	// (probe.Arg(N), numbered from 1 as --str N), at most record.MaxStrs.
+	// A hit's Str returns them.
+	Strs []probe.ArgNum
+	// strMask has bit Index() of each of Strs set, histIndex is
+	// HistValue.Index() (Complete sets both).
+	strMask   uint32
+	histIndex int
 	// RingSize is the ring buffer's size in bytes (0:
 	// record.DefaultRingSize; record.CheckRingSize says what is allowed).
 	RingSize int
@@ -115,8 +125,10 @@ type Config struct {
 }
 
 // Hit is one hit given to Config.OnHit: the decoded record and the site
-// its cookie names. Both are valid until OnHit returns. Params gives a
-// function's values named and typed by its DWARF (params.go).
+// its cookie names. Both are valid until OnHit returns. Value and Str
+// take an argument numbered from 1 (probe.Arg(N)); the embedded Event's
+// Args are the same values indexed from 0. Params gives a function's
+// values named and typed by its DWARF.
 type Hit struct {
 	*record.Event
 	Site *Site
@@ -203,6 +215,9 @@ var (
 // tracer is one run of probekit trace.
 type tracer struct {
 	cfg *Config
+	// otherCommand: checkCommand warned that the command runs a file
+	// without the probes; hintSilent then blames nothing else.
+	otherCommand bool
 	// ctx ends the trace when done.
 	ctx   context.Context
 	out   output
@@ -347,7 +362,7 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 	if err := sizeTraceMaps(spec); err != nil {
 		return err
 	}
-	if err := spec.Variables[record.StrMaskName].Set(cfg.StrMask); err != nil {
+	if err := spec.Variables[record.StrMaskName].Set(cfg.strMask); err != nil {
 		return err
 	}
 	ringSize := cfg.RingSize
@@ -357,7 +372,7 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 	if cfg.Mode != record.ModeEvents {
 		// Nothing is sent per hit.
 		ringSize = os.Getpagesize()
-		if err := record.SetMode(spec, cfg.Mode, cfg.HistValue); err != nil {
+		if err := record.SetMode(spec, cfg.Mode, cfg.histIndex); err != nil {
 			return err
 		}
 		if len(cfg.Keys) > 0 {
@@ -444,6 +459,9 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 	t := newTracer(cfg, stdout, stderr)
 	t.funcRegs = funcRegs
 	t.ctx = ctx
+	if len(cfg.Command) > 0 {
+		t.checkCommand()
+	}
 	if tables != nil {
 		t.stacks.tables = tables
 		defer t.tablesWarnings(tables)

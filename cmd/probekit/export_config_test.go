@@ -11,6 +11,7 @@ import (
 
 	"github.com/probekit/probekit/exporter"
 	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
 )
@@ -60,24 +61,24 @@ metrics:
 	}
 	m := cfg.Metrics
 	if m[0].Name != "pg_queries_total" || m[0].Help != "queries started" || m[0].Type != exporter.Counter ||
-		m[0].Probe.Provider != "postgresql" || m[0].Probe.Name != "query__start" || m[0].Line != 3 || m[0].Value != exporter.NoValue {
+		m[0].Probe.Provider != "postgresql" || m[0].Probe.Name != "query__start" || m[0].Line != 3 || !m[0].Value.IsZero() {
 		t.Errorf("metric 0: %+v", m[0])
 	}
-	if m[1].Value != 1 || len(m[1].Buckets) != 3 || m[1].Buckets[2] != 16384 {
-		t.Errorf("metric 1: value %d, buckets %v", m[1].Value, m[1].Buckets)
+	if m[1].Value != probe.Arg(2) || len(m[1].Buckets) != 3 || m[1].Buckets[2] != 16384 {
+		t.Errorf("metric 1: value %v, buckets %v", m[1].Value, m[1].Buckets)
 	}
 	if !m[2].Latency() || m[2].End.Name != "query__done" || len(m[2].Buckets) == 0 || m[2].Buckets[0] >= 1e-3 {
 		t.Errorf("metric 2: end %+v, buckets %v", m[2].End, m[2].Buckets)
 	}
-	if len(m[3].Labels) != 2 || m[3].Labels[0] != (exporter.Label{Name: "function", Arg: 1, String: true}) ||
-		m[3].Labels[1] != (exporter.Label{Name: "line", Arg: 2}) || m[3].MaxSeries != 50 {
+	if len(m[3].Labels) != 2 || m[3].Labels[0] != (exporter.Label{Name: "function", Arg: probe.Arg(2), String: true}) ||
+		m[3].Labels[1] != (exporter.Label{Name: "line", Arg: probe.Arg(3)}) || m[3].MaxSeries != 50 {
 		t.Errorf("metric 3: labels %+v, max_series %d", m[3].Labels, m[3].MaxSeries)
 	}
-	if m[4].Probe.Kind != record.KindUprobe || m[4].Probe.Func != "malloc" || m[4].Value != 0 {
-		t.Errorf("metric 4: %+v value %d", m[4].Probe, m[4].Value)
+	if m[4].Probe.Kind != record.KindUprobe || m[4].Probe.Func != "malloc" || m[4].Value != probe.Arg(1) {
+		t.Errorf("metric 4: %+v value %v", m[4].Probe, m[4].Value)
 	}
-	if m[5].Probe.Kind != record.KindUretprobe || m[5].Value != exporter.RetValue {
-		t.Errorf("metric 5: %+v value %d", m[5].Probe, m[5].Value)
+	if m[5].Probe.Kind != record.KindUretprobe || !m[5].Value.IsRet() {
+		t.Errorf("metric 5: %+v value %v", m[5].Probe, m[5].Value)
 	}
 }
 

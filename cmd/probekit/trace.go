@@ -9,6 +9,7 @@ import (
 	"math/bits"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -99,9 +100,11 @@ func parseTrace(args []string) (*traceRequest, error) {
 			if err != nil || n < 1 || n > record.MaxArgs {
 				return nil, usagef("--str %q: want argument numbers from 1 to %d", *strs, record.MaxArgs)
 			}
-			req.StrMask |= 1 << (n - 1)
+			if !slices.Contains(req.Strs, probe.Arg(n)) {
+				req.Strs = append(req.Strs, probe.Arg(n))
+			}
 		}
-		if bits.OnesCount32(req.StrMask) > record.MaxStrs {
+		if len(req.Strs) > record.MaxStrs {
 			return nil, usagef("--str %q: at most %d string arguments", *strs, record.MaxStrs)
 		}
 	}
@@ -116,13 +119,13 @@ func parseTrace(args []string) (*traceRequest, error) {
 	case *count:
 		req.Mode = record.ModeCount
 	case *hist == "ret":
-		req.Mode, histRet = record.ModeHist, true
+		req.Mode, req.HistValue, histRet = record.ModeHist, probe.Ret(), true
 	case *hist != "":
 		n, err := strconv.Atoi(*hist)
 		if err != nil || n < 1 || n > record.MaxArgs {
 			return nil, usagef("--hist %q: want an argument number from 1 to %d, or ret", *hist, record.MaxArgs)
 		}
-		req.Mode, req.HistValue = record.ModeHist, n-1
+		req.Mode, req.HistValue = record.ModeHist, probe.Arg(n)
 	}
 	if err := stackCounting(req); err != nil {
 		return nil, err
@@ -131,7 +134,7 @@ func parseTrace(args []string) (*traceRequest, error) {
 		switch {
 		case req.Limit != 0:
 			return nil, usagef("-n counts printed hits: --count, --hist and --latency print none")
-		case req.StrMask != 0:
+		case len(req.Strs) != 0:
 			return nil, usagef("--str prints strings of hits: --count, --hist and --latency print none")
 		case req.Time:
 			return nil, usagef("--time prints the time of each hit: --count, --hist and --latency print no hits")
@@ -213,7 +216,7 @@ func parseTrace(args []string) (*traceRequest, error) {
 			}
 		}
 	}
-	if req.StrMask != 0 && !takesStrs {
+	if len(req.Strs) != 0 && !takesStrs {
 		return nil, usagef("--str %q: numbers arguments, and a uretprobe has none: it prints a return value", *strs)
 	}
 	return req, nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/record"
 )
 
@@ -147,11 +148,11 @@ func TestTraceCountFunc(t *testing.T) {
 
 func TestParseTraceAggregate(t *testing.T) {
 	req, err := parseTrace([]string{"--hist", "ret", "-i", "2", "uretprobe:libc.so.6:malloc"})
-	if err != nil || req.Mode != record.ModeHist || req.HistValue != 0 || req.Interval != 2*time.Second {
+	if err != nil || req.Mode != record.ModeHist || !req.HistValue.IsRet() || req.Interval != 2*time.Second {
 		t.Errorf("--hist ret: %+v, %v", req, err)
 	}
 	req, err = parseTrace([]string{"--hist", "3", "x:p:n"})
-	if err != nil || req.Mode != record.ModeHist || req.HistValue != 2 {
+	if err != nil || req.Mode != record.ModeHist || req.HistValue != probe.Arg(3) {
 		t.Errorf("--hist 3: %+v, %v", req, err)
 	}
 	for _, args := range [][]string{

@@ -293,7 +293,7 @@ func TestTraceStackPythonCFI(t *testing.T) {
 	// argument is the name; the stacks are matched by their frames.
 	want := []string{"PyEval_EvalCode", "PyRun_StringFlags", "PyRun_SimpleStringFlags", "Py_RunMain", "Py_BytesMain",
 		"__libc_start_call_main", "__libc_start_main_impl", "_start"}
-	r := runTraceCmd("--json", "--str", "2", "--stack=cfi", probe, "--", "python3.11", "-c", script)
+	r := runTraceCmd("--json", "--str", "2", "--stack=cfi", probe, "--", python, "-c", script)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
 	}
@@ -323,7 +323,7 @@ func TestTraceStackPythonCFI(t *testing.T) {
 	if !found {
 		t.Fatalf("no hit of probekit_fn in\n%s", r.out)
 	}
-	r = runTraceCmd("--json", "--str", "2", "--stack", probe, "--", "python3.11", "-c", script)
+	r = runTraceCmd("--json", "--str", "2", "--stack", probe, "--", python, "-c", script)
 	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n") {
 		if strings.Contains(line, `"probekit_fn"`) && strings.Contains(line, "Py_BytesMain") {
 			t.Errorf("the frame-pointer walk reached Py_BytesMain: python3.11 keeps frame pointers?\n%s", line)

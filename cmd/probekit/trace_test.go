@@ -240,7 +240,7 @@ func TestTracePython(t *testing.T) {
 	// With probekit trace, every call of probekit_fn is seen: the
 	// strings its first two arguments point to are the file and the
 	// function, the third is the line of the def.
-	hits := traceJSON(t, "--str", "1,2", python+":python:function__entry", "--", "python3.11", "-c", script)
+	hits := traceJSON(t, "--str", "1,2", python+":python:function__entry", "--", python, "-c", script)
 	calls := 0
 	for _, h := range hits {
 		if len(h.Args) == 3 && string(h.Args[0]) == `"<string>"` && string(h.Args[1]) == `"probekit_fn"` && string(h.Args[2]) == "3" {
