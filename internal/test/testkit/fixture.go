@@ -6,11 +6,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"syscall"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
