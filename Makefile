@@ -95,11 +95,12 @@ test-kernel: deps vmrun
 test-kernels: deps vmrun
 	./bin/vmrun -j 2 $(KERNEL_MATRIX)
 
-# CI's matrix: the kernel-facing core and the packages above it that
-# passed on 5.10 and 6.1 in the VMs (symbolize, unwind, profile, the
-# examples). exporter and cmd/probekit still fail there (docs/kernels.md
-# lists the failures); make test-kernels runs them.
-KERNEL_PKGS_CI := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe,./usdt,./usdt/bpf,./bpfunwind,./follow,./tracer,./symbolize,./unwind,./profile,./examples/...
+# CI's matrix: every package with kernel tests but cmd/probekit, on each
+# kernel (the exporter passes on 5.10 since its function metrics are
+# refused there). cmd/probekit passes in the VMs too but takes about 35
+# minutes per kernel under emulation, which three kernels in CI's hour
+# cannot hold; make test-kernels runs it (docs/kernels.md).
+KERNEL_PKGS_CI := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe,./usdt,./usdt/bpf,./bpfunwind,./follow,./tracer,./semaphore,./exporter,./symbolize,./unwind,./profile,./examples/...
 
 test-kernels-ci: deps vmrun
 	./bin/vmrun -j 2 '5.10=$(KERNEL_PKGS_CI)' '6.1=$(KERNEL_PKGS_CI)' '6.12=$(KERNEL_PKGS_CI)'
