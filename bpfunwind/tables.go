@@ -228,6 +228,16 @@ func (t *Tables) Watch(l *procmaps.Launched) error {
 	return err
 }
 
+// Known reports whether process pid was added (and not removed since):
+// a process a trace reaches that is not known yet is walked by frame
+// records until it is added.
+func (t *Tables) Known(pid int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.added[pid]
+	return ok
+}
+
 // Remove forgets process pid; the tables of objects no other process
 // maps are freed.
 func (t *Tables) Remove(pid int) error {

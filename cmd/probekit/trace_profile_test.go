@@ -204,11 +204,11 @@ func TestTraceStackFlags(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		arg        string
-		stack, cfi bool
-	}{{"--stack", true, false}, {"--stack=fp", true, false}, {"--stack=cfi", true, true}, {"--stack=false", false, false}} {
+		arg       string
+		stack, fp bool
+	}{{"--stack", true, false}, {"--stack=fp", true, true}, {"--stack=cfi", true, false}, {"--stack=false", false, false}} {
 		req, err := parseTrace([]string{c.arg, "f:p:n"})
-		if err != nil || req.Stack != c.stack || req.CFI != c.cfi {
+		if err != nil || req.Stack != c.stack || req.FramePointers != c.fp {
 			t.Errorf("%s: %v, %+v", c.arg, err, req)
 		}
 	}
@@ -266,7 +266,7 @@ func TestTraceStackCFIMixed(t *testing.T) {
 			t.Errorf("--stack=cfi: %q, want %q", fns, want)
 		}
 	}
-	for _, fns := range stackFunctions(t, "", "--stack", "uprobe:"+fx+":leaf", "--", fx, "mixed", "1") {
+	for _, fns := range stackFunctions(t, "", "--stack=fp", "uprobe:"+fx+":leaf", "--", fx, "mixed", "1") {
 		if slices.Contains(fns, "main") || !slices.Equal(fns[:2], want[:2]) {
 			t.Errorf("--stack (frame pointers): %q, want %q then no main", fns, want[:2])
 		}
@@ -323,7 +323,7 @@ func TestTraceStackPythonCFI(t *testing.T) {
 	if !found {
 		t.Fatalf("no hit of probekit_fn in\n%s", r.out)
 	}
-	r = runTraceCmd("--json", "--str", "2", "--stack", probe, "--", "python3.11", "-c", script)
+	r = runTraceCmd("--json", "--str", "2", "--stack=fp", probe, "--", "python3.11", "-c", script)
 	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n") {
 		if strings.Contains(line, `"probekit_fn"`) && strings.Contains(line, "Py_BytesMain") {
 			t.Errorf("the frame-pointer walk reached Py_BytesMain: python3.11 keeps frame pointers?\n%s", line)
@@ -514,7 +514,7 @@ func bpftraceChainCPU(b *testing.B, fixture string) float64 {
 // BenchmarkTraceStackCount is the cost of a hit at chain_end in
 // stack_chain (frame pointers) to the traced program, in one run: no
 // probe, probekit trace --count (per probe), probekit trace --count
-// --stack (per stack, in the kernel) and bpftrace's
+// --stack=fp (per stack, in the kernel, by frame pointers) and bpftrace's
 // @[ustack] = count() on the same target; cpu-ns/hit of each, and the
 // ratio of --count --stack to bpftrace (goal: at most 1).
 func BenchmarkTraceStackCount(b *testing.B) {
@@ -526,7 +526,7 @@ func BenchmarkTraceStackCount(b *testing.B) {
 	b.ResetTimer()
 	none := chainCPU(b, p, b.N)
 	count := tracedChainCPU(b, fx, "--json", "--count", "-i", "1", probe)
-	stack := tracedChainCPU(b, fx, "--count", "--stack", "--folded", "-i", "1", probe)
+	stack := tracedChainCPU(b, fx, "--count", "--stack=fp", "--folded", "-i", "1", probe)
 	bt := bpftraceChainCPU(b, fx)
 	b.StopTimer()
 	b.ReportMetric(none, "none-ns/hit")
@@ -539,8 +539,8 @@ func BenchmarkTraceStackCount(b *testing.B) {
 
 // BenchmarkTraceStackCountCFI is the cost of a hit at chain_end counted
 // by stack, to the traced program, in one run: on stack_chain (frame
-// pointers) by the kernel's frame-pointer walk (--count --stack), by
-// the CFI walk in BPF (--count --stack=cfi) and by bpftrace's
+// pointers) by the kernel's frame-pointer walk (--count --stack=fp), by
+// the CFI walk in BPF (--count --stack) and by bpftrace's
 // @[ustack] = count(); on stack_chain_nofp (none) by the CFI walk and by
 // bpftrace (whose walk stops at the first caller there). cpu-ns/hit of
 // each, each less the program's time without a probe (over-none), and
@@ -557,10 +557,10 @@ func BenchmarkTraceStackCountCFI(b *testing.B) {
 	p := testkit.Start(b, fp)
 	b.ResetTimer()
 	none := chainCPU(b, p, b.N)
-	fpStack := tracedChainCPU(b, fp, "--count", "--stack", "--folded", "-i", "1", probe(fp))
-	fpCFI := tracedChainCPU(b, fp, "--count", "--stack=cfi", "--folded", "-i", "1", probe(fp))
+	fpStack := tracedChainCPU(b, fp, "--count", "--stack=fp", "--folded", "-i", "1", probe(fp))
+	fpCFI := tracedChainCPU(b, fp, "--count", "--stack", "--folded", "-i", "1", probe(fp))
 	fpBt := bpftraceChainCPU(b, fp)
-	nofpCFI := tracedChainCPU(b, nofp, "--count", "--stack=cfi", "--folded", "-i", "1", probe(nofp))
+	nofpCFI := tracedChainCPU(b, nofp, "--count", "--stack", "--folded", "-i", "1", probe(nofp))
 	nofpBt := bpftraceChainCPU(b, nofp)
 	b.StopTimer()
 	for _, m := range []struct {
@@ -575,9 +575,9 @@ func BenchmarkTraceStackCountCFI(b *testing.B) {
 }
 
 // BenchmarkTraceStackHit is the cost of a hit at chain_end in
-// stack_chain_nofp printed with its stack, in one run: trace --stack
+// stack_chain_nofp printed with its stack, in one run: trace --stack=fp
 // (the kernel's frame-pointer walk, which stops early there) and trace
-// --stack=cfi (a copy of the stack top unwound in the tracer); the
+// --stack (the CFI walk in BPF, whole); the
 // ratio of the two (goal: at most 2), each less the hit without a stack.
 func BenchmarkTraceStackHit(b *testing.B) {
 	testkit.RequireKernel(b)
@@ -586,8 +586,8 @@ func BenchmarkTraceStackHit(b *testing.B) {
 	probe := "uprobe:" + fx + ":chain_end"
 	b.ResetTimer()
 	plain := tracedChainCPU(b, fx, probe)
-	fp := tracedChainCPU(b, fx, "--stack", probe)
-	cfi := tracedChainCPU(b, fx, "--stack=cfi", probe)
+	fp := tracedChainCPU(b, fx, "--stack=fp", probe)
+	cfi := tracedChainCPU(b, fx, "--stack", probe)
 	b.StopTimer()
 	b.ReportMetric(plain, "nostack-ns/hit")
 	b.ReportMetric(fp, "fp-ns/hit")
