@@ -121,7 +121,9 @@ func TestTraceStackHostWideLater(t *testing.T) {
 			const n = 12
 			var out, errOut testkit.Buffer
 			done := make(chan int, 1)
-			go func() { done <- run([]string{"trace", "--json", "--stack", "-n", strconv.Itoa(n), c.probe(bin)}, &out, &errOut) }()
+			go func() {
+				done <- run([]string{"trace", "--json", "--stack", "-n", strconv.Itoa(n), c.probe(bin)}, &out, &errOut)
+			}()
 			// The process starts once the trace has loaded (its "missing"
 			// note for the glob; for the named file, its hits before the
 			// attach are lost, and it fires until n are traced).
