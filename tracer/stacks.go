@@ -120,9 +120,12 @@ func (n *stackNamer) symbolize(ev *record.Event) ([]symbolize.Frame, string) {
 	if n.tables == nil {
 		return n.frames, fpCut(ev.NFrames)
 	}
-	known := n.tables.Known(int(ev.PID))
-	if !known && ev.FPSteps > 0 {
-		n.join(int(ev.PID))
+	// Whether the process was in the tables when it was hit: it may have
+	// exited (and been removed) since.
+	if ev.FPSteps > 0 && !n.tables.KnownAt(int(ev.PID), ev.TimeNS) {
+		if !n.tables.Known(int(ev.PID)) {
+			n.join(int(ev.PID))
+		}
 		n.mu.Lock()
 		n.early++
 		n.earlyPIDs[int(ev.PID)] = true

@@ -44,13 +44,14 @@ func (c *stackCount) functions() []string {
 // The calls of stack_paths 1000 300: leaf from emit from hot 1000
 // times, from cold 300 times; then main, then libc's
 // __libc_start_call_main (a local symbol of libc6-dbg's debug file),
-// where the frame-pointer walk ends.
+// where the frame-pointer walk ends, and past it, walked by libc's CFI,
+// __libc_start_main_impl and the fixture's _start.
 var stackPaths = []struct {
 	count uint64
 	chain []string
 }{
-	{1000, []string{"leaf", "emit", "hot", "main", "__libc_start_call_main"}},
-	{300, []string{"leaf", "emit", "cold", "main", "__libc_start_call_main"}},
+	{1000, []string{"leaf", "emit", "hot", "main", "__libc_start_call_main", "__libc_start_main_impl", "_start"}},
+	{300, []string{"leaf", "emit", "cold", "main", "__libc_start_call_main", "__libc_start_main_impl", "_start"}},
 }
 
 // --count --stack counts by stack in the kernel: a launched stack_paths
@@ -84,7 +85,7 @@ func TestTraceCountStack(t *testing.T) {
 		}
 		for j, f := range c.Key.Stack {
 			obj := "stack_paths"
-			if j == len(c.Key.Stack)-1 {
+			if strings.HasPrefix(f.Function, "__libc_start_") {
 				obj = "libc.so.6"
 			}
 			if filepath.Base(f.Object) != obj || f.Address == 0 {
@@ -95,7 +96,7 @@ func TestTraceCountStack(t *testing.T) {
 	// The text form: the count, then the frames.
 	r = runTraceCmd("--count", "--stack", "--top", "1", "uprobe:"+fx+":leaf", "--", fx, "1000", "300")
 	lines := strings.Split(strings.TrimSpace(r.out), "\n")
-	if r.code != 0 || len(lines) != 6 || lines[0] != "1000" || !strings.Contains(lines[1], " leaf+0x0 (") || !strings.Contains(lines[3], " hot+0x") {
+	if r.code != 0 || len(lines) != 8 || lines[0] != "1000" || !strings.Contains(lines[1], " leaf+0x0 (") || !strings.Contains(lines[3], " hot+0x") {
 		t.Errorf("--top 1: exit %d, %q (%s)", r.code, r.out, r.errOut)
 	}
 }
@@ -111,8 +112,8 @@ func TestTraceCountStackFolded(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
 	}
 	want := []string{
-		"__libc_start_call_main;main;cold;emit;leaf 300",
-		"__libc_start_call_main;main;hot;emit;leaf 1000",
+		"_start;__libc_start_main_impl;__libc_start_call_main;main;cold;emit;leaf 300",
+		"_start;__libc_start_main_impl;__libc_start_call_main;main;hot;emit;leaf 1000",
 	}
 	got := strings.Split(strings.TrimSpace(r.out), "\n")
 	if !slices.Equal(got, want) {
@@ -343,8 +344,8 @@ func TestTraceCountStackFollow(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
 	}
 	want := []string{
-		"__libc_start_call_main;main;cold;emit;leaf 4",
-		"__libc_start_call_main;main;hot;emit;leaf 15",
+		"_start;__libc_start_main_impl;__libc_start_call_main;main;cold;emit;leaf 4",
+		"_start;__libc_start_main_impl;__libc_start_call_main;main;hot;emit;leaf 15",
 	}
 	if got := strings.Split(strings.TrimSpace(r.out), "\n"); !slices.Equal(got, want) {
 		t.Errorf("folded:\n%s\nwant:\n%s", r.out, strings.Join(want, "\n"))
@@ -602,7 +603,7 @@ func TestTraceCountStackGlob(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
 	out, _ := countStackGlob(t, "stack_chain", "--stack")
-	want := "__libc_start_call_main;main;run;fire;chain_a;chain_b;chain_c 5\n"
+	want := "_start;__libc_start_main_impl;__libc_start_call_main;main;run;fire;chain_a;chain_b;chain_c 5\n"
 	if out != want {
 		t.Errorf("folded %q, want %q", out, want)
 	}

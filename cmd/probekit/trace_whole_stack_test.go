@@ -97,11 +97,14 @@ func TestTraceStackWholeByDefault(t *testing.T) {
 
 // A host-wide trace (no -p, no command) walks whole the stacks of a
 // process started after it began: the process is added to the walk's
-// tables at its first hit, which (with any other before the tables are
-// loaded) is walked by frame pointers and marked so; 3 of 4 hits at
-// least are whole (issue 34). Both host-wide forms: a named file
-// (attached path-wide) and a glob (a watch of the host, formerly refused
-// with CFI stacks).
+// tables at its first hit, and the hits before its tables are loaded
+// are walked by frame pointers, marked so and counted in a note; every
+// hit from the first whole one on is whole (issue 34). Both host-wide
+// forms: a named file (attached path-wide) and a glob (a watch of the
+// host, formerly refused with CFI stacks). How many hits come before the
+// tables are loaded depends on the machine's load (with the race
+// detector on this 2-CPU host, up to 2 s of hits; without it, see
+// docs/stacks.md): the test asks for 5 whole of 20 hits 300 ms apart.
 func TestTraceStackHostWideLater(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
@@ -118,7 +121,7 @@ func TestTraceStackHostWideLater(t *testing.T) {
 			// A copy of its own: no other process maps it.
 			bin := filepath.Join(t.TempDir(), "pkstk_chain")
 			testkit.CopyFile(t, testkit.Fixture("stack_chain_nofp"), bin)
-			const n = 12
+			const n = 20
 			var out, errOut testkit.Buffer
 			done := make(chan int, 1)
 			go func() {
@@ -140,7 +143,9 @@ func TestTraceStackHostWideLater(t *testing.T) {
 					t.Fatalf("%d hits not traced within 60s: %s%s", n, out.String(), errOut.String())
 				}
 				fx.Fire("chain", 1)
-				time.Sleep(100 * time.Millisecond)
+				// Apart enough for the tables to load (libc's takes
+				// 31-59 ms without the race detector) after a few.
+				time.Sleep(300 * time.Millisecond)
 			}
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut.String())
@@ -155,12 +160,15 @@ func TestTraceStackHostWideLater(t *testing.T) {
 					t.Errorf("hit %d of pid %d, want %d", i, h.PID, fx.PID())
 				case slices.Equal(fns, want) && h.Truncated == "":
 					whole++
+				case whole > 0:
+					t.Errorf("hit %d: stack %q (truncated %q) after a whole one", i, fns, h.Truncated)
 				case !strings.Contains(h.Truncated, "pid "+strconv.Itoa(fx.PID())+" not loaded yet"):
 					t.Errorf("hit %d: stack %q cut (truncated %q), not marked as walked before its tables were loaded", i, fns, h.Truncated)
 				}
 			}
-			if len(hits) != n || whole < 3*n/4 {
-				t.Errorf("%d of %d hits whole (want %d hits, 3/4 whole at least):\n%s", whole, len(hits), n, out.String())
+			t.Logf("%d of %d hits whole", whole, len(hits))
+			if len(hits) != n || whole < 5 {
+				t.Errorf("%d of %d hits whole (want %d hits, 5 whole at least):\n%s", whole, len(hits), n, out.String())
 			}
 			if whole < len(hits) && !strings.Contains(errOut.String(), "before their processes' tables were loaded") {
 				t.Errorf("%d hits walked early, not counted in the notes: %s", len(hits)-whole, errOut.String())
