@@ -104,7 +104,7 @@ func TestTraceStackWholeByDefault(t *testing.T) {
 // host, formerly refused with CFI stacks). How many hits come before the
 // tables are loaded depends on the machine's load (with the race
 // detector on this 2-CPU host, up to 2 s of hits; without it, see
-// docs/stacks.md): the test asks for 5 whole of 20 hits 300 ms apart.
+// docs/stacks.md): the test asks for 5 whole of 40 hits 250 ms apart.
 func TestTraceStackHostWideLater(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
@@ -121,7 +121,7 @@ func TestTraceStackHostWideLater(t *testing.T) {
 			// A copy of its own: no other process maps it.
 			bin := filepath.Join(t.TempDir(), "pkstk_chain")
 			testkit.CopyFile(t, testkit.Fixture("stack_chain_nofp"), bin)
-			const n = 20
+			const n = 40
 			var out, errOut testkit.Buffer
 			done := make(chan int, 1)
 			go func() {
@@ -145,7 +145,7 @@ func TestTraceStackHostWideLater(t *testing.T) {
 				fx.Fire("chain", 1)
 				// Apart enough for the tables to load (libc's takes
 				// 31-59 ms without the race detector) after a few.
-				time.Sleep(300 * time.Millisecond)
+				time.Sleep(250 * time.Millisecond)
 			}
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut.String())
