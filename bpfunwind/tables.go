@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/unwind"
@@ -72,7 +74,25 @@ type Tables struct {
 	pids    map[int][]*object
 	// added are the processes as Add was given them, for Refresh.
 	added map[int]*procmaps.Process
+	// spans are when each PID was last in the process map
+	// (CLOCK_MONOTONIC, as bpf_ktime_get_ns): removed 0 while it is.
+	spans map[int]span
 	errs  map[*unwind.Table]error
+}
+
+type span struct{ added, removed uint64 }
+
+// spanKept is how long a removed process's stay is remembered (Refresh
+// forgets it then): longer than its last records take to be read.
+const spanKept = 30 * time.Second
+
+// monotonic is CLOCK_MONOTONIC in nanoseconds, bpf_ktime_get_ns's clock.
+func monotonic() uint64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
+		return 0
+	}
+	return uint64(ts.Nano())
 }
 
 type object struct {
@@ -109,7 +129,7 @@ func New(opts *Options) (*Tables, error) {
 		o.Cache = unwind.NewCache()
 	}
 	t := &Tables{cache: o.Cache, opts: o, loaded: map[*unwind.Table]*object{},
-		nextID: 1, pids: map[int][]*object{}, added: map[int]*procmaps.Process{}, errs: map[*unwind.Table]error{}}
+		nextID: 1, pids: map[int][]*object{}, added: map[int]*procmaps.Process{}, spans: map[int]span{}, errs: map[*unwind.Table]error{}}
 	var err error
 	for _, m := range []struct {
 		dst  **ebpf.Map
@@ -207,6 +227,9 @@ func (t *Tables) Add(p *procmaps.Process) error {
 	t.release(t.pids[p.PID])
 	t.pids[p.PID] = refs
 	t.added[p.PID] = p
+	if sp, ok := t.spans[p.PID]; !ok || sp.removed != 0 {
+		t.spans[p.PID] = span{added: monotonic()}
+	}
 	if err != nil {
 		return fmt.Errorf("bpfunwind: process %d: %w", p.PID, err)
 	}
@@ -228,6 +251,25 @@ func (t *Tables) Watch(l *procmaps.Launched) error {
 	return err
 }
 
+// KnownAt reports whether process pid was in the walk's process map at
+// time ns (CLOCK_MONOTONIC, a record's bpf_ktime_get_ns): a process a
+// trace reaches before it is added is walked by frame records alone.
+// Only the PID's last stay is remembered.
+func (t *Tables) KnownAt(pid int, ns uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sp, ok := t.spans[pid]
+	return ok && sp.added <= ns && (sp.removed == 0 || ns < sp.removed)
+}
+
+// Known reports whether process pid is in the walk's process map now.
+func (t *Tables) Known(pid int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.added[pid]
+	return ok
+}
+
 // Remove forgets process pid; the tables of objects no other process
 // maps are freed.
 func (t *Tables) Remove(pid int) error {
@@ -237,6 +279,10 @@ func (t *Tables) Remove(pid int) error {
 	t.release(t.pids[pid])
 	delete(t.pids, pid)
 	delete(t.added, pid)
+	if sp, ok := t.spans[pid]; ok && sp.removed == 0 {
+		sp.removed = monotonic()
+		t.spans[pid] = sp
+	}
 	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("bpfunwind: process %d: %w", pid, err)
 	}
@@ -252,6 +298,14 @@ func (t *Tables) Refresh() error {
 	procs := make([]*procmaps.Process, 0, len(t.added))
 	for _, p := range t.added {
 		procs = append(procs, p)
+	}
+	t.mu.Unlock()
+	t.mu.Lock()
+	now := monotonic()
+	for pid, sp := range t.spans {
+		if sp.removed != 0 && now-sp.removed > uint64(spanKept) {
+			delete(t.spans, pid)
+		}
 	}
 	t.mu.Unlock()
 	var errs []error

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -25,18 +27,49 @@ func (cfg *Config) HasStackKey() bool {
 	return false
 }
 
-// countsCFI reports whether the counts are keyed by stacks unwound
-// inside BPF from CFI (bpfunwind).
-func (cfg *Config) countsCFI() bool {
-	if cfg.Mode != record.ModeCount {
-		return false
-	}
+// hasCFIKey reports whether a key part asks for the CFI walk by kind
+// (record.KeyStackCFI, which a Go caller may give).
+func (cfg *Config) hasCFIKey() bool {
 	for _, k := range cfg.Keys {
-		if k.Kind == record.KeyStackCFI || k.Kind == record.KeyStack && cfg.CFI {
+		if k.Kind == record.KeyStackCFI {
 			return true
 		}
 	}
 	return false
+}
+
+// walksCFI reports whether the trace's stacks are walked inside BPF
+// (bpfunwind: CFI where an object has it, frame records where not):
+// Stack or a stack key without FramePointers, on x86-64.
+func (cfg *Config) walksCFI() bool {
+	if cfg.hasCFIKey() {
+		return true
+	}
+	if cfg.FramePointers || runtime.GOARCH != "amd64" {
+		return false
+	}
+	switch cfg.Mode {
+	case record.ModeEvents:
+		return cfg.Stack
+	case record.ModeCount:
+		return cfg.HasStackKey()
+	}
+	return false
+}
+
+// countsCFI reports whether the counts are keyed by stacks unwound
+// inside BPF from CFI (bpfunwind).
+func (cfg *Config) countsCFI() bool {
+	return cfg.Mode == record.ModeCount && cfg.walksCFI()
+}
+
+// framePointersNote is the warning of a trace whose stacks are walked
+// by frame pointers because the CFI walk is not built for the machine.
+func (cfg *Config) framePointersNote() string {
+	if cfg.FramePointers || runtime.GOARCH == "amd64" || !(cfg.Stack || cfg.HasStackKey()) {
+		return ""
+	}
+	return fmt.Sprintf("--stack: the whole-stack walk (CFI) is for x86-64; on %s stacks are walked by frame pointers, as with --stack=fp, and stop where code has none", runtime.GOARCH)
 }
 
 // tablesRefresh is how often the CFI walk's tables are read again from
@@ -45,13 +78,21 @@ func (cfg *Config) countsCFI() bool {
 // processes that exited are freed.
 const tablesRefresh = time.Second
 
-// refreshTables refreshes tables every tablesRefresh until the returned
-// function is called.
-func (t *tracer) refreshTables(tables *bpfunwind.Tables) (stop func()) {
+// startTables gives the stacks' namer the CFI walk's tables, and
+// refreshes them every tablesRefresh; in a trace of the host it adds
+// the processes the walk meets, from their first hit (stackNamer.join:
+// in the loop for printed stacks; from the counted stacks' processes at
+// each refresh for --count). The returned function stops both and
+// prints what could not be loaded and how many hits were walked by
+// frame pointers before their process was added.
+func (t *tracer) startTables(objs *record.Objects, tables *bpfunwind.Tables) (stop func()) {
+	n := t.stacks
+	n.tables = tables
+	hostWide := t.cfg.Process == nil && len(t.cfg.Command) == 0
 	done := make(chan struct{})
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
+	var wg sync.WaitGroup
+	wg.Go(func() { n.runJoins(done) })
+	wg.Go(func() {
 		tick := time.NewTicker(tablesRefresh)
 		defer tick.Stop()
 		for {
@@ -62,12 +103,40 @@ func (t *tracer) refreshTables(tables *bpfunwind.Tables) (stop func()) {
 				if err := tables.Refresh(); err != nil {
 					t.warnf("%v", err)
 				}
+				n.retryJoins()
+				if hostWide && t.cfg.Mode == record.ModeCount {
+					t.joinCounted(objs)
+				}
 			}
 		}
-	}()
+	})
 	return func() {
 		close(done)
-		<-ended
+		wg.Wait()
+		t.tablesWarnings(tables)
+		if note := n.earlyNote(); note != "" {
+			t.warnf("%s", note)
+		}
+	}
+}
+
+// joinCounted adds to the tables the processes of the stacks counted so
+// far that they do not hold: in --count, nothing is sent per hit.
+func (t *tracer) joinCounted(objs *record.Objects) {
+	entries, err := objs.Keyed()
+	if err != nil {
+		return
+	}
+	seen := map[uint32]bool{}
+	for _, e := range entries {
+		pid := e.Key.StackPID
+		if pid == 0 || seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		if !t.stacks.tables.Known(int(pid)) {
+			t.stacks.join(int(pid))
+		}
 	}
 }
 
@@ -79,29 +148,21 @@ func (t *tracer) tablesWarnings(tables *bpfunwind.Tables) {
 	}
 }
 
-// copyPages is how many 4 KiB pages of the stack --stack=cfi copies per
-// hit, from the stack pointer's page (the part of that page below the
-// stack pointer is not read).
-const copyPages = 2
-
 // setStackRecords makes the records of hits carry the user stack
-// (--stack): the kernel's frame-pointer walk, or with --stack=cfi a copy
-// of the stack top, unwound in user space (package unwind).
+// (--stack): the CFI walk inside BPF (record.SetStackCFI), or the
+// kernel's frame-pointer walk (--stack=fp, other architectures).
 func setStackRecords(spec *ebpf.CollectionSpec, cfg *Config) error {
-	if cfg.CFI {
-		return record.SetStackCopy(spec, copyPages)
+	if cfg.walksCFI() {
+		return record.SetStackCFI(spec)
 	}
 	return spec.Variables[record.StackName].Set(uint32(1))
 }
 
-// watchLaunched starts naming (and with --stack=cfi unwinding) the
-// stacks of a launched command, read again at its execs and its exit
-// (symbolize.Stacks.WatchLaunched, unwind.Processes.WatchLaunched).
+// watchLaunched starts naming the stacks of a launched command, read
+// again at its execs and its exit (symbolize.Stacks.WatchLaunched), and
+// gives the CFI walk its objects (bpfunwind.Tables.Watch).
 func (n *stackNamer) watchLaunched(l *procmaps.Launched) {
 	n.stacks.WatchLaunched(l)
-	if n.unwinder != nil {
-		n.unwinder.WatchLaunched(l)
-	}
 	if n.tables != nil {
 		if err := n.tables.Watch(l); err != nil {
 			n.warnf("%v: its stacks are walked by frame pointers", err)
@@ -110,15 +171,28 @@ func (n *stackNamer) watchLaunched(l *procmaps.Launched) {
 }
 
 // stackKey formats a stack key part: the frames as text lines, and as a
-// JSON array.
+// JSON array; a stack cut short ends with its marker line, and its JSON
+// with the member "truncated" after the array.
 func (t *tracer) stackKey(objs *record.Objects, k record.Key) (string, string) {
 	var frames []symbolize.Frame
-	if s, err := objs.Stack(k); err == nil {
+	cut := ""
+	if s, stop, err := objs.StackWalk(k); err == nil {
 		frames = t.stacks.stacks.Name(nil, int(k.StackPID), s)
+		cut = t.stacks.countedCut(stop, len(s), frames)
 	}
-	text := string(appendStackText(nil, frames))
-	js := appendStackJSON(nil, frames)
+	text := string(appendStackText(nil, frames, cut))
+	js := appendStackJSON(nil, frames, cut)
 	return text, string(js[len(`,"stack":`):])
+}
+
+// countedCut is why a counted stack was cut short: what the walk's end
+// says (a counted stack does not say whether its last step was a frame
+// record's).
+func (n *stackNamer) countedCut(stop bpfunwind.Stop, nframes int, frames []symbolize.Frame) string {
+	if n.tables == nil {
+		return fpCut(nframes)
+	}
+	return cfiCut(stop, false, nframes, frames)
 }
 
 // printStackCounts prints the counts of a stack key: per distinct stack
@@ -187,11 +261,12 @@ func (t *tracer) stackProfile(objs *record.Objects) (*profile.Profile, error) {
 	}
 	var stacks []profile.Stack
 	for _, e := range entries {
-		s, err := objs.Stack(e.Key)
+		s, stop, err := objs.StackWalk(e.Key)
 		if err != nil {
 			continue // a stack the kernel could not read or keep
 		}
-		stacks = append(stacks, profile.Stack{PID: e.Key.StackPID, Frames: s, Count: e.Count})
+		cut := t.stacks.countedCut(stop, len(s), t.stacks.stacks.Name(nil, int(e.Key.StackPID), s))
+		stacks = append(stacks, profile.Stack{PID: e.Key.StackPID, Frames: s, Count: e.Count, Truncated: cut})
 	}
 	p, err := profile.Build(stacks, profile.ProcessesOf(t.stacks.stacks), &profile.Options{CountName: "hits", CountUnit: "count"})
 	if p == nil {

@@ -122,12 +122,6 @@ func TestRunRefusesConfig(t *testing.T) {
 			t.Errorf("%+v: no error", c)
 		}
 	}
-	// Counted CFI stacks need the processes whose tables the walk uses.
-	stack := []tracer.Key{{KeyPart: record.KeyPart{Kind: record.KeyStack}, Name: "stack"}}
-	c := tracer.Config{Probes: []probe.Spec{spec}, Mode: record.ModeCount, Keys: stack, Stack: true, CFI: true}
-	if err := tracer.Run(context.Background(), &c); err == nil || !strings.Contains(err.Error(), "needs a process or a command") {
-		t.Errorf("CFI stacks host-wide: %v", err)
-	}
 }
 
 // A trace that ends before its command (here at Limit) ends the command
@@ -216,14 +210,14 @@ func profileCounts(t *testing.T, cfi bool) map[string]int64 {
 	var out bytes.Buffer
 	var got *profile.Profile
 	cfg := &tracer.Config{
-		Probes:   []probe.Spec{{Kind: record.KindUprobe, Target: fixture, Func: "leaf"}},
-		Command:  []string{fixture, "1000", "300"},
-		Mode:     record.ModeCount,
-		Keys:     keys,
-		Stack:    cfi,
-		CFI:      cfi,
-		Output:   &out,
-		Warnings: io.Discard,
+		Probes:        []probe.Spec{{Kind: record.KindUprobe, Target: fixture, Func: "leaf"}},
+		Command:       []string{fixture, "1000", "300"},
+		Mode:          record.ModeCount,
+		Keys:          keys,
+		Stack:         true,
+		FramePointers: !cfi,
+		Output:        &out,
+		Warnings:      io.Discard,
 		OnProfile: func(p *profile.Profile) error {
 			got = p
 			return nil

@@ -90,15 +90,18 @@ type Config struct {
 	// too.
 	Interval time.Duration
 	// Stack prints each hit's user stack, symbolized; with ModeCount it
-	// counts by stack (a stack key part). CFI unwinds stacks from the
-	// objects' call-frame information instead of the kernel's
-	// frame-pointer walk: per-hit stacks from a copy of the stack top
-	// (package unwind), counted stacks inside BPF (package bpfunwind,
-	// x86-64, with a Process or a Command: the walk knows the objects of
-	// the processes it was given, read at the start, at each exec and
-	// link-map change a trace sees, at the entry point of a launched
-	// command, and every second).
-	Stack, CFI bool
+	// counts by stack (a stack key part). The stack is whole: walked
+	// inside BPF (package bpfunwind, x86-64) from the objects' call-frame
+	// information where they have it and by frame records where they
+	// have none (JIT code, hand-written assembly), frame by frame, in
+	// every process the trace reaches: -p PID, a launched command, -f
+	// descendants, and host-wide, where a process is added at its first
+	// hit (which is walked by frame pointers, and counted). A stack cut
+	// short says why (docs/stacks.md). FramePointers takes the kernel's
+	// frame-pointer walk instead (bpf_get_stack): cheaper, and short in
+	// code built without frame pointers; it is also what other
+	// architectures get, with a warning.
+	Stack, FramePointers bool
 	// Pprof, when set, is the file ModeCount's counted stacks are written
 	// to as a pprof profile, instead of their being printed (StackTable
 	// prints them too); Folded prints them folded instead of as a table.
@@ -149,10 +152,8 @@ func (cfg *Config) check() error {
 		return errors.New("OnHit takes the hits of record.ModeEvents: the other modes send none")
 	case cfg.OnProfile != nil && (cfg.Mode != record.ModeCount || !cfg.HasStackKey()):
 		return errors.New("OnProfile takes the stacks counted by record.ModeCount with a stack key")
-	case cfg.countsCFI() && runtime.GOARCH != "amd64":
+	case cfg.hasCFIKey() && runtime.GOARCH != "amd64":
 		return fmt.Errorf("counting by CFI-unwound stack is for x86-64 (unwind.bpf.h), not %s", runtime.GOARCH)
-	case cfg.countsCFI() && cfg.Process == nil && len(cfg.Command) == 0:
-		return errors.New("counting by CFI-unwound stack needs a process or a command: the walk's tables are those of the processes it is given")
 	}
 	return nil
 }
@@ -379,7 +380,7 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 			parts := make([]record.KeyPart, len(cfg.Keys))
 			for i, k := range cfg.Keys {
 				parts[i] = k.KeyPart
-				if k.Kind == record.KeyStack && cfg.CFI {
+				if k.Kind == record.KeyStack && cfg.walksCFI() {
 					parts[i].Kind = record.KeyStackCFI
 				}
 			}
@@ -434,7 +435,7 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 	}
 	var loadOpts *ebpf.CollectionOptions
 	var tables *bpfunwind.Tables
-	if cfg.countsCFI() {
+	if cfg.walksCFI() {
 		// The walk's tables, filled per traced process (stackNamer.watch).
 		if tables, err = bpfunwind.New(nil); err != nil {
 			return err
@@ -463,9 +464,9 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 		t.checkCommand()
 	}
 	if tables != nil {
-		t.stacks.tables = tables
-		defer t.tablesWarnings(tables)
-		defer t.refreshTables(tables)()
+		defer t.startTables(objs, tables)()
+	} else if note := cfg.framePointersNote(); note != "" {
+		t.warnf("%s", note)
 	}
 	// Without BPF cookies (before Linux 5.15) a position-independent
 	// file's sites are found by their runtime address in a process: a
@@ -679,7 +680,7 @@ func newTracer(cfg *Config, stdout, stderr io.Writer) *tracer {
 		t.form = &jsonForm
 	}
 	if cfg.Stack || cfg.HasStackKey() {
-		t.stacks = newStackNamer(cfg.CFI && cfg.Mode == record.ModeEvents, t.warnf)
+		t.stacks = newStackNamer(t.warnf)
 	}
 	return t
 }
@@ -876,13 +877,13 @@ func (t *tracer) appendHit(b []byte, ev *record.Event) ([]byte, error) {
 	if t.stacks == nil {
 		return append(b, site.end...), nil
 	}
-	frames := t.stacks.symbolize(ev)
+	frames, cut := t.stacks.symbolize(ev)
 	if t.cfg.JSON {
 		// The stack goes in the object: before its closing "}\n".
 		b = append(b, site.end[:len(site.end)-2]...)
-		return append(appendStackJSON(b, frames), "}\n"...), nil
+		return append(appendStackJSON(b, frames, cut), "}\n"...), nil
 	}
-	return appendStackText(append(b, site.end...), frames), nil
+	return appendStackText(append(b, site.end...), frames, cut), nil
 }
 
 // appendArg appends value i: signed or unsigned as its spec says (signed

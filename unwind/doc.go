@@ -25,7 +25,7 @@
 // 50,000 hits twice, the traced thread's CPU per hit on a loaded 2-CPU
 // VM whose bare uprobe costs 21.5 µs): the frame-pointer stack (127
 // frames through the ring) adds 21-24 µs, the 16 KiB copy 16-21 µs, the
-// 8 KiB one (2 pages, what probekit trace --stack=cfi copies) 9-15 µs,
+// 8 KiB one (2 pages, what probekit trace --stack=cfi copied before --stack walked in BPF) 9-15 µs,
 // one page 15-16 µs (the noise of that machine is about 5 µs); an
 // earlier run measured the 16 KiB copy at 2.5 times the frame-pointer
 // stack. On the same VM idle, unwinding a copied sample of 10 frames in

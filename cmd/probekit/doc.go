@@ -4,7 +4,7 @@
 //	probekit list [--json] TARGET [GLOB]
 //	probekit list [--json] -p PID [GLOB]
 //	probekit list --functions [--params] [--json] [-p PID] TARGET [GLOB]
-//	probekit trace [--json] [--time] [-o FILE] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack[=cfi] | --count [--stack [--folded] [--pprof FILE]] | --hist N|ret | --latency] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]
+//	probekit trace [--json] [--time] [-o FILE] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack[=fp] | --count [--stack [--folded] [--pprof FILE]] | --hist N|ret | --latency] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]
 //	probekit symbolize [--json] [-C] [--cache-dir DIR | --no-cache] (-p PID | -e FILE) [ADDR...]
 //	probekit cflags [-o DIR]
 //	probekit export --config FILE [--listen ADDR]
@@ -107,29 +107,25 @@
 //	3598/3598 uprobe:chain_end @0x1310 [0 ...]
 //	    0x56176b477310 chain_end+0x0 (/path/stack_chain)
 //	    0x56176b47733a chain_c+0xa (/path/stack_chain)
+//	    ...
 //
 // and in --json as "stack": [{"address", "function", "offset", "object"},
-// ...] ("function" is "" when unknown). The program reads the stack with
-// usdt/bpf's stack.bpf.h: a walk of the frame-pointer chain, with the
-// caller added at a function's entry. Go code always has frame pointers;
-// C and C++ built without them (-fomit-frame-pointer, the default at -O2;
-// Debian's libc and python3.11) show their first frame (and at a
-// function's entry its caller), then wrong frames or none.
-//
-// --stack=cfi walks such stacks whole: each record carries a copy of the
-// top of the stack (8 KiB at most: the stack pointer's page and the next
-// one) with rip, rsp and rbp, which probekit unwinds with the call-frame
-// information (.eh_frame) of each object the process maps (package
-// unwind), frame pointers or none, down to _start; python3.11 at
-// function__entry gives its interpreter's frames down to Py_BytesMain and
-// libc's __libc_start_call_main. It costs more per hit: the copy (two
-// reads of a page) and a record of about 8 KiB instead of 1 KiB
-// (BenchmarkTraceStackHit, the traced program's CPU per hit: 0.97 to
-// 1.16 times the frame-pointer hit's over four runs on a loaded 2-CPU VM
-// where a hit without a stack costs 22-28 µs, the difference within
-// that machine's noise), and the tracer's time to unwind it (about 12 µs
-// for 10 frames). Frames whose return addresses lie past
-// the copy end the walk.
+// ...] ("function" is "" when unknown). The stack is whole: the BPF
+// program walks it (package bpfunwind, x86-64) with the call-frame
+// information (.eh_frame) of each object where it has one, and by frame
+// records where it has none (JIT code, hand-written assembly), frame by
+// frame, down to _start: C and C++ built without frame pointers
+// (-fomit-frame-pointer, the default at -O2; Debian's libc and
+// python3.11) included. It walks every process the trace reaches: -p
+// PID, a launched command, -f descendants, and host-wide, where a
+// process is added to the walk's tables at its first hit (that hit, and
+// any before its tables are loaded, is walked by frame pointers, marked,
+// and counted in a note at the end). A stack cut short ends with a line
+// "[truncated: REASON]" (in --json, "truncated": REASON): no unwind
+// information for an object, unreadable stack memory, the depth limit.
+// --stack=fp takes the kernel's frame-pointer walk instead: cheaper, and
+// short in code without frame pointers (it cannot tell why it stopped,
+// except at the depth limit). docs/stacks.md has the costs.
 //
 // Frames are named from the tables of the files a process maps, read
 // while it runs: for -p PID at the start; for a launched CMD at the start
@@ -142,9 +138,8 @@
 // minus one; the printed address and offset are the return address's.
 //
 // --count --stack (or --by stack, which combines with other keys) counts
-// in the kernel by user stack, the kernel's frame-pointer walk with the
-// caller of a function entry kept, and the process: bpftrace's
-// @[ustack] = count(). Each distinct stack is printed with its count
+// in the kernel by user stack (the whole stack, as --stack walks it) and
+// the process: bpftrace's @[ustack] = count(). Each distinct stack is printed with its count
 // (and the other keys as NAME=VALUE), most frequent first, --top N of
 // them:
 //
@@ -173,27 +168,28 @@
 // build IDs. 10,240 distinct stacks are kept (a map of about 10 MiB,
 // allocated only with a stack key); a hit whose stack finds it full is
 // counted under no stack. Measured against bpftrace 0.17 on the same
-// target in one run (BenchmarkTraceStackCount), a hit costs 0.93 to
-// 1.05 times bpftrace's @[ustack] = count() (three runs), which misses
-// the caller at a function's entry.
+// target in one run (BenchmarkTraceStackCount), a hit counted by
+// --stack=fp costs 0.93 to 1.05 times bpftrace's @[ustack] = count()
+// (three runs), which misses the caller at a function's entry.
 //
-// --count --stack=cfi counts by stacks unwound inside the BPF program
-// from the call-frame information of the objects (package bpfunwind:
-// tables built from .eh_frame, kept in maps), frame pointers or none,
-// down to _start, still with no event per hit:
+// --count --stack counts by the same whole stacks, walked inside the
+// BPF program, still with no event per hit (--count --stack=fp: the
+// kernel's frame-pointer walk):
 //
-//	# probekit trace --count --stack=cfi --folded uprobe:./stack_chain_nofp:chain_end -- ./stack_chain_nofp --loop chain 5
+//	# probekit trace --count --stack --folded uprobe:./stack_chain_nofp:chain_end -- ./stack_chain_nofp --loop chain 5
 //	_start;__libc_start_main_impl;__libc_start_call_main;main;run;fire;chain_a;chain_b;chain_c;chain_end 5
 //
-// It needs -p PID or -- CMD (x86-64): the walk knows the objects of the
-// processes it was given, read for -p PID at the start, for a launched
-// command at its exec stop and again at its program's entry point (its
-// shared libraries mapped, none of its code run), for -f the same for
-// each process of the tree, and for a target "*" or a glob at each
-// change of the link map; and every process again each second, which
-// also frees the tables of those that exited. A library a process maps
-// otherwise unseen (dlopen without -f or a glob) is walked by frame
-// pointers until that refresh.
+// The walk knows the objects of the processes it was given, read for
+// -p PID at the start, for a launched command at its exec stop and again
+// at its program's entry point (its shared libraries mapped, none of its
+// code run), for -f the same for each process of the tree, for a target
+// "*" or a glob at each change of the link map, and host-wide for each
+// process whose stacks were counted, at the next second; and every
+// process again each second, which also frees the tables of those that
+// exited. A library a process maps otherwise unseen (dlopen without -f
+// or a glob) is walked by frame pointers until that refresh. A counted
+// stack cut short has the marker as its outermost frame
+// ("[truncated: REASON]") in the table, in --folded and in --pprof.
 //
 // --count and --hist count in the kernel instead of sending each hit to
 // probekit: a hit adds 1 to its probe's slot of a map (atomically), and

@@ -20,7 +20,7 @@ import (
 	"github.com/probekit/probekit/tracer"
 )
 
-const traceUsage = "trace [--json] [--time] [-o FILE] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack[=cfi] | --count [--stack [--folded] [--pprof FILE]] | --hist N|ret | --latency] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]\n" +
+const traceUsage = "trace [--json] [--time] [-o FILE] [-p PID] [-f] [-n COUNT] [--str N,...] [--ring-size SIZE] [--stack[=fp] | --count [--stack [--folded] [--pprof FILE]] | --hist N|ret | --latency] [--by KEY,... [--top N]] [-i SECONDS] [--filter EXPR] PROBE... [-- CMD ARGS...]\n" +
 	"      PROBE := [usdt:]TARGET:PROVIDER:NAME | uprobe:TARGET:FUNC | uretprobe:TARGET:FUNC\n" +
 	"      --latency uprobe:TARGET:FUNC (entry to return) | --latency START END (two probes, paired per thread)"
 
@@ -66,7 +66,7 @@ func parseTrace(args []string) (*traceRequest, error) {
 	interval := fs.Int("i", 0, "with --count or --hist, print every SECONDS too")
 	fs.StringVar(&req.outPath, "o", "", "write the output to FILE (created or truncated) instead of standard output")
 	fs.BoolVar(&req.Time, "time", false, "print each hit's time and command name (--json has them always)")
-	fs.Var(&stackFlag{req}, "stack", "print each hit's user stack, symbolized (=cfi: unwound from a copy of the stack); with --count, count by stack")
+	fs.Var(&stackFlag{req}, "stack", "print each hit's whole user stack, symbolized (CFI where objects have it, frame pointers where not; =fp: frame pointers only, cheaper); with --count, count by stack")
 	fs.StringVar(&req.Pprof, "pprof", "", "with --count --stack, write the counted stacks to FILE as a pprof profile")
 	fs.BoolVar(&req.Folded, "folded", false, "with --count --stack, print the counted stacks folded (main;outer;leaf COUNT)")
 	by := fs.String("by", "", "with --count or --hist, per KEY[,KEY...]: arg N, str N, ret, pid, tid, comm, probe, func")
@@ -293,8 +293,9 @@ func parseSize(s string) (int, error) {
 	return int(v) << shift, nil
 }
 
-// stackFlag is --stack: a bool flag that also takes =fp (the default,
-// the kernel's frame-pointer walk) and =cfi.
+// stackFlag is --stack: a bool flag that also takes =fp (the kernel's
+// frame-pointer walk, tracer.Config.FramePointers) and =cfi (the
+// default, kept as a name: the whole-stack walk).
 type stackFlag struct{ req *traceRequest }
 
 func (f *stackFlag) IsBoolFlag() bool { return true }
@@ -303,22 +304,22 @@ func (f *stackFlag) String() string {
 	if f.req == nil || !f.req.Stack {
 		return "false"
 	}
-	if f.req.CFI {
-		return "cfi"
+	if f.req.FramePointers {
+		return "fp"
 	}
 	return "true"
 }
 
 func (f *stackFlag) Set(s string) error {
 	switch s {
-	case "true", "fp":
-		f.req.Stack, f.req.CFI = true, false
+	case "true", "cfi":
+		f.req.Stack, f.req.FramePointers = true, false
 	case "false":
-		f.req.Stack, f.req.CFI = false, false
-	case "cfi":
-		f.req.Stack, f.req.CFI = true, true
+		f.req.Stack, f.req.FramePointers = false, false
+	case "fp":
+		f.req.Stack, f.req.FramePointers = true, true
 	default:
-		return fmt.Errorf("want --stack, --stack=fp or --stack=cfi")
+		return fmt.Errorf("want --stack (whole stacks) or --stack=fp (frame pointers only)")
 	}
 	return nil
 }

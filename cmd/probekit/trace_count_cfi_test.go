@@ -26,7 +26,7 @@ func chainNoFPFolded(rounds int) []string {
 // two paths whole with their exact counts, libc's frames included
 // (libc's tables are loaded at the program's entry point, after the
 // dynamic linker mapped it). The kernel's frame-pointer walk (--count
-// --stack) of the same hits stops at the first caller.
+// --stack=fp) of the same hits stops at the first caller.
 func TestTraceCountStackCFI(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
@@ -48,7 +48,7 @@ func TestTraceCountStackCFI(t *testing.T) {
 	// The frame-pointer walk of the same program: chain_end's caller is
 	// found (at the function's entry the return address is at the stack
 	// pointer), the frames above it are not.
-	args = append(append([]string{"--count", "--stack", "--folded"}, probes[0]), "--", fx, "--loop", "chain", "7")
+	args = append(append([]string{"--count", "--stack=fp", "--folded"}, probes[0]), "--", fx, "--loop", "chain", "7")
 	if r = runTraceCmd(args...); r.code != 0 || strings.Contains(r.out, "main") {
 		t.Errorf("frame pointers: exit %d, %q (%s), want a stack short of main", r.code, r.out, r.errOut)
 	}

@@ -44,13 +44,14 @@ func (c *stackCount) functions() []string {
 // The calls of stack_paths 1000 300: leaf from emit from hot 1000
 // times, from cold 300 times; then main, then libc's
 // __libc_start_call_main (a local symbol of libc6-dbg's debug file),
-// where the frame-pointer walk ends.
+// where the frame-pointer walk ends, and past it, walked by libc's CFI,
+// __libc_start_main_impl and the fixture's _start.
 var stackPaths = []struct {
 	count uint64
 	chain []string
 }{
-	{1000, []string{"leaf", "emit", "hot", "main", "__libc_start_call_main"}},
-	{300, []string{"leaf", "emit", "cold", "main", "__libc_start_call_main"}},
+	{1000, []string{"leaf", "emit", "hot", "main", "__libc_start_call_main", "__libc_start_main_impl", "_start"}},
+	{300, []string{"leaf", "emit", "cold", "main", "__libc_start_call_main", "__libc_start_main_impl", "_start"}},
 }
 
 // --count --stack counts by stack in the kernel: a launched stack_paths
@@ -84,7 +85,7 @@ func TestTraceCountStack(t *testing.T) {
 		}
 		for j, f := range c.Key.Stack {
 			obj := "stack_paths"
-			if j == len(c.Key.Stack)-1 {
+			if strings.HasPrefix(f.Function, "__libc_start_") {
 				obj = "libc.so.6"
 			}
 			if filepath.Base(f.Object) != obj || f.Address == 0 {
@@ -95,7 +96,7 @@ func TestTraceCountStack(t *testing.T) {
 	// The text form: the count, then the frames.
 	r = runTraceCmd("--count", "--stack", "--top", "1", "uprobe:"+fx+":leaf", "--", fx, "1000", "300")
 	lines := strings.Split(strings.TrimSpace(r.out), "\n")
-	if r.code != 0 || len(lines) != 6 || lines[0] != "1000" || !strings.Contains(lines[1], " leaf+0x0 (") || !strings.Contains(lines[3], " hot+0x") {
+	if r.code != 0 || len(lines) != 8 || lines[0] != "1000" || !strings.Contains(lines[1], " leaf+0x0 (") || !strings.Contains(lines[3], " hot+0x") {
 		t.Errorf("--top 1: exit %d, %q (%s)", r.code, r.out, r.errOut)
 	}
 }
@@ -111,8 +112,8 @@ func TestTraceCountStackFolded(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
 	}
 	want := []string{
-		"__libc_start_call_main;main;cold;emit;leaf 300",
-		"__libc_start_call_main;main;hot;emit;leaf 1000",
+		"_start;__libc_start_main_impl;__libc_start_call_main;main;cold;emit;leaf 300",
+		"_start;__libc_start_main_impl;__libc_start_call_main;main;hot;emit;leaf 1000",
 	}
 	got := strings.Split(strings.TrimSpace(r.out), "\n")
 	if !slices.Equal(got, want) {
@@ -204,11 +205,11 @@ func TestTraceStackFlags(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		arg        string
-		stack, cfi bool
-	}{{"--stack", true, false}, {"--stack=fp", true, false}, {"--stack=cfi", true, true}, {"--stack=false", false, false}} {
+		arg       string
+		stack, fp bool
+	}{{"--stack", true, false}, {"--stack=fp", true, true}, {"--stack=cfi", true, false}, {"--stack=false", false, false}} {
 		req, err := parseTrace([]string{c.arg, "f:p:n"})
-		if err != nil || req.Stack != c.stack || req.CFI != c.cfi {
+		if err != nil || req.Stack != c.stack || req.FramePointers != c.fp {
 			t.Errorf("%s: %v, %+v", c.arg, err, req)
 		}
 	}
@@ -240,10 +241,14 @@ func TestTraceStackLaunchedExit(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
 	fx := testkit.Fixture("stack_paths")
-	for _, flag := range []string{"--stack", "--stack=cfi"} {
+	for _, flag := range []string{"--stack", "--stack=fp"} {
+		want := stackPaths[0].chain
+		if flag == "--stack=fp" {
+			want = want[:5] // the frame-pointer walk ends in libc
+		}
 		hits := stackFunctions(t, "", flag, "uprobe:"+fx+":leaf", "--", fx, "1", "0")
-		if len(hits) != 1 || len(hits[0]) < 5 || !slices.Equal(hits[0][:5], stackPaths[0].chain) {
-			t.Errorf("%s: stacks %q, want one starting %q", flag, hits, stackPaths[0].chain)
+		if len(hits) != 1 || len(hits[0]) < len(want) || !slices.Equal(hits[0][:len(want)], want) {
+			t.Errorf("%s: stacks %q, want one starting %q", flag, hits, want)
 		}
 	}
 }
@@ -266,7 +271,7 @@ func TestTraceStackCFIMixed(t *testing.T) {
 			t.Errorf("--stack=cfi: %q, want %q", fns, want)
 		}
 	}
-	for _, fns := range stackFunctions(t, "", "--stack", "uprobe:"+fx+":leaf", "--", fx, "mixed", "1") {
+	for _, fns := range stackFunctions(t, "", "--stack=fp", "uprobe:"+fx+":leaf", "--", fx, "mixed", "1") {
 		if slices.Contains(fns, "main") || !slices.Equal(fns[:2], want[:2]) {
 			t.Errorf("--stack (frame pointers): %q, want %q then no main", fns, want[:2])
 		}
@@ -323,7 +328,7 @@ func TestTraceStackPythonCFI(t *testing.T) {
 	if !found {
 		t.Fatalf("no hit of probekit_fn in\n%s", r.out)
 	}
-	r = runTraceCmd("--json", "--str", "2", "--stack", probe, "--", python, "-c", script)
+	r = runTraceCmd("--json", "--str", "2", "--stack=fp", probe, "--", python, "-c", script)
 	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n") {
 		if strings.Contains(line, `"probekit_fn"`) && strings.Contains(line, "Py_BytesMain") {
 			t.Errorf("the frame-pointer walk reached Py_BytesMain: python3.11 keeps frame pointers?\n%s", line)
@@ -343,8 +348,8 @@ func TestTraceCountStackFollow(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
 	}
 	want := []string{
-		"__libc_start_call_main;main;cold;emit;leaf 4",
-		"__libc_start_call_main;main;hot;emit;leaf 15",
+		"_start;__libc_start_main_impl;__libc_start_call_main;main;cold;emit;leaf 4",
+		"_start;__libc_start_main_impl;__libc_start_call_main;main;hot;emit;leaf 15",
 	}
 	if got := strings.Split(strings.TrimSpace(r.out), "\n"); !slices.Equal(got, want) {
 		t.Errorf("folded:\n%s\nwant:\n%s", r.out, strings.Join(want, "\n"))
@@ -514,7 +519,7 @@ func bpftraceChainCPU(b *testing.B, fixture string) float64 {
 // BenchmarkTraceStackCount is the cost of a hit at chain_end in
 // stack_chain (frame pointers) to the traced program, in one run: no
 // probe, probekit trace --count (per probe), probekit trace --count
-// --stack (per stack, in the kernel) and bpftrace's
+// --stack=fp (per stack, in the kernel, by frame pointers) and bpftrace's
 // @[ustack] = count() on the same target; cpu-ns/hit of each, and the
 // ratio of --count --stack to bpftrace (goal: at most 1).
 func BenchmarkTraceStackCount(b *testing.B) {
@@ -526,7 +531,7 @@ func BenchmarkTraceStackCount(b *testing.B) {
 	b.ResetTimer()
 	none := chainCPU(b, p, b.N)
 	count := tracedChainCPU(b, fx, "--json", "--count", "-i", "1", probe)
-	stack := tracedChainCPU(b, fx, "--count", "--stack", "--folded", "-i", "1", probe)
+	stack := tracedChainCPU(b, fx, "--count", "--stack=fp", "--folded", "-i", "1", probe)
 	bt := bpftraceChainCPU(b, fx)
 	b.StopTimer()
 	b.ReportMetric(none, "none-ns/hit")
@@ -539,8 +544,8 @@ func BenchmarkTraceStackCount(b *testing.B) {
 
 // BenchmarkTraceStackCountCFI is the cost of a hit at chain_end counted
 // by stack, to the traced program, in one run: on stack_chain (frame
-// pointers) by the kernel's frame-pointer walk (--count --stack), by
-// the CFI walk in BPF (--count --stack=cfi) and by bpftrace's
+// pointers) by the kernel's frame-pointer walk (--count --stack=fp), by
+// the CFI walk in BPF (--count --stack) and by bpftrace's
 // @[ustack] = count(); on stack_chain_nofp (none) by the CFI walk and by
 // bpftrace (whose walk stops at the first caller there). cpu-ns/hit of
 // each, each less the program's time without a probe (over-none), and
@@ -557,10 +562,10 @@ func BenchmarkTraceStackCountCFI(b *testing.B) {
 	p := testkit.Start(b, fp)
 	b.ResetTimer()
 	none := chainCPU(b, p, b.N)
-	fpStack := tracedChainCPU(b, fp, "--count", "--stack", "--folded", "-i", "1", probe(fp))
-	fpCFI := tracedChainCPU(b, fp, "--count", "--stack=cfi", "--folded", "-i", "1", probe(fp))
+	fpStack := tracedChainCPU(b, fp, "--count", "--stack=fp", "--folded", "-i", "1", probe(fp))
+	fpCFI := tracedChainCPU(b, fp, "--count", "--stack", "--folded", "-i", "1", probe(fp))
 	fpBt := bpftraceChainCPU(b, fp)
-	nofpCFI := tracedChainCPU(b, nofp, "--count", "--stack=cfi", "--folded", "-i", "1", probe(nofp))
+	nofpCFI := tracedChainCPU(b, nofp, "--count", "--stack", "--folded", "-i", "1", probe(nofp))
 	nofpBt := bpftraceChainCPU(b, nofp)
 	b.StopTimer()
 	for _, m := range []struct {
@@ -575,9 +580,9 @@ func BenchmarkTraceStackCountCFI(b *testing.B) {
 }
 
 // BenchmarkTraceStackHit is the cost of a hit at chain_end in
-// stack_chain_nofp printed with its stack, in one run: trace --stack
+// stack_chain_nofp printed with its stack, in one run: trace --stack=fp
 // (the kernel's frame-pointer walk, which stops early there) and trace
-// --stack=cfi (a copy of the stack top unwound in the tracer); the
+// --stack (the CFI walk in BPF, whole); the
 // ratio of the two (goal: at most 2), each less the hit without a stack.
 func BenchmarkTraceStackHit(b *testing.B) {
 	testkit.RequireKernel(b)
@@ -586,8 +591,8 @@ func BenchmarkTraceStackHit(b *testing.B) {
 	probe := "uprobe:" + fx + ":chain_end"
 	b.ResetTimer()
 	plain := tracedChainCPU(b, fx, probe)
-	fp := tracedChainCPU(b, fx, "--stack", probe)
-	cfi := tracedChainCPU(b, fx, "--stack=cfi", probe)
+	fp := tracedChainCPU(b, fx, "--stack=fp", probe)
+	cfi := tracedChainCPU(b, fx, "--stack", probe)
 	b.StopTimer()
 	b.ReportMetric(plain, "nostack-ns/hit")
 	b.ReportMetric(fp, "fp-ns/hit")
@@ -602,7 +607,7 @@ func TestTraceCountStackGlob(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
 	out, _ := countStackGlob(t, "stack_chain", "--stack")
-	want := "__libc_start_call_main;main;run;fire;chain_a;chain_b;chain_c 5\n"
+	want := "_start;__libc_start_main_impl;__libc_start_call_main;main;run;fire;chain_a;chain_b;chain_c 5\n"
 	if out != want {
 		t.Errorf("folded %q, want %q", out, want)
 	}

@@ -15,7 +15,6 @@ import (
 	"log"
 	"os"
 	"os/signal"
-	"runtime"
 
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/record"
@@ -42,7 +41,6 @@ func profileMallocs(ctx context.Context, cmd []string, out string) error {
 		Command: cmd,
 		Mode:    record.ModeCount,
 		Stack:   true,
-		CFI:     runtime.GOARCH == "amd64",
 		Pprof:   out,
 	})
 }
