@@ -405,7 +405,8 @@ func TestTraceFuncErrors(t *testing.T) {
 	}
 	// With -p, errors name the target as given.
 	p := testkit.Start(t, testkit.Fixture("usdt_sample"))
-	r := runTraceWithin(t, 10*time.Second, "-p", itoa(p.PID()), "uprobe:usdt_sample:nosuch")
+	// 60 s: under emulation (the 5.10 VM) this took over 10.
+	r := runTraceWithin(t, 60*time.Second, "-p", itoa(p.PID()), "uprobe:usdt_sample:nosuch")
 	if r.code != 1 || !strings.Contains(r.errOut, "usdt_sample") || !strings.Contains(r.errOut, `"nosuch"`) || strings.Contains(r.errOut, "/proc/self/fd") {
 		t.Errorf("-p: exit %d, %q", r.code, r.errOut)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
 )
 
@@ -16,6 +17,10 @@ import (
 // item 1: the join of a new binary was a nil-pointer panic).
 func TestTraceHostJoinNewBinary(t *testing.T) {
 	testkit.RequireKernel(t)
+	cookie, err := features.Have(features.Cookie)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, json := range []bool{true, false} {
 		t.Run("json="+strconv.FormatBool(json), func(t *testing.T) {
 			// A copy of its own: no other process on the host maps it.
@@ -50,10 +55,20 @@ func TestTraceHostJoinNewBinary(t *testing.T) {
 			waitFor("the trace started", "missing")
 			fx := testkit.Start(t, bin)
 			pid := strconv.Itoa(fx.PID())
-			if json {
+			// Without BPF cookies (5.10) a host watch attaches in each
+			// process that maps the file: an attach, not a join.
+			kind := "join"
+			probe := ""
+			if !cookie {
+				kind, probe = "attach", "sample:zero"
+			}
+			switch {
+			case json && cookie:
 				waitFor("the new binary joined", `{"kind":"join","pid":`+pid+`,"file":"`+bin+`","sites":1}`)
-			} else {
-				waitFor("the new binary joined", "join "+pid+" "+bin+" (1 sites)\n")
+			case json:
+				waitFor("the new binary was attached", `{"kind":"attach","pid":`+pid+`,"file":"`+bin+`","probe":"sample:zero","sites":1}`)
+			default:
+				waitFor("the new binary joined", strings.Join(strings.Fields(kind+" "+pid+" "+bin+" "+probe), " ")+" (1 sites)\n")
 			}
 			fx.Fire("zero", 3)
 			select {
