@@ -39,8 +39,11 @@ func profileMallocs(ctx context.Context, cmd []string, out string) error {
 	return tracer.Run(ctx, &tracer.Config{
 		Probes:  []probe.Spec{{Kind: record.KindUprobe, Target: "libc.so.6", Func: "malloc"}},
 		Command: cmd,
-		Mode:    record.ModeCount,
-		Stack:   true,
-		Pprof:   out,
+		// libc is mapped after the exec: followed, it is attached as the
+		// command maps it, which a kernel without BPF cookies needs.
+		Follow: true,
+		Mode:   record.ModeCount,
+		Stack:  true,
+		Pprof:  out,
 	})
 }
