@@ -181,6 +181,15 @@ func parseStatStart(b []byte) (start uint64, state byte, ok bool) {
 	return start, state, ok
 }
 
+// ParentPID is the PID of pid's parent, from /proc/PID/stat.
+func ParentPID(pid int) (int, error) {
+	st, err := readStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	return st.PPID, nil
+}
+
 // readStat reads /proc/PID/stat.
 func readStat(pid int) (procfs.ProcStat, error) {
 	pfs, err := procFS()

@@ -1,14 +1,12 @@
 package tracer
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -421,18 +419,8 @@ func (l *lockedWriter) writeLine(b []byte) {
 	}
 }
 
-// ownChild reports whether pid's parent is this process, from
-// /proc/PID/stat's fourth field.
+// ownChild reports whether pid's parent is this process.
 func ownChild(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The command name, in parentheses, may hold spaces and ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	return len(f) > 1 && f[1] == strconv.Itoa(os.Getpid())
+	ppid, err := procmaps.ParentPID(pid)
+	return err == nil && ppid == os.Getpid()
 }

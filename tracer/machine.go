@@ -2,12 +2,11 @@ package tracer
 
 import (
 	"debug/elf"
-	"os"
 	"strings"
-	"syscall"
 
 	"github.com/probekit/probekit/attach"
 	"github.com/probekit/probekit/follow"
+	"github.com/probekit/probekit/procmaps"
 )
 
 // checkTargetMachines refuses a probe whose target names a file of
@@ -34,17 +33,14 @@ func checkTargetMachines(cfg *Config) error {
 	return nil
 }
 
-// targetMachine reads path's ELF header: a regular file, opened without
-// blocking (a FIFO named as a target does not hang the trace).
+// targetMachine reads path's ELF header, from a regular file opened
+// without blocking (a FIFO named as a target does not hang the trace).
 func targetMachine(path string) (elf.FileHeader, error) {
-	osf, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	osf, err := procmaps.OpenFile(path)
 	if err != nil {
 		return elf.FileHeader{}, err
 	}
 	defer osf.Close()
-	if st, err := osf.Stat(); err != nil || !st.Mode().IsRegular() {
-		return elf.FileHeader{}, os.ErrInvalid
-	}
 	f, err := elf.NewFile(osf)
 	if err != nil {
 		return elf.FileHeader{}, err
