@@ -5,6 +5,7 @@
 #   make deps       install the Debian packages the build and tests need
 #   make generate   rebuild the BPF objects (bpf2go, clang-19); output committed
 #   make testdata   rebuild every fixture under testdata/; output committed
+#   make testdata-system  the argument strings of installed system programs
 #   make fuzz       run each fuzz target for FUZZTIME
 #   make bench      run the Go benchmarks
 #   make test-kernels  the kernel tests on Linux 5.10, 6.1 and 6.12 in VMs (qemu)
@@ -32,7 +33,7 @@ DEPS := systemtap-sdt-dev clang-19 llvm-19 libbpf-dev binutils file gcc g++ libc
 	libc6-dbg elfutils debuginfod gdb bpftrace dwz \
 	qemu-system-x86 qemu-user-static kmod xz-utils bpftool
 
-.PHONY: all deps generate testdata test fuzz bench demo build clean-testdata vmrun test-kernel test-kernels test-kernels-ci
+.PHONY: all deps generate testdata testdata-system test fuzz bench demo build clean-testdata vmrun test-kernel test-kernels test-kernels-ci
 
 all: build
 
@@ -163,9 +164,14 @@ testdata: deps $(SDTINC)/sys/sdt.h
 	$(TD)/lines/build.sh
 	$(TD)/params/build.sh
 	$(GO) run ./internal/test/tools/golden -o $(TD)/golden $(BIN)/*
-	$(GO) run ./internal/test/tools/golden -o $(TD)/golden -name python3.11 /usr/bin/python3.11
 	argspec/testdata/regen.sh
 	file $(BIN)/* | sed 's/, BuildID[^,]*//'
+
+# The argument strings of installed system programs (argspec's real-data
+# tests): they follow the Debian packages, not this tree.
+testdata-system: deps
+	$(GO) run ./internal/test/tools/golden -o $(TD)/golden -name python3.11 /usr/bin/python3.11
+	argspec/testdata/regen.sh system
 
 # --- the main job ---------------------------------------------------------
 
