@@ -32,6 +32,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/probekit/probekit/procmaps"
@@ -42,6 +43,10 @@ import (
 // (libpython is linked in). Name it by path: python3.11 on PATH may be a
 // wrapper (pyenv's shim) that runs another interpreter.
 const python = "/usr/bin/python3.11"
+
+// ringBytes sizes the ring buffer (a power of 2, at least a page): about
+// 36,000 events of 232 bytes between two reads.
+var ringBytes uint32 = 8 << 20
 
 func main() {
 	log.SetFlags(0)
@@ -55,10 +60,30 @@ func main() {
 	// stay ignored in the command.
 	signal.Notify(make(chan os.Signal, 1), os.Interrupt)
 	err := trace(context.Background(), cmd, func(c Call) { fmt.Println(format(c)) })
+	var lost *LostError
+	if errors.As(err, &lost) {
+		// Said, never silent; the exit status stays the command's.
+		fmt.Fprintln(os.Stderr, "python:", lost)
+		err = errors.Unwrap(err)
+	}
 	if err != nil {
 		log.Fatal(err)
 	}
 }
+
+// LostError says how many calls were not printed because the ring buffer
+// was full: the program made calls faster than the tracer read them.
+// Err is the command's own exit error, or nil.
+type LostError struct {
+	Calls uint64
+	Err   error
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("%d entries and returns not printed: the ring buffer was full (the program called faster than this tracer reads)", e.Calls)
+}
+
+func (e *LostError) Unwrap() error { return e.Err }
 
 // Call is one function__entry or function__return hit.
 type Call struct {
@@ -72,12 +97,14 @@ type Call struct {
 }
 
 // trace launches cmd stopped, attaches to its probes, lets it run, and
-// passes every call to handle until it exits; it returns cmd's exit error.
+// passes every call to handle until it exits; it returns cmd's exit error,
+// inside a *LostError when calls did not fit in the ring buffer.
 func trace(ctx context.Context, cmd *exec.Cmd, handle func(Call)) (err error) {
 	spec, err := loadPycalls()
 	if err != nil {
 		return err
 	}
+	spec.Maps["events"].MaxEntries = ringBytes
 	if err := usdt.Prepare(spec); err != nil { // before load: cookies, uprobe_multi
 		return err
 	}
@@ -130,7 +157,7 @@ func trace(ctx context.Context, cmd *exec.Cmd, handle func(Call)) (err error) {
 	for {
 		err := rd.ReadInto(&rec)
 		if errors.Is(err, ringbuf.ErrFlushed) {
-			return <-exited
+			return lostError(objs.Lost, <-exited)
 		}
 		if err == nil && len(rec.RawSample) < int(unsafe.Sizeof(pycallsEvent{})) {
 			err = fmt.Errorf("event of %d bytes: rebuild pycalls.c (go generate)", len(rec.RawSample))
@@ -144,6 +171,23 @@ func trace(ctx context.Context, cmd *exec.Cmd, handle func(Call)) (err error) {
 		// ReadInto's buffer is 8-byte aligned.
 		handle(callOf((*pycallsEvent)(unsafe.Pointer(&rec.RawSample[0]))))
 	}
+}
+
+// lostError wraps exitErr in a *LostError when the per-CPU counter of
+// events that found the ring buffer full is not zero.
+func lostError(lost *ebpf.Map, exitErr error) error {
+	var perCPU []uint64
+	if err := lost.Lookup(uint32(0), &perCPU); err != nil {
+		return errors.Join(exitErr, fmt.Errorf("read the lost-event count: %w", err))
+	}
+	var n uint64
+	for _, v := range perCPU {
+		n += v
+	}
+	if n == 0 {
+		return exitErr
+	}
+	return &LostError{Calls: n, Err: exitErr}
 }
 
 func callOf(ev *pycallsEvent) Call {

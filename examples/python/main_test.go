@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -145,4 +146,55 @@ func TestTraceCommandFails(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("got %v, want exit status 3", err)
 	}
+}
+
+// A loop of many calls either prints every call or says how many it did
+// not: the calls printed plus those counted lost are at least the calls
+// made (the count also holds other code's calls), never fewer.
+func TestTraceLostCounted(t *testing.T) {
+	requirePython(t)
+	for _, ring := range []uint32{ringBytes, 4096} {
+		t.Run(fmt.Sprintf("ring %d", ring), func(t *testing.T) {
+			defer func(old uint32) { ringBytes = old }(ringBytes)
+			ringBytes = ring
+			lost := traceLoop(t)
+			if ring == 4096 && lost == 0 {
+				t.Error("a one-page ring lost nothing: the loss path went untested")
+			}
+		})
+	}
+}
+
+// traceLoop traces a loop of calls and returns how many events were
+// counted lost.
+func traceLoop(t *testing.T) uint64 {
+	const n = 100_000
+	path := writeScript(t, fmt.Sprintf(`import sys
+sys.setprofile(lambda *a: None)
+def leaf():
+    pass
+for _ in range(%d):
+    leaf()
+`, n))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var seen uint64
+	err := trace(ctx, exec.Command(python, path), func(c Call) {
+		if c.File == path && c.Function == "leaf" {
+			seen++
+		}
+	})
+	var lost uint64
+	var le *LostError
+	if errors.As(err, &le) {
+		lost, err = le.Calls, le.Err
+	}
+	if err != nil {
+		t.Fatalf("trace: %v", err)
+	}
+	t.Logf("%d of %d entries and returns of leaf printed, %d events counted lost", seen, 2*n, lost)
+	if seen > 2*n || seen+lost < 2*n {
+		t.Errorf("%d entries and returns printed and %d counted lost, of %d made: calls went missing unreported", seen, lost, 2*n)
+	}
+	return lost
 }

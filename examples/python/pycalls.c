@@ -53,12 +53,12 @@ struct event {
 	unsigned char funcname[FUNCNAME_LEN];
 };
 
-/* 1 MiB: several thousand events between two reads by Go. Python makes
+/* 8 MiB: about 36,000 events between two reads by Go. Python makes
  * millions of calls a second in a tight loop; what does not fit is
- * counted in lost. */
+ * counted in lost, and the tracer says how many. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 20);
+	__uint(max_entries, 8 << 20);
 	__type(value, struct event); /* for bpf2go's -type event */
 } events SEC(".maps");
 
