@@ -22,8 +22,8 @@ type docCommand struct {
 }
 
 // docCommands reads the console blocks of a Markdown file: a command
-// starts with "# " and goes on while its quotes are open or its line
-// ends with a backslash; the lines after it, up to the next command,
+// starts with a prompt, "# " (root) or "$ ", and goes on while the shell
+// would read on (open quotes, a trailing backslash); the lines after it, up to the next command,
 // are its output ("..." stands for lines left out). It also returns the
 // contents of the file's first block of each language in langs.
 func docCommands(t *testing.T, path string, langs ...string) ([]docCommand, map[string]string) {
@@ -53,7 +53,7 @@ func docCommands(t *testing.T, path string, langs ...string) ([]docCommand, map[
 			c := &cmds[len(cmds)-1]
 			c.cmd += "\n" + l
 			open = shellOpen(c.cmd)
-		case lang == "console" && strings.HasPrefix(l, "# "):
+		case lang == "console" && (strings.HasPrefix(l, "# ") || strings.HasPrefix(l, "$ ")):
 			cmds = append(cmds, docCommand{line: n, cmd: l[2:]})
 			open = shellOpen(l[2:])
 		case lang == "console" && len(cmds) > 0 && l != "...":
@@ -71,10 +71,15 @@ func docCommands(t *testing.T, path string, langs ...string) ([]docCommand, map[
 	return cmds, blocks
 }
 
-// shellOpen tells whether a shell command continues on the next line:
-// a single quote left open or a trailing backslash.
+// shellOpen tells whether a shell command continues on the next line,
+// as the shell's own parser (sh -n) says: it ends inside quotes or after
+// a backslash.
 func shellOpen(cmd string) bool {
-	return strings.Count(cmd, "'")%2 == 1 || strings.HasSuffix(cmd, `\`)
+	if strings.HasSuffix(cmd, `\`) {
+		return true
+	}
+	out, err := exec.Command("/bin/sh", "-n", "-c", cmd).CombinedOutput()
+	return err != nil && (strings.Contains(string(out), "Unterminated") || strings.Contains(string(out), "end of file"))
 }
 
 // TestDocCommands runs the console commands of docs/commands.md and
@@ -155,4 +160,75 @@ func trimOutput(s string) string {
 		return s
 	}
 	return strings.Join(lines[:20], "\n") + "\n...\n" + strings.Join(lines[len(lines)-20:], "\n")
+}
+
+// TestExampleCommands runs the console commands of the examples'
+// READMEs as written: `go run ./examples/X ...` from the repository's
+// root, `$ ./X ...` in a directory holding the example built and the
+// repository's testdata. Their outputs hold times, counts and PIDs, so
+// each output line shown is compared with numbers as N and runs of
+// blanks as one: the lines, their order of fields and their words must
+// be printed.
+func TestExampleCommands(t *testing.T) {
+	testkit.RequireKernel(t)
+	root := testkit.Root()
+	readmes, err := filepath.Glob(filepath.Join(root, "examples", "*", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	numbers := regexp.MustCompile(`[0-9][0-9.]*(µs|ms|ns|s)?`)
+	blanks := regexp.MustCompile(`[ \t]+`)
+	norm := func(s string) string {
+		return blanks.ReplaceAllString(numbers.ReplaceAllString(s, "N"), " ")
+	}
+	ran := 0
+	for _, readme := range readmes {
+		example := filepath.Base(filepath.Dir(readme))
+		cmds, _ := docCommands(t, readme)
+		dir := ""
+		for _, c := range cmds {
+			cmd := exec.Command("/bin/sh", "-c", c.cmd)
+			cmd.Dir = root
+			// The command's own output shares the tracer's stdout; with
+			// PYTHONUNBUFFERED (set on this machine) Python writes print's
+			// pieces one by one, and they land inside trace lines.
+			for _, kv := range os.Environ() {
+				if !strings.HasPrefix(kv, "PYTHONUNBUFFERED=") {
+					cmd.Env = append(cmd.Env, kv)
+				}
+			}
+			if strings.HasPrefix(c.cmd, "./"+example) || strings.Contains(c.cmd, "| ./"+example) {
+				if dir == "" {
+					dir = t.TempDir()
+					build := exec.Command("go", "build", "-o", dir, "./examples/"+example)
+					build.Dir = root
+					if out, err := build.CombinedOutput(); err != nil {
+						t.Fatalf("go build ./examples/%s: %v\n%s", example, err, out)
+					}
+					if err := os.Symlink(filepath.Join(root, "testdata"), filepath.Join(dir, "testdata")); err != nil {
+						t.Fatal(err)
+					}
+				}
+				cmd.Dir = dir
+			}
+			timer := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
+			out, err := cmd.CombinedOutput()
+			timer.Stop()
+			wantFail := len(c.want) > 0 && strings.HasPrefix(c.want[len(c.want)-1], example+": ")
+			if err != nil && !wantFail {
+				t.Errorf("%s:%d: %s: %v\n%s", readme, c.line, c.cmd, err, trimOutput(string(out)))
+				continue
+			}
+			ran++
+			got := norm(string(out))
+			for _, w := range c.want {
+				if !strings.Contains(got, norm(w)) {
+					t.Errorf("%s:%d: %s\nthe README shows %q; it printed:\n%s", readme, c.line, c.cmd, w, trimOutput(string(out)))
+				}
+			}
+		}
+	}
+	if ran < 4 {
+		t.Errorf("%d example commands ran; the READMEs show more", ran)
+	}
 }

@@ -57,6 +57,7 @@ const (
 
 func main() {
 	log.SetFlags(0)
+	log.SetPrefix("go-latency: ")
 	if len(os.Args) < 4 || os.Args[2] != "--" {
 		log.Fatal("usage: go-latency FUNCTION -- CMD ARGS...")
 	}
