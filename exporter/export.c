@@ -43,6 +43,7 @@
 #include <linux/ptrace.h>
 #include <bpf/bpf_tracing.h>
 #include "usdt.bpf.h"
+#include "faultstr.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -298,6 +299,12 @@ static __always_inline int arg(ctx_regs *ctx, __u32 from, __u32 n, __s64 *v)
 	return bpf_usdt_arg((struct pt_regs *)ctx, n, (long *)v);
 }
 
+/* Set before load where the kernel runs sleepable uprobe programs
+ * (exporter's faultingStrings): a string label in a page the process has
+ * not touched yet is read after faulting it in (faultstr.bpf.h), not
+ * lost as unreadable. */
+volatile const __u32 probekit_export_fault_strs = 0;
+
 /* Fills key from the labels' sources; returns non-zero when one could
  * not be read. */
 static __always_inline int make_key(ctx_regs *ctx, __u32 from, const struct metric *m, struct series_key *key)
@@ -319,7 +326,7 @@ static __always_inline int make_key(ctx_regs *ctx, __u32 from, const struct metr
 		if (arg(ctx, from, m->label_args[i], &v))
 			return -1;
 		if ((m->label_strs >> i) & 1) {
-			if (bpf_probe_read_user_str(key->str, sizeof(key->str), (void *)v) < 0)
+			if (probekit_read_user_str(key->str, sizeof(key->str), (void *)v, probekit_export_fault_strs) < 0)
 				return -1;
 		} else {
 			key->nums[i] = v;

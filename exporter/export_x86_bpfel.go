@@ -97,20 +97,21 @@ type exportStart struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	exportMapBpfUsdtIpToSpecId      = "__bpf_usdt_ip_to_spec_id"
-	exportMapBpfUsdtSpecs           = "__bpf_usdt_specs"
-	exportMapDepths                 = "depths"
-	exportMapErrors                 = "errors"
-	exportMapEvicted                = "evicted"
-	exportMapInserted               = "inserted"
-	exportMapMetrics                = "metrics"
-	exportMapOther                  = "other"
-	exportMapSeries                 = "series"
-	exportMapSites                  = "sites"
-	exportMapStarts                 = "starts"
-	exportProgExportFunc            = "export_func"
-	exportProgExportUsdt            = "export_usdt"
-	exportVarProbekitUsdtHaveCookie = "probekit_usdt_have_cookie"
+	exportMapBpfUsdtIpToSpecId       = "__bpf_usdt_ip_to_spec_id"
+	exportMapBpfUsdtSpecs            = "__bpf_usdt_specs"
+	exportMapDepths                  = "depths"
+	exportMapErrors                  = "errors"
+	exportMapEvicted                 = "evicted"
+	exportMapInserted                = "inserted"
+	exportMapMetrics                 = "metrics"
+	exportMapOther                   = "other"
+	exportMapSeries                  = "series"
+	exportMapSites                   = "sites"
+	exportMapStarts                  = "starts"
+	exportProgExportFunc             = "export_func"
+	exportProgExportUsdt             = "export_usdt"
+	exportVarProbekitExportFaultStrs = "probekit_export_fault_strs"
+	exportVarProbekitUsdtHaveCookie  = "probekit_usdt_have_cookie"
 )
 
 // loadExport returns the embedded CollectionSpec for export.
@@ -180,7 +181,8 @@ type exportMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type exportVariableSpecs struct {
-	ProbekitUsdtHaveCookie *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
+	ProbekitExportFaultStrs *ebpf.VariableSpec `ebpf:"probekit_export_fault_strs"`
+	ProbekitUsdtHaveCookie  *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
 }
 
 // exportObjects contains all objects after they have been loaded into the kernel.
@@ -236,7 +238,8 @@ func (m *exportMaps) Close() error {
 //
 // It can be passed to loadExportObjects or ebpf.CollectionSpec.LoadAndAssign.
 type exportVariables struct {
-	ProbekitUsdtHaveCookie *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
+	ProbekitExportFaultStrs *ebpf.Variable `ebpf:"probekit_export_fault_strs"`
+	ProbekitUsdtHaveCookie  *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
 }
 
 // exportPrograms contains all programs after they have been loaded into the kernel.

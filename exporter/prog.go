@@ -420,7 +420,7 @@ func loadGroupOf(ms []*Metric, failed func(*Metric) func(follow.Event)) ([]*prog
 	if !usesFunc {
 		delete(spec.Programs, funcProgram)
 	}
-	coll, err := ebpf.NewCollection(spec)
+	coll, err := newCollection(spec)
 	if err != nil {
 		return fail(fmt.Errorf("load the program: %w", err))
 	}
