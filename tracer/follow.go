@@ -113,6 +113,9 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 			f, exitErr, root = tree, tree.ExitErr, cmd.Process
 		}
 	case t.cfg.Follow:
+		if ownChild(proc.PID) {
+			return fmt.Errorf("pid %d is a child of this process: Follow cannot seize it, since this process's own waits for it (os/exec's Wait included) would take its trace stops and leave it stopped; start it with Config.Command, or trace it without Follow", proc.PID)
+		}
 		f, err = follow.Attach(proc, probes, opts)
 	case proc != nil:
 		f, err = t.watchProcess(proc, probes, opts)

@@ -295,3 +295,31 @@ func TestRunHostNoCookie(t *testing.T) {
 		}
 	}
 }
+
+// Follow of a process that is this process's own child is refused with
+// the reason and what to do, not seized: this process's waits would take
+// the child's trace stops (a test's fixture, an agent's worker).
+func TestRunFollowOwnChildRefused(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := testkit.Fixture("usdt_sample")
+	spec, err := probe.Parse(fixture + ":sample:loop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testkit.Start(t, fixture)
+	proc, err := tracer.OpenProcess(p.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := &tracer.Config{Probes: []probe.Spec{spec}, Process: proc, Follow: true, Warnings: new(bytes.Buffer)}
+	err = tracer.Run(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), "is a child of this process") || !strings.Contains(err.Error(), "Config.Command") {
+		t.Fatalf("Run: %v, want the own-child refusal", err)
+	}
+	// The child runs on, untraced and not stopped.
+	if err := p.Loop("loop", 1); err != nil {
+		t.Fatalf("the child after the refusal: %v", err)
+	}
+}
