@@ -152,6 +152,7 @@ testdata: deps $(SDTINC)/sys/sdt.h
 	gcc $(CFLAGS_FX) -fno-omit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_chain $(TD)/stack_chain.c
 	gcc $(CFLAGS_FX) -fomit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_chain_nofp $(TD)/stack_chain.c
 	gcc $(CFLAGS_FX) -fomit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_signal $(TD)/stack_signal.c
+	gcc $(CFLAGS_FX) -fomit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_jit $(TD)/stack_jit.c
 	gcc $(CFLAGS_FX) -o $(BIN)/recurse $(TD)/recurse.c
 	gcc $(CFLAGS_FX) -fno-optimize-sibling-calls -o $(BIN)/latency $(TD)/latency.c
 	gcc $(CFLAGS_FX) -fomit-frame-pointer -fno-inline -fPIC -shared -o $(BIN)/libstack_mid.so $(TD)/stack_mid.c

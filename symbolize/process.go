@@ -222,8 +222,19 @@ func (p *Process) Preload() error {
 	if err != nil {
 		return err
 	}
+	perfMap := false
 	for i := range sn.maps {
 		m := &sn.maps[i]
+		if m.perms&procmaps.Exec != 0 && m.obj == nil && m.name != "[vdso]" && !perfMap {
+			// Anonymous executable memory: a JIT's. Its perf map is
+			// read now too, while the process runs: a stack read after
+			// it exited (a launched command's, at its exit stop) is
+			// named from it.
+			perfMap = true
+			if _, err := p.readPerfMap(p.perf.Load(), true); err != nil {
+				return err
+			}
+		}
 		if m.perms&procmaps.Exec == 0 || (m.obj == nil && m.name != "[vdso]") {
 			continue
 		}
@@ -394,7 +405,7 @@ func (p *Process) jit(fr *Frame, addr uint64) error {
 			return nil
 		}
 	}
-	st, err := p.readPerfMap(st)
+	st, err := p.readPerfMap(st, false)
 	if err != nil {
 		return err
 	}
@@ -407,15 +418,16 @@ func (p *Process) jit(fr *Frame, addr uint64) error {
 }
 
 // readPerfMap reads the perf map again when it grew since old was read
-// (old may be nil). Errors other than the process's end are kept in the
-// state: no perf map is normal.
-func (p *Process) readPerfMap(old *perfState) (*perfState, error) {
+// (old may be nil), at most every perfMapRecheck unless force is set.
+// Errors other than the process's end are kept in the state: no perf map
+// is normal.
+func (p *Process) readPerfMap(old *perfState, force bool) (*perfState, error) {
 	p.perfMu.Lock()
 	defer p.perfMu.Unlock()
 	if cur := p.perf.Load(); cur != old {
 		return cur, nil // another goroutine read it meanwhile
 	}
-	if old != nil && time.Since(old.checked) < perfMapRecheck {
+	if old != nil && !force && time.Since(old.checked) < perfMapRecheck {
 		return old, nil
 	}
 	path := ""
