@@ -8,8 +8,8 @@
  * at a function's first call, a page swapped out) reads as an error.
  * With fault non-zero, a failed read faults the string's first page in
  * with bpf_copy_from_user (Linux 5.10, 07be4c4a3e7a; sleepable programs
- * only), and the next page when size reaches past it, and is tried
- * again. Pass a volatile const set before load: the program is then
+ * only), and the next page, which a string shorter than a page may
+ * reach, and is tried again. Pass a volatile const set before load: the program is then
  * loaded sleepable (BPF_F_SLEEPABLE; uprobe programs since Linux 6.0,
  * 8c7dcb84e3b7 and 64ad7556c75e; uprobe_multi ones since 6.6) or, with
  * the constant 0, the helper call is dead code that the verifier does
@@ -24,20 +24,21 @@
  * fewer than this many bytes spans at most two pages of any size. */
 #define PROBEKIT_MIN_PAGE 4096
 
+/* A failed fault is no error (the next page may not exist, and a string
+ * ending before it does not need it): the second read says what could
+ * be read. No branch on either fault's result: each doubles the states
+ * the verifier explores per string, which took a program with the
+ * whole-stack walk past Linux 6.1's 1,000,000 processed instructions
+ * (E2BIG). */
 static __always_inline long probekit_read_user_str(void *dst, __u32 size, const void *src, __u32 fault)
 {
 	long len = bpf_probe_read_user_str(dst, size, src);
-	__u64 next = ((__u64)src | (PROBEKIT_MIN_PAGE - 1)) + 1;
 	char c;
 
 	if (len > 0 || !fault)
 		return len;
-	if (bpf_copy_from_user(&c, 1, src))
-		return len;
-	/* The string may end before the next page, which may not exist:
-	 * its failure is no error. */
-	if (next - (__u64)src < size)
-		bpf_copy_from_user(&c, 1, (const void *)next);
+	bpf_copy_from_user(&c, 1, src);
+	bpf_copy_from_user(&c, 1, (const void *)(((__u64)src | (PROBEKIT_MIN_PAGE - 1)) + 1));
 	return bpf_probe_read_user_str(dst, size, src);
 }
 
