@@ -171,7 +171,6 @@ testdata: deps $(SDTINC)/sys/sdt.h
 # The argument strings of installed system programs (argspec's real-data
 # tests): they follow the Debian packages, not this tree.
 testdata-system: deps
-	$(GO) run ./internal/test/tools/golden -o $(TD)/golden -name python3.11 /usr/bin/python3.11
 	argspec/testdata/regen.sh system
 
 # --- the main job ---------------------------------------------------------

@@ -7,8 +7,8 @@
 // Files that are not ELF or carry no stapsdt note are skipped with a
 // message.
 //
-//	go run ./internal/tools/golden -o testdata/golden testdata/bin/*
-//	go run ./internal/tools/golden -o testdata/golden -name python3.11 /usr/bin/python3.11
+//	go run ./internal/test/tools/golden -o testdata/golden testdata/bin/*
+//	go run ./internal/test/tools/golden -o DIR -name NAME FILE
 package main
 
 import (
