@@ -7,16 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 
+	"github.com/probekit/probekit/bpfunwind"
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/interp"
 	"github.com/probekit/probekit/interp/python"
@@ -45,6 +48,7 @@ var pythons = []struct {
 
 type rig struct {
 	tables *python.Tables
+	cfi    *bpfunwind.Tables
 	coll   *ebpf.Collection
 	rd     *ringbuf.Reader
 }
@@ -57,6 +61,11 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tables.Close() })
+	cfi, err := bpfunwind.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cfi.Close() })
 	spec, err := pytest.LoadPytest()
 	if err != nil {
 		t.Fatal(err)
@@ -64,10 +73,15 @@ func newRig(t *testing.T) *rig {
 	if err := tables.Prepare(spec); err != nil {
 		t.Fatal(err)
 	}
+	if err := cfi.Prepare(spec); err != nil {
+		t.Fatal(err)
+	}
+	repl := tables.Replacements()
+	maps.Copy(repl, cfi.Replacements())
 	if err := uprobe.Prepare(spec); err != nil {
 		t.Fatal(err)
 	}
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: tables.Replacements()})
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +101,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rd.Close() })
-	return &rig{tables: tables, coll: coll, rd: rd}
+	return &rig{tables: tables, cfi: cfi, coll: coll, rd: rd}
 }
 
 // call is one line the script prints: the stack at a call of pyfix_hit.
@@ -196,6 +210,10 @@ func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.
 		t.Fatal(err)
 	}
 	defer r.tables.Remove(proc.PID)
+	if err := r.cfi.Add(proc); err != nil {
+		t.Fatal(err)
+	}
+	defer r.cfi.Remove(proc.PID)
 	io.WriteString(stdin, "go\n")
 	var calls []call
 	for {
@@ -209,11 +227,11 @@ func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.
 		}
 		calls = append(calls, c)
 	}
-	if len(calls) != 4 {
-		t.Fatalf("%d calls, want 4", len(calls))
+	if len(calls) != 5 {
+		t.Fatalf("%d calls, want 5", len(calls))
 	}
 	for _, c := range calls {
-		raw, stop := r.event(t, proc.PID, deadline)
+		raw, stop, native := r.event(t, proc.PID, deadline)
 		what := fmt.Sprintf("call %d (gil held %v, thread %s)", c.N, c.GIL, c.Thread)
 		if stop != python.StopEnd {
 			t.Errorf("%s: walk ended by %v, want end", what, stop)
@@ -235,11 +253,36 @@ func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.
 		if n := len(raw); n > 0 && raw[n-1].Flags&interp.FlagRunEnd == 0 {
 			t.Errorf("%s: the outermost frame does not end a run", what)
 		}
+		// Each run of Python frames is run by one eval-loop frame on the
+		// native stack.
+		runs, evals := 0, 0
+		for j, f := range raw {
+			if f.Flags&interp.FlagRunEnd != 0 {
+				runs++
+			}
+			if j < len(c.Qualnames) && strings.Contains(c.Qualnames[j], "<lambda>") && f.Flags&interp.FlagRunEnd == 0 {
+				t.Errorf("%s: frame %d, called from C, does not end a run", what, j)
+			}
+		}
+		for k, pc := range native {
+			if k > 0 {
+				pc-- // a return address: the call is before it
+			}
+			for _, rg := range in.EvalRanges() {
+				if pc >= rg[0] && pc < rg[1] {
+					evals++
+				}
+			}
+		}
+		if runs != evals {
+			t.Errorf("%s: %d runs of Python frames, %d eval-loop frames in the native stack %#x", what, runs, evals, native)
+		}
 	}
 }
 
-// event reads the next hit of process pid.
-func (r *rig) event(t *testing.T, pid int, deadline time.Time) ([]interp.Raw, python.Stop) {
+// event reads the next hit of process pid: its Python frames, why
+// their walk ended, its native stack.
+func (r *rig) event(t *testing.T, pid int, deadline time.Time) ([]interp.Raw, python.Stop, []uint64) {
 	t.Helper()
 	for {
 		r.rd.SetDeadline(deadline)
@@ -250,7 +293,7 @@ func (r *rig) event(t *testing.T, pid int, deadline time.Time) ([]interp.Raw, py
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rec.RawSample) < 8+python.StackRecordSize {
+		if len(rec.RawSample) < 8+python.StackRecordSize+bpfunwind.StackRecordSize {
 			t.Fatalf("event of %d bytes", len(rec.RawSample))
 		}
 		if int(binary.LittleEndian.Uint32(rec.RawSample)) != pid {
@@ -260,6 +303,13 @@ func (r *rig) event(t *testing.T, pid int, deadline time.Time) ([]interp.Raw, py
 		if err != nil {
 			t.Fatal(err)
 		}
-		return raw, stop
+		native, nstop, err := bpfunwind.DecodeStack(rec.RawSample[8+python.StackRecordSize:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nstop != bpfunwind.StopOutermost {
+			t.Errorf("native walk ended by %v", nstop)
+		}
+		return raw, stop, native
 	}
 }

@@ -4,7 +4,8 @@ Run as: python stack.py LIBPYFIX. It loads the fixture library, prints
 "ready", waits for a line on stdin, then calls pyfix_hit from
 outer -> middle -> inner: through ctypes.PyDLL (the GIL held) and
 ctypes.CDLL (the GIL released), on the main thread and on a
-threading.Thread. At each call it prints, as one JSON line, the stack
+threading.Thread; then through pyfix_call, which calls back into
+Python (C -> Python -> C), and the callback calls pyfix_hit. At each call it prints, as one JSON line, the stack
 traceback.extract_stack() gives on the same line as the call, innermost
 first, with each frame's qualified name. Then it prints "done" and
 waits for a line before it exits, so that its memory can be read.
@@ -35,7 +36,20 @@ def inner(lib, n):
 
 
 def middle(lib, n):
+    if n < 0:
+        # C -> Python -> C: pyfix_call calls back into Python, whose
+        # callback calls pyfix_hit.
+        lib.pyfix_call(CALLBACK(lambda x: callback(lib, x)), n)
+        return
     inner(lib, n)
+
+
+def callback(lib, n):
+    inner(lib, n)
+    return 0
+
+
+CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)
 
 
 def outer(lib, n):
@@ -55,6 +69,7 @@ for lib, n in ((held, 3), (released, 4)):
     t = threading.Thread(target=calls, args=(lib, n), name="worker")
     t.start()
     t.join()
+calls(held, -5)
 sys.stdout.write("done\n")
 sys.stdout.flush()
 sys.stdin.readline()

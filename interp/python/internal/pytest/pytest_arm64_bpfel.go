@@ -13,6 +13,64 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type PytestBpfUsdtSpec struct {
+	_    structs.HostLayout
+	Args [12]struct {
+		_           structs.HostLayout
+		ValOff      uint64
+		_           [6]byte /* unsupported bitfield */
+		RegOff      int16
+		ArgSigned   bool
+		ArgBitshift int8
+		_           [6]byte
+	}
+	UsdtCookie uint64
+	ArgCnt     int16
+	_          [6]byte
+}
+
+type PytestProbekitCfiObject struct {
+	_     structs.HostLayout
+	First uint32
+	Count uint32
+}
+
+type PytestProbekitCfiProcess struct {
+	_   structs.HostLayout
+	N   uint32
+	Pad uint32
+	M   [256]struct {
+		_      structs.HostLayout
+		Start  uint64
+		End    uint64
+		Bias   uint64
+		Object uint32
+		Pad    uint32
+	}
+}
+
+type PytestProbekitCfiRow struct {
+	_      structs.HostLayout
+	Pc     uint32
+	CfaOff int16
+	Kind   uint8
+	RbpOff int8
+}
+
+type PytestProbekitCfiStack struct {
+	_        structs.HostLayout
+	N        uint32
+	Stop     uint32
+	Pcs      [127]uint64
+	Pc       uint64
+	Sp       uint64
+	Bp       uint64
+	Pid      uint32
+	AtEntry  uint32
+	Exact    uint32
+	FpFrames uint32
+}
+
 type PytestProbekitPyProc struct {
 	_            structs.HostLayout
 	Runtime      uint64
@@ -36,13 +94,28 @@ type PytestProbekitPyProc struct {
 	CodeTag      uint32
 }
 
+type PytestProbekitUsdtIpKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Ip   int64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	PytestMapEvents          = "events"
-	PytestMapProbekitPyProcs = "probekit_py_procs"
-	PytestProgPyStack        = "py_stack"
+	PytestMapBpfUsdtIpToSpecId        = "__bpf_usdt_ip_to_spec_id"
+	PytestMapBpfUsdtSpecs             = "__bpf_usdt_specs"
+	PytestMapEvents                   = "events"
+	PytestMapProbekitCfiObjects       = "probekit_cfi_objects"
+	PytestMapProbekitCfiProcs         = "probekit_cfi_procs"
+	PytestMapProbekitCfiRows          = "probekit_cfi_rows"
+	PytestMapProbekitCfiScratch       = "probekit_cfi_scratch"
+	PytestMapProbekitPyProcs          = "probekit_py_procs"
+	PytestProgPyStack                 = "py_stack"
+	PytestVarProbekitStackEntryCaller = "probekit_stack_entry_caller"
+	PytestVarProbekitUsdtHaveCookie   = "probekit_usdt_have_cookie"
 )
 
 // LoadPytest returns the embedded CollectionSpec for Pytest.
@@ -94,14 +167,22 @@ type PytestProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type PytestMapSpecs struct {
-	Events          *ebpf.MapSpec `ebpf:"events"`
-	ProbekitPyProcs *ebpf.MapSpec `ebpf:"probekit_py_procs"`
+	BpfUsdtIpToSpecId  *ebpf.MapSpec `ebpf:"__bpf_usdt_ip_to_spec_id"`
+	BpfUsdtSpecs       *ebpf.MapSpec `ebpf:"__bpf_usdt_specs"`
+	Events             *ebpf.MapSpec `ebpf:"events"`
+	ProbekitCfiObjects *ebpf.MapSpec `ebpf:"probekit_cfi_objects"`
+	ProbekitCfiProcs   *ebpf.MapSpec `ebpf:"probekit_cfi_procs"`
+	ProbekitCfiRows    *ebpf.MapSpec `ebpf:"probekit_cfi_rows"`
+	ProbekitCfiScratch *ebpf.MapSpec `ebpf:"probekit_cfi_scratch"`
+	ProbekitPyProcs    *ebpf.MapSpec `ebpf:"probekit_py_procs"`
 }
 
 // PytestVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type PytestVariableSpecs struct {
+	ProbekitStackEntryCaller *ebpf.VariableSpec `ebpf:"probekit_stack_entry_caller"`
+	ProbekitUsdtHaveCookie   *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
 }
 
 // PytestObjects contains all objects after they have been loaded into the kernel.
@@ -124,13 +205,25 @@ func (o *PytestObjects) Close() error {
 //
 // It can be passed to LoadPytestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type PytestMaps struct {
-	Events          *ebpf.Map `ebpf:"events"`
-	ProbekitPyProcs *ebpf.Map `ebpf:"probekit_py_procs"`
+	BpfUsdtIpToSpecId  *ebpf.Map `ebpf:"__bpf_usdt_ip_to_spec_id"`
+	BpfUsdtSpecs       *ebpf.Map `ebpf:"__bpf_usdt_specs"`
+	Events             *ebpf.Map `ebpf:"events"`
+	ProbekitCfiObjects *ebpf.Map `ebpf:"probekit_cfi_objects"`
+	ProbekitCfiProcs   *ebpf.Map `ebpf:"probekit_cfi_procs"`
+	ProbekitCfiRows    *ebpf.Map `ebpf:"probekit_cfi_rows"`
+	ProbekitCfiScratch *ebpf.Map `ebpf:"probekit_cfi_scratch"`
+	ProbekitPyProcs    *ebpf.Map `ebpf:"probekit_py_procs"`
 }
 
 func (m *PytestMaps) Close() error {
 	return _PytestClose(
+		m.BpfUsdtIpToSpecId,
+		m.BpfUsdtSpecs,
 		m.Events,
+		m.ProbekitCfiObjects,
+		m.ProbekitCfiProcs,
+		m.ProbekitCfiRows,
+		m.ProbekitCfiScratch,
 		m.ProbekitPyProcs,
 	)
 }
@@ -139,6 +232,8 @@ func (m *PytestMaps) Close() error {
 //
 // It can be passed to LoadPytestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type PytestVariables struct {
+	ProbekitStackEntryCaller *ebpf.Variable `ebpf:"probekit_stack_entry_caller"`
+	ProbekitUsdtHaveCookie   *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
 }
 
 // PytestPrograms contains all programs after they have been loaded into the kernel.
