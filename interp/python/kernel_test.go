@@ -41,6 +41,7 @@ var pythons = []struct {
 	{"3.11-table", "/root/.pyenv/versions/3.11.7/bin/python3.11", python.SourceTable, python.SourceTable},
 	{"3.12", "/root/.pyenv/versions/3.12.1/bin/python3.12", 0, python.SourceDWARF},
 	{"3.13", "/root/.pyenv/versions/3.13.0/bin/python3.13", 0, python.SourceDWARF},
+	{"3.13-debugoffsets", "/root/.pyenv/versions/3.13.0/bin/python3.13", python.SourceDebugOffsets, python.SourceDebugOffsets},
 	{"3.10", "/root/.pyenv/versions/3.10.13/bin/python3.10", 0, python.SourceDWARF},
 	{"3.9", "/root/.pyenv/versions/3.9.18/bin/python3.9", 0, python.SourceDWARF},
 	{"3.8", "/root/.pyenv/versions/3.8.18/bin/python3.8", 0, python.SourceDWARF},
