@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"sync"
@@ -43,7 +44,10 @@ type codeInfo struct {
 type nameCache struct {
 	mu    sync.Mutex
 	codes map[uint64]*codeInfo
-	mem   *os.File
+	// mem is the process's memory: /proc/PID/mem, opened at the first
+	// read (tests give another).
+	mem   io.ReaderAt
+	close func() error
 }
 
 func newNameCache() *nameCache { return &nameCache{codes: map[uint64]*codeInfo{}} }
@@ -52,10 +56,10 @@ func newNameCache() *nameCache { return &nameCache{codes: map[uint64]*codeInfo{}
 func (in *Interpreter) Close() error {
 	in.names.mu.Lock()
 	defer in.names.mu.Unlock()
-	if in.names.mem != nil {
-		err := in.names.mem.Close()
-		in.names.mem = nil
-		return err
+	in.names.mem = nil
+	if c := in.names.close; c != nil {
+		in.names.close = nil
+		return c()
 	}
 	return nil
 }
@@ -73,7 +77,7 @@ func (in *Interpreter) readAt(b []byte, addr uint64) error {
 			f.Close()
 			return err
 		}
-		in.names.mem = f
+		in.names.mem, in.names.close = f, f.Close
 	}
 	if addr > 1<<63 {
 		return errRead
