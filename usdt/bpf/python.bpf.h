@@ -41,7 +41,8 @@
  *             the frame before it ends a run.
  *   3.13      tstate->current_frame; f_executable, instr_ptr.
  *   3.14      as 3.13, with f_executable a tagged _PyStackRef (low bits
- *             cleared).
+ *             cleared); the shim's owner is named
+ *             FRAME_OWNED_BY_INTERPRETER (same value).
  * The outermost frame of the chain always ends a run.
  *
  * f[i].instr is the byte offset, from the start of the code's bytecode,
@@ -96,7 +97,12 @@
 #define PROBEKIT_PY_MODE_ENTRY 2    /* 3.11: is_entry */
 #define PROBEKIT_PY_MODE_SHIM 3	    /* 3.12+: shim frames owned by the C stack */
 
-/* FRAME_OWNED_BY_CSTACK (CPython 3.12+, pycore_frame.h). */
+/* The first owner value of a frame that runs no code: 3.12-3.13's
+ * FRAME_OWNED_BY_CSTACK (3) is the shim each eval-loop call links in;
+ * 3.14 calls the same value FRAME_OWNED_BY_INTERPRETER; CPython's main
+ * branch adds FRAME_OWNED_BY_THREAD_STATE (4), a sentinel base frame.
+ * Frames owned by the thread (0), a generator (1) or a frame object (2)
+ * run code. */
 #define PROBEKIT_PY_OWNED_BY_CSTACK 3
 
 struct probekit_interp_frame {
@@ -196,7 +202,7 @@ static __always_inline __u64 __probekit_py_link(const struct probekit_py_proc *p
 		goto bad;
 	if (p->fr_entry >= 0 && bpf_probe_read_user(&entry, 1, (const void *)(fr + p->fr_entry)))
 		goto bad;
-	if (p->mode == PROBEKIT_PY_MODE_SHIM && entry == PROBEKIT_PY_OWNED_BY_CSTACK) {
+	if (p->mode == PROBEKIT_PY_MODE_SHIM && entry >= PROBEKIT_PY_OWNED_BY_CSTACK) {
 		/* A shim: the frame before it ends its run. */
 		if (n > 0)
 			s->f[(n - 1) & (PROBEKIT_INTERP_MAX_FRAMES - 1)].flags |= PROBEKIT_INTERP_FLAG_RUN_END;
