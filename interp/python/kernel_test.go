@@ -18,6 +18,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/bpfunwind"
 	"github.com/probekit/probekit/internal/test/testkit"
@@ -54,7 +55,9 @@ type rig struct {
 	rd     *ringbuf.Reader
 }
 
-func newRig(t *testing.T) *rig {
+// newRig loads pytest.c with the maps of python.Tables and
+// bpfunwind.Tables, and attaches prog at pyfix_hit.
+func newRig(t testing.TB, prog string) *rig {
 	t.Helper()
 	testkit.RequireKernel(t)
 	tables, err := python.NewTables(nil)
@@ -92,7 +95,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	l, err := b.Entry("pyfix_hit", coll.Programs["py_stack"], nil)
+	l, err := b.Entry("pyfix_hit", coll.Programs[prog], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +125,7 @@ func TestStack(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		testkit.Unavailable(t, "the pythons of this test are x86-64 builds")
 	}
-	r := newRig(t)
+	r := newRig(t, "py_stack")
 	script, err := filepath.Abs(filepath.Join(testkit.Root(), "testdata", "python", "stack.py"))
 	if err != nil {
 		t.Fatal(err)
@@ -313,4 +316,96 @@ func (r *rig) event(t *testing.T, pid int, deadline time.Time) ([]interp.Raw, py
 		}
 		return raw, stop, native
 	}
+}
+
+// benchScript calls pyfix_hit from inner, 5 Python frames deep, as many
+// times as each line on stdin says, and prints a line after each batch.
+const benchScript = `
+import ctypes, sys
+lib = ctypes.PyDLL(sys.argv[1])
+def inner(n):
+    for _ in range(n):
+        lib.pyfix_hit(0)
+def middle(n): inner(n)
+def outer(n): middle(n)
+print("ready", flush=True)
+for line in sys.stdin:
+    outer(int(line))
+    print("done", flush=True)
+`
+
+// BenchmarkWalk is the BPF time per hit (the kernel's run-time
+// statistics) of python.bpf.h's walk of 5 Python frames (py_walk), of
+// an empty program (bare) for the uprobe's own cost, with ns/op the
+// whole call's time seen from Python.
+func BenchmarkWalk(b *testing.B) {
+	for _, py := range pythons {
+		if py.source != 0 {
+			continue
+		}
+		for _, prog := range []string{"py_walk", "bare"} {
+			b.Run(py.name+"/"+prog, func(b *testing.B) {
+				if _, err := os.Stat(py.path); err != nil {
+					b.Skipf("no %s", py.path)
+				}
+				benchWalk(b, py.path, prog)
+			})
+		}
+	}
+}
+
+func benchWalk(b *testing.B, pyPath, prog string) {
+	r := newRig(b, prog)
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		testkit.Unavailable(b, "BPF run-time statistics: %v", err)
+	}
+	defer stats.Close()
+	lib, err := filepath.Abs(testkit.Fixture("libpyfix.so"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(pyPath, "-c", benchScript, lib)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	rd := bufio.NewReader(stdout)
+	if l, err := rd.ReadString('\n'); err != nil || l != "ready\n" {
+		b.Fatalf("script: %q %v", l, err)
+	}
+	proc, err := procmaps.Open(cmd.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	in, err := python.Find(proc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.Close()
+	if err := r.tables.Add(proc.PID, in); err != nil {
+		b.Fatal(err)
+	}
+	p := r.coll.Programs[prog]
+	before, err := p.Stats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	fmt.Fprintf(stdin, "%d\n", b.N)
+	if l, err := rd.ReadString('\n'); err != nil || l != "done\n" {
+		b.Fatalf("script: %q %v", l, err)
+	}
+	b.StopTimer()
+	after, err := p.Stats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	runs := after.RunCount - before.RunCount
+	if runs < uint64(b.N) {
+		b.Fatalf("%d runs of %s for %d calls", runs, prog, b.N)
+	}
+	b.ReportMetric(float64((after.Runtime-before.Runtime).Nanoseconds())/float64(runs), "bpf-ns/hit")
 }
