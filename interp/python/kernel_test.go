@@ -144,7 +144,18 @@ func TestStack(t *testing.T) {
 	}
 }
 
-func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.Source) {
+// hit is one event of the script's process.
+type hit struct {
+	raw    []interp.Raw
+	stop   python.Stop
+	native []uint64
+}
+
+// session runs the script under pyPath with its offsets from source
+// (0: Find's choice), changed by mutate if set, and returns its
+// interpreter, the stacks it printed and the hits the BPF program sent,
+// one per call. The process lives until the test ends.
+func (r *rig) session(t *testing.T, pyPath, script, lib string, source python.Source, mutate func(*python.Interpreter)) (*python.Interpreter, []call, []hit) {
 	cmd := exec.Command(pyPath, script, lib)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -158,7 +169,7 @@ func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		stdin.Close()
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
@@ -168,7 +179,7 @@ func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.
 			cmd.Process.Kill()
 			<-done
 		}
-	}()
+	})
 	lines := make(chan string, 16)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -202,9 +213,9 @@ func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer in.Close()
-	if in.Source != want {
-		t.Errorf("offsets from %v, want %v", in.Source, want)
+	t.Cleanup(func() { in.Close() })
+	if mutate != nil {
+		mutate(in)
 	}
 	t.Logf("%s: CPython %v in %s, offsets from %v, _PyRuntime at %#x", pyPath, in.Version, in.Path, in.Source, in.Runtime)
 	if len(in.EvalRanges()) == 0 {
@@ -213,11 +224,11 @@ func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.
 	if err := r.tables.Add(proc.PID, in); err != nil {
 		t.Fatal(err)
 	}
-	defer r.tables.Remove(proc.PID)
+	t.Cleanup(func() { r.tables.Remove(proc.PID) })
 	if err := r.cfi.Add(proc); err != nil {
 		t.Fatal(err)
 	}
-	defer r.cfi.Remove(proc.PID)
+	t.Cleanup(func() { r.cfi.Remove(proc.PID) })
 	io.WriteString(stdin, "go\n")
 	var calls []call
 	for {
@@ -234,8 +245,21 @@ func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.
 	if len(calls) != 5 {
 		t.Fatalf("%d calls, want 5", len(calls))
 	}
-	for _, c := range calls {
+	var hits []hit
+	for range calls {
 		raw, stop, native := r.event(t, proc.PID, deadline)
+		hits = append(hits, hit{raw, stop, native})
+	}
+	return in, calls, hits
+}
+
+func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.Source) {
+	in, calls, hits := r.session(t, pyPath, script, lib, source, nil)
+	if in.Source != want {
+		t.Errorf("offsets from %v, want %v", in.Source, want)
+	}
+	for i, c := range calls {
+		raw, stop, native := hits[i].raw, hits[i].stop, hits[i].native
 		what := fmt.Sprintf("call %d (gil held %v, thread %s)", c.N, c.GIL, c.Thread)
 		if stop != python.StopEnd {
 			t.Errorf("%s: walk ended by %v, want end", what, stop)
@@ -408,4 +432,39 @@ func benchWalk(b *testing.B, pyPath, prog string) {
 		b.Fatalf("%d runs of %s for %d calls", runs, prog, b.N)
 	}
 	b.ReportMetric(float64((after.Runtime-before.Runtime).Nanoseconds())/float64(runs), "bpf-ns/hit")
+}
+
+// TestBadFrame walks Debian's 3.11 with a wrong offset of `previous`
+// (that of stacktop, a small int): the second frame's read fails. The
+// walk records the first frame, marks the second bad and stops with
+// StopRead; Name gives the bad frame as Unreadable; the program runs on.
+func TestBadFrame(t *testing.T) {
+	const py = "/usr/bin/python3.11"
+	if runtime.GOARCH != "amd64" {
+		testkit.Unavailable(t, "the pythons of this test are x86-64 builds")
+	}
+	if _, err := os.Stat(py); err != nil {
+		testkit.Unavailable(t, "no %s", py)
+	}
+	r := newRig(t, "py_stack")
+	script, _ := filepath.Abs(filepath.Join(testkit.Root(), "testdata", "python", "stack.py"))
+	lib, _ := filepath.Abs(testkit.Fixture("libpyfix.so"))
+	in, calls, hits := r.session(t, py, script, lib, 0, func(in *python.Interpreter) {
+		if in.Version.Minor != 11 {
+			t.Fatalf("CPython %v, want 3.11", in.Version)
+		}
+		in.Offsets.FramePrevious = 64 // _PyInterpreterFrame.stacktop in 3.11
+	})
+	for i, h := range hits {
+		if h.stop != python.StopRead || len(h.raw) != 2 {
+			t.Errorf("call %d: %d frames, stop %v; want 2, read failed", calls[i].N, len(h.raw), h.stop)
+			continue
+		}
+		if fr := in.Name(h.raw[0]); fr.Func != "inner" || h.raw[0].Flags&interp.FlagBad != 0 {
+			t.Errorf("call %d: first frame %+v (flags %#x), want inner", calls[i].N, fr, h.raw[0].Flags)
+		}
+		if fr := in.Name(h.raw[1]); h.raw[1].Flags&interp.FlagBad == 0 || fr.Unreadable == "" {
+			t.Errorf("call %d: second frame %+v (flags %#x), want bad and unreadable", calls[i].N, fr, h.raw[1].Flags)
+		}
+	}
 }
