@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -156,7 +157,16 @@ type hit struct {
 // interpreter, the stacks it printed and the hits the BPF program sent,
 // one per call. The process lives until the test ends.
 func (r *rig) session(t *testing.T, pyPath, script, lib string, source python.Source, mutate func(*python.Interpreter)) (*python.Interpreter, []call, []hit) {
+	return r.sessionIn(t, nil, pyPath, script, lib, source, mutate)
+}
+
+// sessionIn is session with the script run by the command prefix (which
+// must exec Python as its only child) when prefix is set.
+func (r *rig) sessionIn(t *testing.T, prefix []string, pyPath, script, lib string, source python.Source, mutate func(*python.Interpreter)) (*python.Interpreter, []call, []hit) {
 	cmd := exec.Command(pyPath, script, lib)
+	if len(prefix) > 0 {
+		cmd = exec.Command(prefix[0], append(prefix[1:], pyPath, script, lib)...)
+	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -205,7 +215,17 @@ func (r *rig) session(t *testing.T, pyPath, script, lib string, source python.So
 	if l := next(); l != "ready" {
 		t.Fatalf("script: %q, want ready", l)
 	}
-	proc, err := procmaps.Open(cmd.Process.Pid)
+	pid := cmd.Process.Pid
+	if len(prefix) > 0 {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pid, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+			t.Fatalf("%s's children: %q", prefix[0], b)
+		}
+	}
+	proc, err := procmaps.Open(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,6 +485,38 @@ func TestBadFrame(t *testing.T) {
 		}
 		if fr := in.Name(h.raw[1]); h.raw[1].Flags&interp.FlagBad == 0 || fr.Unreadable == "" {
 			t.Errorf("call %d: second frame %+v (flags %#x), want bad and unreadable", calls[i].N, fr, h.raw[1].Flags)
+		}
+	}
+}
+
+// TestPIDNamespace runs Debian's 3.11 in its own PID namespace (unshare
+// --pid --fork): its threads' IDs there are not the host's, and its
+// thread states are found by their thread pointers all the same.
+func TestPIDNamespace(t *testing.T) {
+	const py = "/usr/bin/python3.11"
+	if runtime.GOARCH != "amd64" {
+		testkit.Unavailable(t, "the pythons of this test are x86-64 builds")
+	}
+	if _, err := os.Stat(py); err != nil {
+		testkit.Unavailable(t, "no %s", py)
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		testkit.Unavailable(t, "no unshare")
+	}
+	r := newRig(t, "py_stack")
+	script, _ := filepath.Abs(filepath.Join(testkit.Root(), "testdata", "python", "stack.py"))
+	lib, _ := filepath.Abs(testkit.Fixture("libpyfix.so"))
+	in, calls, hits := r.sessionIn(t, []string{unshare, "--pid", "--fork", "--mount-proc"}, py, script, lib, 0, nil)
+	for i, h := range hits {
+		if h.stop != python.StopEnd || len(h.raw) != len(calls[i].Frames) {
+			t.Errorf("call %d: %d frames, stop %v; want %d, end", calls[i].N, len(h.raw), h.stop, len(calls[i].Frames))
+			continue
+		}
+		for j, raw := range h.raw {
+			if fr := in.Name(raw); fr.Func != calls[i].Qualnames[j] {
+				t.Errorf("call %d: frame %d %+v, want %s", calls[i].N, j, fr, calls[i].Qualnames[j])
+			}
 		}
 	}
 }

@@ -92,7 +92,8 @@ type FindOptions struct {
 
 // Find finds CPython in p: an object whose .dynsym defines _PyRuntime
 // (the executable when it links libpython statically, as Debian's does,
-// or a mapped libpython3.X.so), its version, the runtime address of
+// or a mapped libpython3.X.so; among the objects named python* or
+// libpython* and the executable), its version, the runtime address of
 // _PyRuntime and the struct offsets, from the interpreter's DWARF, then
 // _Py_DebugOffsets (3.13+), then the table. It fails with ErrNotPython
 // when p maps no CPython.
@@ -108,10 +109,13 @@ func FindWith(p *procmaps.Process, opts *FindOptions) (*Interpreter, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The executable may embed CPython under any name (uwsgi, a
+	// program linking libpython statically).
+	exe, _ := os.Readlink("/proc/" + strconv.Itoa(p.PID) + "/exe")
 	var firstErr error
 	for i := range objs {
 		obj := &objs[i]
-		if !pythonName.MatchString(path.Base(obj.Path)) {
+		if !pythonName.MatchString(path.Base(obj.Path)) && obj.Path != exe {
 			continue
 		}
 		in, err := open(p, obj, &o)
