@@ -280,8 +280,8 @@ func (r *rig) sessionIn(t *testing.T, prefix []string, pyPath, script, lib strin
 		}
 		calls = append(calls, c)
 	}
-	if len(calls) != 5 {
-		t.Fatalf("%d calls, want 5", len(calls))
+	if len(calls) != 6 {
+		t.Fatalf("%d calls, want 6", len(calls))
 	}
 	var hits []hit
 	for range calls {
