@@ -23,7 +23,9 @@
 // skipped with one warning per reason, and after a trace in which a
 // probe saw no hit, Warnings gets the runtime switch that enables it (a
 // gated USDT probe of Ruby, PHP or OpenJDK) or the semaphore another
-// tracer lowered.
+// tracer lowered; for CPython, whose function__entry fires for a few
+// frames without its switch, a launched command that never set a
+// profile or trace function gets that line whatever the hits.
 //
 // Output is the command's: a line per hit, text or JSON (Config.JSON),
 // with its stack (Config.Stack), or at the end the counts and

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -189,8 +190,9 @@ type Site struct {
 	//	{"kind":"uprobe","function":F,"pid":PID,"tid":TID,"address":A,"args":[ARGS]}
 	//	{"kind":"uretprobe","function":F,"pid":PID,"tid":TID,"address":A,"ret":RET}
 	head, mid, end []byte
-	// hits counts the events of this site (hints.go reads them).
-	hits int
+	// hits counts the events of this site (hitCount reads them while
+	// the loop runs).
+	hits int64
 	// skipped: the function of this site was left out of its glob's
 	// attachment (uprobe.Options.Skip); counts and hints ignore it.
 	skipped bool
@@ -198,6 +200,9 @@ type Site struct {
 	// by name and type (params.go).
 	params *siteParams
 }
+
+// hitCount is how many events of the site the trace has read so far.
+func (s *Site) hitCount() int { return int(atomic.LoadInt64(&s.hits)) }
 
 // lineForm is what the lines of one output format share.
 type lineForm struct {
@@ -365,6 +370,9 @@ type Trace struct {
 	rd       *ringbuf.Reader
 	// exited gets the traced process's or command's end.
 	exited chan error
+	// gates counts the calls that open the gates of gated probes in a
+	// launched command (gates.go), nil when none is watched.
+	gates *gateWatch
 	// cleanups release, last first, what the phases took; each gets the
 	// trace's error and returns it, or its own when it is the first.
 	cleanups []func(error) error
@@ -600,6 +608,10 @@ func (tr *Trace) attach(ctx context.Context) error {
 	if err := tr.attachProbes(); err != nil {
 		return err
 	}
+	if tr.launched != nil {
+		tr.gates = watchGates(cfg.Probes, tr.links, tr.launched.Process)
+		tr.onRelease(tr.gates.close)
+	}
 	if tr.plan.oneSite && len(t.sites) != 1 {
 		return fmt.Errorf("the program was built for one USDT site and %d were attached (did the target change?)", len(t.sites))
 	}
@@ -698,7 +710,7 @@ func (tr *Trace) report() error {
 		if tr.launched != nil {
 			prog = tr.launched.Cmd.Path
 		}
-		t.hintSilent(t.errOut, tr.links, tr.proc, prog)
+		t.hintSilent(t.errOut, tr.links, tr.proc, prog, tr.gates.closed())
 	}
 	if t.exitErr != nil && len(cfg.Command) > 0 {
 		// Every event is printed; the command failed (a crash under the
@@ -939,7 +951,7 @@ func (t *tracer) siteOf(ev *record.Event) (*Site, error) {
 	if ev.Kind != site.Kind {
 		return nil, fmt.Errorf("event of kind %d for a site of kind %d (cookie %d)", ev.Kind, site.Kind, ev.Cookie)
 	}
-	site.hits++
+	atomic.AddInt64(&site.hits, 1)
 	return site, nil
 }
 
