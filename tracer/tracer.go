@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,8 +120,9 @@ type Config struct {
 	// command name to text lines (JSON has them always).
 	JSON, Time bool
 
-	// Output receives the lines (os.Stdout when nil), Warnings the
-	// warnings and the end-of-trace notes (os.Stderr when nil).
+	// Output receives the lines (os.Stdout when nil with Run; nothing
+	// is printed when nil with Start), Warnings the warnings and the
+	// end-of-trace notes (os.Stderr when nil; Trace.Warnings keeps them).
 	Output, Warnings io.Writer
 	// OnHit, when set, receives every hit of ModeEvents instead of its
 	// line being printed; an error it returns ends the trace with that
@@ -245,12 +247,15 @@ type tracer struct {
 	// followed are the USDT probes a followed trace attached
 	// (followhints.go).
 	followed followedSites
-	// errOut is where warnings go.
-	errOut io.Writer
+	// errOut is where warnings go; it keeps them for Trace.Warnings.
+	errOut *syncWriter
 	// wallBase converts hit times to the wall clock (wallTime).
 	wallBase int64
 	// lat is --latency's (latency.go).
 	lat *latencyState
+	// drain, once closed (Trace.Stop), ends the loop when the ring is
+	// empty: the hits fired before Stop are all read.
+	drain <-chan struct{}
 }
 
 // wallTime converts a CLOCK_MONOTONIC time (bpf_ktime_get_ns) to the
@@ -270,17 +275,34 @@ func wallBase() int64 {
 }
 
 // syncWriter serializes writes: warnings come from the loop and from
-// follow's notifications at once.
+// follow's notifications at once. It keeps the lines of warnings and
+// notes ("probekit trace: ..."), which Trace.Warnings returns.
 type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu    sync.Mutex
+	w     io.Writer
+	lines []string
 }
 
 func (s *syncWriter) Write(b []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for line := range strings.Lines(string(b)) {
+		if strings.HasPrefix(line, warnPrefix) {
+			s.lines = append(s.lines, strings.TrimSuffix(line, "\n"))
+		}
+	}
 	return s.w.Write(b)
 }
+
+// kept returns the lines kept so far.
+func (s *syncWriter) kept() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.lines)
+}
+
+// warnPrefix starts every warning and end-of-trace note.
+const warnPrefix = "probekit trace: "
 
 // warnf prints a warning line.
 func (t *tracer) warnf(format string, args ...any) {
@@ -327,35 +349,53 @@ func setSameArgs(spec *ebpf.CollectionSpec, cfg *Config) int {
 // the end (and every Interval). Everything attached is detached before
 // Run returns; what the kernel dropped is reported on Warnings. It needs
 // the capabilities internal/privilege's table names (docs/privileges.md),
-// not root.
-func Run(ctx context.Context, cfg *Config) (err error) {
-	defer func() { err = privilege.Explain("tracing", err) }()
-	tr := &Trace{}
-	// One cleanup path for every phase: whatever a phase took is released
-	// in the reverse order, after an error as after the report.
-	defer func() { err = tr.release(err) }()
+// not root. Run is Start, with Output os.Stdout when nil, then Wait.
+func Run(ctx context.Context, cfg *Config) error {
+	tr, err := start(ctx, cfg, os.Stdout)
+	if err != nil {
+		return err
+	}
+	return tr.Wait()
+}
+
+// start carries a trace through its first phases: plan, load and attach;
+// the loop then runs in its own goroutine, and Wait reports and releases.
+// A nil Config.Output prints to stdout (Run: os.Stdout; Start: nothing).
+// After an error of any phase,
+// what the earlier ones took is released (one cleanup path: release).
+func start(ctx context.Context, cfg *Config, stdout io.Writer) (*Trace, error) {
+	tr := &Trace{stdout: stdout, drain: make(chan struct{}), done: make(chan struct{})}
+	err := tr.begin(ctx, cfg)
+	if err != nil {
+		return nil, privilege.Explain("tracing", tr.release(err))
+	}
+	go func() {
+		tr.loopErr = tr.loop()
+		close(tr.done)
+	}()
+	return tr, nil
+}
+
+// begin runs the phases up to the loop.
+func (tr *Trace) begin(ctx context.Context, cfg *Config) (err error) {
 	if tr.plan, err = newPlan(cfg); err != nil {
 		return err
 	}
 	if err := tr.load(); err != nil {
 		return err
 	}
-	if err := tr.attach(ctx); err != nil {
-		return err
-	}
-	if err := tr.loop(); err != nil {
-		return err
-	}
-	return tr.report()
+	return tr.attach(ctx)
 }
 
-// Trace is one trace through its phases (plan, load, attach, loop,
-// report) and what each took, released by release.
+// Trace is a running trace (Start), carried through its phases (plan,
+// load, attach, loop, report) with what each took, released at its end.
 type Trace struct {
 	plan *plan
-	t    *tracer
-	objs *record.Objects
-	att  *usdt.Attacher
+	// stdout is where a nil Config.Output prints.
+	stdout io.Writer
+	t      *tracer
+	objs   *record.Objects
+	att    *usdt.Attacher
 	// tables are the CFI walk's, nil without it.
 	tables *bpfunwind.Tables
 	// follows: the trace follows processes (follow.go), which attaches
@@ -376,6 +416,24 @@ type Trace struct {
 	// cleanups release, last first, what the phases took; each gets the
 	// trace's error and returns it, or its own when it is the first.
 	cleanups []func(error) error
+
+	// drain, closed by Stop, ends the loop once the ring is read; done
+	// is closed when the loop has ended, with loopErr.
+	drain    chan struct{}
+	done     chan struct{}
+	loopErr  error
+	stopOnce sync.Once
+	// end reports and releases once, for Wait and Stop; err is its
+	// result.
+	endOnce sync.Once
+	err     error
+	// mu guards the maps and sites against the release while the live
+	// state is read (trace.go); ended is set by the release, and final
+	// holds the counts read just before it.
+	mu       sync.RWMutex
+	ended    bool
+	final    []Count
+	finalErr error
 }
 
 // onRelease adds a release that cannot fail.
@@ -560,7 +618,7 @@ func (tr *Trace) attach(ctx context.Context) error {
 	cfg, objs := tr.plan.cfg, tr.objs
 	stdout, stderr := cfg.Output, cfg.Warnings
 	if stdout == nil {
-		stdout = os.Stdout
+		stdout = tr.stdout
 	}
 	if stderr == nil {
 		stderr = os.Stderr
@@ -568,6 +626,7 @@ func (tr *Trace) attach(ctx context.Context) error {
 	t := newTracer(cfg, stdout, stderr)
 	t.funcRegs = tr.plan.funcRegs
 	t.ctx = ctx
+	t.drain = tr.drain
 	tr.t = t
 	if len(cfg.Command) > 0 {
 		t.checkCommand()
@@ -904,6 +963,12 @@ func (t *tracer) loop(rd *ringbuf.Reader, stop <-chan struct{}, exited <-chan er
 		select {
 		case <-stop:
 			return t.out.flush()
+		case <-t.drain:
+			// Stop: what was fired before it is in the ring; read until
+			// it is empty.
+			draining = true
+			rd.SetDeadline(time.Now())
+			continue
 		case err := <-exited:
 			// Everything the command fired is in the ring by now: read
 			// until it is empty, then stop.

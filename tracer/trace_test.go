@@ -1,0 +1,172 @@
+package tracer_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/probe"
+	"github.com/probekit/probekit/procmaps"
+	"github.com/probekit/probekit/record"
+	"github.com/probekit/probekit/tracer"
+)
+
+// bpfFDs counts this process's descriptors of BPF objects (links,
+// programs, maps) and perf events (a uprobe without uprobe_multi).
+func bpfFDs(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		target, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err == nil && (strings.HasPrefix(target, "anon_inode:bpf") || strings.HasPrefix(target, "anon_inode:[perf_event]")) {
+			n++
+		}
+	}
+	return n
+}
+
+// Start returns with every probe attached in a running fixture: its
+// semaphore is raised at once. The fixture then fires sample:sizes 5
+// times and sample:sema 3 times; the counts read while the trace runs
+// (ModeCount: the kernel's map) and after Stop are exactly those, in
+// both modes, and Stop leaves nothing attached: the semaphore is back
+// to 0 and the BPF descriptors are those before Start. A second Stop
+// returns the same.
+func TestStartStop(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := testkit.Fixture("usdt_sample")
+	var specs []probe.Spec
+	for _, name := range []string{"sizes", "sema"} {
+		s, err := probe.Parse(fixture + ":sample:" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs = append(specs, s)
+	}
+	for _, mode := range []record.Mode{record.ModeCount, record.ModeEvents} {
+		p := testkit.Start(t, fixture)
+		proc, err := tracer.OpenProcess(p.PID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sema := semaphoreOf(t, fixture, proc)
+		before := bpfFDs(t)
+		var warn testkit.Buffer
+		cfg := &tracer.Config{Probes: specs, Process: proc, Mode: mode, Warnings: &warn}
+		var onHit []string
+		if mode == record.ModeEvents {
+			cfg.OnHit = func(h *tracer.Hit) error {
+				onHit = append(onHit, h.Site.Label)
+				return nil
+			}
+		}
+		tr, err := tracer.Start(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("mode %v: Start: %v", mode, err)
+		}
+		if v := sema(); v != 1 {
+			tr.Stop()
+			t.Fatalf("mode %v: semaphore %d when Start returned, want 1", mode, v)
+		}
+		if sites := tr.Sites(); len(sites) < 2 || !slices.ContainsFunc(sites, func(s tracer.Site) bool { return s.Label == "sample:sema" }) {
+			t.Errorf("mode %v: sites %+v", mode, sites)
+		}
+		if hits := p.Fire("sizes", 5); len(hits) != 5 {
+			t.Fatalf("fired %d", len(hits))
+		}
+		if hits := p.Fire("sema", 3); len(hits) != 3 || hits[0].Skipped {
+			t.Fatalf("fired %+v, want 3 not skipped", hits)
+		}
+		want := []tracer.Count{{Probe: "sample:sizes", Hits: 5}, {Probe: "sample:sema", Hits: 3}}
+		if mode == record.ModeCount {
+			// Counted in the kernel as they fire: readable while the
+			// trace runs.
+			if got, err := tr.Counts(); err != nil || !slices.Equal(got, want) {
+				t.Errorf("mode %v: live counts %v (%v), want %v", mode, got, err, want)
+			}
+		}
+		if err := tr.Stop(); err != nil {
+			t.Fatalf("mode %v: Stop: %v (%s)", mode, err, warn.String())
+		}
+		if got, err := tr.Counts(); err != nil || !slices.Equal(got, want) {
+			t.Errorf("mode %v: counts after Stop %v (%v), want %v", mode, got, err, want)
+		}
+		if mode == record.ModeEvents && len(onHit) != 8 {
+			t.Errorf("OnHit got %d hits, want 8: %v", len(onHit), onHit)
+		}
+		if v := sema(); v != 0 {
+			t.Errorf("mode %v: semaphore %d after Stop, want 0", mode, v)
+		}
+		if n := bpfFDs(t); n != before {
+			t.Errorf("mode %v: %d BPF descriptors after Stop, %d before Start", mode, n, before)
+		}
+		if err := tr.Stop(); err != nil {
+			t.Errorf("mode %v: second Stop: %v", mode, err)
+		}
+		select {
+		case <-tr.Done():
+		default:
+			t.Errorf("mode %v: Done not closed after Stop", mode)
+		}
+		p.Stop()
+	}
+}
+
+// A trace whose command exits ends by itself: Wait returns the command's
+// end, and the counts are final.
+func TestStartWaitCommand(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := testkit.Fixture("usdt_sample")
+	spec, err := probe.Parse(fixture + ":sample:loop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := tracer.Start(context.Background(), &tracer.Config{
+		Probes: []probe.Spec{spec}, Command: []string{fixture, "--loop", "loop", "7"}, Mode: record.ModeCount,
+		Warnings: new(testkit.Buffer),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-tr.Done():
+	case <-time.After(20 * time.Second):
+		tr.Stop()
+		t.Fatal("the trace did not end with its command")
+	}
+	if err := tr.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tr.Counts(); err != nil || !slices.Equal(got, []tracer.Count{{Probe: "sample:loop", Hits: 7}}) {
+		t.Errorf("counts %v (%v), want sample:loop 7", got, err)
+	}
+}
+
+// semaphoreOf returns a reader of sample:sema's semaphore in proc.
+func semaphoreOf(t *testing.T, fixture string, proc *procmaps.Process) func() uint16 {
+	t.Helper()
+	_, off := testkit.SymbolOffset(t, fixture, "sample_sema_semaphore")
+	id, err := procmaps.IDOf(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := proc.Address(id, off, procmaps.Write)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() uint16 {
+		v, err := testkit.ReadUint16(proc.PID, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
