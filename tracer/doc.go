@@ -16,6 +16,10 @@
 //	}
 //	err := tracer.Run(ctx, cfg)
 //
+// Start is Run's first half: it returns a *Trace once every probe is
+// attached, which reads the counts, sites and warnings while the trace
+// runs, and Stop detaches (Run is Start, then Wait).
+//
 // The same rules hold for every caller: a function glob is resolved by
 // uprobe.Binary.Resolve (one function per address), a function's
 // registers are those of its calling convention (Go's register ABI where

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/probekit/probekit/internal/privilege"
+	"github.com/probekit/probekit/profile"
 	"github.com/probekit/probekit/record"
 )
 
@@ -26,9 +27,14 @@ import (
 // Unlike Run, Start prints nothing where Config.Output is nil: a Go
 // program reads the Trace instead, and sets no output field. Warnings
 // still go to Config.Warnings (os.Stderr when nil), and Warnings keeps
-// them. Call Stop or Wait once: until then, the probes stay attached.
+// them. Until Stop or Wait is called, the probes stay attached.
 func Start(ctx context.Context, cfg *Config) (*Trace, error) {
-	return start(ctx, cfg, io.Discard)
+	tr, err := start(ctx, cfg, io.Discard)
+	if err != nil {
+		return nil, err
+	}
+	tr.live = true
+	return tr, nil
 }
 
 // Wait waits for the end of the trace (ctx done, the traced process or
@@ -67,7 +73,11 @@ func (tr *Trace) end() error {
 	}
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	tr.final, tr.finalErr = tr.counts()
+	if tr.live {
+		// Read once more for Counts, Histograms and Profile, which only
+		// Start's caller can call.
+		tr.final = tr.snapshot()
+	}
 	tr.ended = true
 	return privilege.Explain("tracing", tr.release(err))
 }
@@ -95,9 +105,92 @@ func (tr *Trace) Counts() ([]Count, error) {
 	tr.mu.RLock()
 	defer tr.mu.RUnlock()
 	if tr.ended {
-		return slices.Clone(tr.final), tr.finalErr
+		return slices.Clone(tr.final.counts), tr.final.countsErr
 	}
 	return tr.counts()
+}
+
+// Histogram is the histogram of one probe's values so far (ModeHist).
+type Histogram struct {
+	// Probe is the probe's Site.Label; its sites add up.
+	Probe string
+	// Buckets are the counts by log2 bucket (record.BucketRange).
+	Buckets record.Histogram
+}
+
+// ErrMode is the error of a reading that the trace's mode does not make:
+// Histograms without ModeHist, Profile without ModeCount and a stack key.
+var ErrMode = errors.New("tracer: not counted in this mode")
+
+// Histograms returns the histogram of each probe so far (ModeHist), in
+// the order of their first site; after the end, the final ones. With
+// Keys it returns ErrKeyed, in another mode ErrMode.
+func (tr *Trace) Histograms() ([]Histogram, error) {
+	tr.mu.RLock()
+	defer tr.mu.RUnlock()
+	if tr.ended {
+		return slices.Clone(tr.final.hists), tr.final.histsErr
+	}
+	return tr.histograms()
+}
+
+// Profile returns the stacks counted so far (ModeCount with Stack or a
+// stack key) as a pprof profile, as OnProfile gets it; after the end,
+// the final one. In another mode it returns ErrMode.
+func (tr *Trace) Profile() (*profile.Profile, error) {
+	tr.mu.RLock()
+	defer tr.mu.RUnlock()
+	if tr.ended {
+		return tr.final.prof, tr.final.profErr
+	}
+	return tr.profile()
+}
+
+// finalState is what the live readings return once the maps are gone.
+type finalState struct {
+	counts    []Count
+	countsErr error
+	hists     []Histogram
+	histsErr  error
+	prof      *profile.Profile
+	profErr   error
+}
+
+// snapshot reads, before the release, what the trace's mode counts.
+func (tr *Trace) snapshot() finalState {
+	var f finalState
+	f.counts, f.countsErr = tr.counts()
+	f.hists, f.histsErr = tr.histograms()
+	f.prof, f.profErr = tr.profile()
+	return f
+}
+
+// histograms reads the histograms; tr.mu is held.
+func (tr *Trace) histograms() ([]Histogram, error) {
+	cfg := tr.plan.cfg
+	switch {
+	case cfg.Mode != record.ModeHist:
+		return nil, ErrMode
+	case len(cfg.Keys) > 0:
+		return nil, ErrKeyed
+	}
+	totals, err := tr.t.totals(tr.objs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Histogram, len(totals))
+	for i, p := range totals {
+		out[i] = Histogram{Probe: p.label, Buckets: p.hist}
+	}
+	return out, nil
+}
+
+// profile builds the profile; tr.mu is held.
+func (tr *Trace) profile() (*profile.Profile, error) {
+	if cfg := tr.plan.cfg; cfg.Mode != record.ModeCount || !cfg.HasStackKey() {
+		return nil, ErrMode
+	}
+	return tr.t.stackProfile(tr.objs)
 }
 
 // counts reads the counts; tr.mu is held.

@@ -2,7 +2,9 @@ package tracer_test
 
 import (
 	"context"
+	"errors"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -168,5 +170,78 @@ func semaphoreOf(t *testing.T, fixture string, proc *procmaps.Process) func() ui
 			t.Fatal(err)
 		}
 		return v
+	}
+}
+
+// A histogram's and a profile's final state, read after the trace
+// ended with its command: the loop probe's 7 values in sample:loop's
+// histogram, stack_paths' 1000 + 300 calls of leaf in the profile; the
+// readings a mode does not make are refused.
+func TestStartHistogramsProfile(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := testkit.Fixture("usdt_sample")
+	spec, err := probe.Parse(fixture + ":sample:loop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := tracer.Start(context.Background(), &tracer.Config{
+		Probes: []probe.Spec{spec}, Command: []string{fixture, "--loop", "loop", "7"},
+		Mode: record.ModeHist, HistValue: probe.Arg(1), Warnings: new(testkit.Buffer),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	hists, err := tr.Histograms()
+	if err != nil || len(hists) != 1 || hists[0].Probe != "sample:loop" {
+		t.Fatalf("histograms %+v (%v)", hists, err)
+	}
+	var n uint64
+	for _, c := range hists[0].Buckets {
+		n += c
+	}
+	if n != 7 {
+		t.Errorf("%d values in the histogram, want 7", n)
+	}
+	if counts, err := tr.Counts(); err != nil || !slices.Equal(counts, []tracer.Count{{Probe: "sample:loop", Hits: 7}}) {
+		t.Errorf("counts %v (%v), want sample:loop 7", counts, err)
+	}
+	if _, err := tr.Profile(); !errors.Is(err, tracer.ErrMode) {
+		t.Errorf("Profile of a histogram: %v, want ErrMode", err)
+	}
+
+	if runtime.GOARCH != "amd64" {
+		return // stack_paths is built for x86-64
+	}
+	paths := testkit.Fixture("stack_paths")
+	tr, err = tracer.Start(context.Background(), &tracer.Config{
+		Probes:  []probe.Spec{{Kind: record.KindUprobe, Target: paths, Func: "leaf"}},
+		Command: []string{paths, "1000", "300"}, Mode: record.ModeCount, Stack: true, FramePointers: true,
+		Warnings: new(testkit.Buffer),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	prof, err := tr.Profile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls int64
+	for _, s := range prof.Sample {
+		calls += s.Value[0]
+	}
+	if calls != 1300 {
+		t.Errorf("%d calls in the profile, want 1300", calls)
+	}
+	if _, err := tr.Counts(); !errors.Is(err, tracer.ErrKeyed) {
+		t.Errorf("Counts by stack: %v, want ErrKeyed", err)
+	}
+	if _, err := tr.Histograms(); !errors.Is(err, tracer.ErrMode) {
+		t.Errorf("Histograms of counts: %v, want ErrMode", err)
 	}
 }

@@ -387,8 +387,10 @@ func (tr *Trace) begin(ctx context.Context, cfg *Config) (err error) {
 	return tr.attach(ctx)
 }
 
-// Trace is a running trace (Start), carried through its phases (plan,
-// load, attach, loop, report) with what each took, released at its end.
+// Trace is a running trace, from Start: its counts, sites and warnings
+// can be read while it runs, and Stop ends it. Inside, it carries the
+// trace through its phases (plan, load, attach, loop, report) with what
+// each took, released at the end.
 type Trace struct {
 	plan *plan
 	// stdout is where a nil Config.Output prints.
@@ -429,11 +431,12 @@ type Trace struct {
 	err     error
 	// mu guards the maps and sites against the release while the live
 	// state is read (trace.go); ended is set by the release, and final
-	// holds the counts read just before it.
-	mu       sync.RWMutex
-	ended    bool
-	final    []Count
-	finalErr error
+	// holds what was read just before it.
+	mu    sync.RWMutex
+	ended bool
+	final finalState
+	// live: the trace is Start's, whose caller reads it.
+	live bool
 }
 
 // onRelease adds a release that cannot fail.
