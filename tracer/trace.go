@@ -51,7 +51,9 @@ func (tr *Trace) Wait() error {
 // Stop ends the trace: the hits fired before it are all read (OnHit gets
 // them, the counts hold them), then it is Wait. It may be called more
 // than once, and after the trace ended by itself; each call returns
-// Wait's error.
+// Wait's error. Neither Stop nor Wait may be called from OnHit or
+// OnProfile, which run in the loop they wait for: an error returned
+// there ends the trace.
 func (tr *Trace) Stop() error {
 	tr.stopOnce.Do(func() { close(tr.drain) })
 	return tr.Wait()

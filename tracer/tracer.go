@@ -401,7 +401,7 @@ type Trace struct {
 	// tables are the CFI walk's, nil without it.
 	tables *bpfunwind.Tables
 	// follows: the trace follows processes (follow.go), which attaches
-	// as they come; the fields below it are then unset.
+	// as they come; launched, proc, links and gates are then unset.
 	follows bool
 	// launched is the command of Config.Command, proc the process the
 	// probes are attached in (Config.Process or the command's), nil for
@@ -429,9 +429,9 @@ type Trace struct {
 	// result.
 	endOnce sync.Once
 	err     error
-	// mu guards the maps and sites against the release while the live
-	// state is read (trace.go); ended is set by the release, and final
-	// holds what was read just before it.
+	// mu guards the maps against the release while the live state is
+	// read (trace.go); ended is set by the release, and final holds what
+	// was read just before it.
 	mu    sync.RWMutex
 	ended bool
 	final finalState
