@@ -96,29 +96,34 @@ func watchGates(probes []probe.Spec, links []*attach.Link, proc *procmaps.Proces
 		}
 	}
 	if w != nil && len(w.watched) == 0 {
+		closeLinks(w.links)
 		w.close()
 		return nil
 	}
 	return w
 }
 
-// attach puts the counter on g's setters in target as proc sees it.
+// attach puts the counter on g's setters in target as proc sees it, as
+// one attachment.
 func (w *gateWatch) attach(target string, g *runtimeGate, proc *procmaps.Process) error {
 	b, err := uprobe.OpenProcess(proc, target)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	var links []*attach.Link
-	for _, fn := range gateSetters[g.runtime] {
-		l, err := b.Entry(fn, w.coll.Programs[gateCountName], &uprobe.Options{PID: proc.PID})
+	var fns []uprobe.Function
+	for _, name := range gateSetters[g.runtime] {
+		fn, err := b.Function(name)
 		if err != nil {
-			closeLinks(links)
 			return err
 		}
-		links = append(links, l)
+		fns = append(fns, fn)
 	}
-	w.links = append(w.links, links...)
+	l, err := b.Entries(fns, w.coll.Programs[gateCountName], &uprobe.Options{PID: proc.PID})
+	if err != nil {
+		return err
+	}
+	w.links = append(w.links, l)
 	return nil
 }
 
@@ -149,13 +154,20 @@ func (w *gateWatch) closed() map[*runtimeGate]bool {
 	return out
 }
 
-// close detaches the setters' probes and frees the program.
-func (w *gateWatch) close() {
+// attached returns the setters' links, which the trace closes with its
+// own (closeLinks: one wait for the kernel's grace periods).
+func (w *gateWatch) attached() []*attach.Link {
 	if w == nil {
-		return
+		return nil
 	}
-	closeLinks(w.links)
-	w.coll.Close()
+	return w.links
+}
+
+// close frees the program; its links hold it until they are closed.
+func (w *gateWatch) close() {
+	if w != nil {
+		w.coll.Close()
+	}
 }
 
 // usdtProbe is a USDT site's provider:name, "" for another site.

@@ -693,7 +693,8 @@ func (tr *Trace) attach(ctx context.Context) error {
 // for nil) and arms the programs.
 func (tr *Trace) attachProbes() error {
 	t, objs := tr.t, tr.objs
-	tr.onRelease(func() { closeLinks(tr.links) })
+	// With the gate setters' links (watchGates): closed at once.
+	tr.onRelease(func() { closeLinks(append(tr.links[:len(tr.links):len(tr.links)], tr.gates.attached()...)) })
 	opts := &usdt.Options{LocationCookie: t.cookie, Process: tr.proc}
 	fa := &funcAttacher{t: t, prog: objs.FuncProgram, table: objs.FuncIPs, proc: tr.proc}
 	tr.onRelease(fa.close)
