@@ -400,8 +400,9 @@ type Trace struct {
 	att    *usdt.Attacher
 	// tables are the CFI walk's, nil without it.
 	tables *bpfunwind.Tables
-	// follows: the trace follows processes (follow.go), which attaches
-	// as they come; launched, proc, links and gates are then unset.
+	// follows: the trace follows processes (attachFollowed), which
+	// attaches them as they come; launched, proc, links and gates are
+	// then unset.
 	follows bool
 	// launched is the command of Config.Command, proc the process the
 	// probes are attached in (Config.Process or the command's), nil for
@@ -413,7 +414,7 @@ type Trace struct {
 	// exited gets the traced process's or command's end.
 	exited chan error
 	// gates counts the calls that open the gates of gated probes in a
-	// launched command (gates.go), nil when none is watched.
+	// launched command (watchGates), nil when none is watched.
 	gates *gateWatch
 	// cleanups release, last first, what the phases took; each gets the
 	// trace's error and returns it, or its own when it is the first.
@@ -430,8 +431,8 @@ type Trace struct {
 	endOnce sync.Once
 	err     error
 	// mu guards the maps against the release while the live state is
-	// read (trace.go); ended is set by the release, and final holds what
-	// was read just before it.
+	// read (Counts, Histograms, Profile); ended is set by the release,
+	// and final holds what was read just before it.
 	mu    sync.RWMutex
 	ended bool
 	final finalState
@@ -615,8 +616,9 @@ func (tr *Trace) load() error {
 // attach is the attach phase: it makes the tracer that formats and
 // counts the hits, launches Config.Command stopped at its execve,
 // attaches every probe (all of them, or the phase fails), arms the
-// programs, opens the ring reader, then lets the command run. A trace
-// that follows processes attaches as they come instead (follow.go).
+// programs, watches the command's runtime gates (watchGates), opens the
+// ring reader, then lets the command run. A trace that follows
+// processes attaches as they come instead (attachFollowed).
 func (tr *Trace) attach(ctx context.Context) error {
 	cfg, objs := tr.plan.cfg, tr.objs
 	stdout, stderr := cfg.Output, cfg.Warnings
