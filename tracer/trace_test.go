@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -244,4 +245,56 @@ func TestStartHistogramsProfile(t *testing.T) {
 	if _, err := tr.Histograms(); !errors.Is(err, tracer.ErrMode) {
 		t.Errorf("Histograms of counts: %v, want ErrMode", err)
 	}
+}
+
+// An attach that fails at the second probe leaves nothing behind: the
+// first probe's link and the collection are closed, and the command
+// launched stopped for it is gone.
+func TestStartAttachErrorReleases(t *testing.T) {
+	testkit.RequireKernel(t)
+	fixture := testkit.Fixture("usdt_sample")
+	good, err := probe.Parse(fixture + ":sample:sizes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := good
+	bad.Name = "no_such_probe"
+	before := bpfFDs(t)
+	tr, err := tracer.Start(context.Background(), &tracer.Config{
+		Probes: []probe.Spec{good, bad}, Command: []string{fixture, "--loop", "sizes", "1"}, Warnings: new(testkit.Buffer),
+	})
+	if err == nil {
+		tr.Stop()
+		t.Fatal("Start attached a probe that does not exist")
+	}
+	if n := bpfFDs(t); n != before {
+		t.Errorf("%d BPF descriptors after the failed Start, %d before", n, before)
+	}
+	if kids := children(t); len(kids) != 0 {
+		t.Errorf("children left after the failed Start: %v", kids)
+	}
+}
+
+// children returns the PIDs of this process's children.
+func children(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := strconv.Itoa(os.Getpid())
+	var out []string
+	for _, e := range entries {
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, not ')'.
+		s := string(stat)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) > 1 && fields[1] == self {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
