@@ -26,6 +26,8 @@ func (t *tracer) aggregateLoop(objs *record.Objects, stop <-chan struct{}, exite
 		select {
 		case <-stop:
 			return t.printAggregate(objs)
+		case <-t.drain:
+			return t.printAggregate(objs)
 		case err := <-exited:
 			// The programs run in the traced threads: once the command
 			// has exited, every hit is counted.

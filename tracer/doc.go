@@ -16,6 +16,10 @@
 //	}
 //	err := tracer.Run(ctx, cfg)
 //
+// Start is Run's first half: it returns a *Trace once every probe is
+// attached, which reads the counts, sites and warnings while the trace
+// runs, and Stop detaches (Run is Start, then Wait).
+//
 // The same rules hold for every caller: a function glob is resolved by
 // uprobe.Binary.Resolve (one function per address), a function's
 // registers are those of its calling convention (Go's register ABI where
@@ -23,7 +27,9 @@
 // skipped with one warning per reason, and after a trace in which a
 // probe saw no hit, Warnings gets the runtime switch that enables it (a
 // gated USDT probe of Ruby, PHP or OpenJDK) or the semaphore another
-// tracer lowered.
+// tracer lowered; for CPython, whose function__entry fires for a few
+// frames without its switch, a launched command that never set a
+// profile or trace function gets that line whatever the hits.
 //
 // Output is the command's: a line per hit, text or JSON (Config.JSON),
 // with its stack (Config.Stack), or at the end the counts and

@@ -58,3 +58,33 @@ func ExampleRun_count() {
 		fmt.Fprintln(os.Stderr, err)
 	}
 }
+
+// A handle to a running trace: Start returns with the probes attached in
+// the process, the workload runs, Counts reads the kernel's counts while
+// the trace goes on, and Stop detaches. Nothing is printed: a Go program
+// sets no output field.
+func ExampleStart() {
+	proc, err := tracer.OpenProcess(os.Getppid())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	spec, _ := probe.Parse("uprobe:libc.so.6:malloc")
+	tr, err := tracer.Start(context.Background(), &tracer.Config{
+		Probes:  []probe.Spec{spec},
+		Process: proc,
+		Mode:    record.ModeCount,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	// ... the workload: every malloc call from here on is counted.
+	counts, _ := tr.Counts()
+	if err := tr.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	for _, c := range counts {
+		fmt.Println(c.Probe, c.Hits)
+	}
+}

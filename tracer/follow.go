@@ -20,10 +20,13 @@ import (
 	"github.com/probekit/probekit/usdt"
 )
 
-// follow is trace -f: the probes are kept attached in every process of
-// the tree of -p PID or of the launched command (package follow), and
-// each attach and release is printed among the hits.
-func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps.Process) (err error) {
+// attachFollowed is the attach phase of trace -f, of "*" and glob
+// targets and of a host-wide trace without BPF cookies: the probes are
+// kept attached in every process of the tree of -p PID or of the
+// launched command, or of the host (package follow), and each attach
+// and release is printed among the hits.
+func (tr *Trace) attachFollowed() error {
+	t, objs, att, proc := tr.t, tr.objs, tr.att, tr.plan.cfg.Process
 	// With --stack, a process of a tree is read at its start, execs and
 	// exit (follow.Options.Hold); the process of -p PID with a selector
 	// target at the start and at each change of its link map; the
@@ -87,12 +90,13 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 		opts.Hold = t.stacks.watch
 	}
 
-	var rd *ringbuf.Reader
 	if t.cfg.Mode == record.ModeEvents {
-		if rd, err = ringbuf.NewReader(objs.Events); err != nil {
+		rd, err := ringbuf.NewReader(objs.Events)
+		if err != nil {
 			return err
 		}
-		defer rd.Close()
+		tr.onRelease(func() { rd.Close() })
+		tr.rd = rd
 	}
 	var f interface {
 		Exited() <-chan struct{}
@@ -105,6 +109,7 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 	}
 	exitErr := func() error { return nil }
 	var root *os.Process // the launched command
+	var err error
 	switch {
 	case len(t.cfg.Command) > 0:
 		var tree *follow.Tree
@@ -125,37 +130,30 @@ func (t *tracer) follow(objs *record.Objects, att *usdt.Attacher, proc *procmaps
 	if err != nil {
 		return err
 	}
-	defer func() {
+	tr.cleanups = append(tr.cleanups, func(err error) error {
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 		w.Flush() // the releases of Close
-	}()
-
+		return err
+	})
 	if root != nil {
 		// Before Close: the tree sees the command's exit, which Close
 		// would no longer wait for.
-		defer endCommand(root, f.Exited())
+		tr.onRelease(func() { endCommand(root, f.Exited()) })
 	}
-	exited := make(chan error, 1)
+	tr.exited = make(chan error, 1)
 	// A host watch's Exited is never closed: the goroutine ends with
 	// the trace too.
 	over := make(chan struct{})
-	defer close(over)
+	tr.onRelease(func() { close(over) })
 	go func() {
 		select {
 		case <-f.Exited():
-			exited <- exitErr()
+			tr.exited <- exitErr()
 		case <-over:
 		}
 	}()
-	if err := t.run(objs, rd, t.ctx.Done(), exited); err != nil {
-		return err
-	}
-	t.hintFollowed()
-	if t.exitErr != nil && len(t.cfg.Command) > 0 {
-		return fmt.Errorf("%s: %w", t.cfg.Command[0], t.exitErr)
-	}
 	return nil
 }
 

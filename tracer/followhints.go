@@ -46,17 +46,8 @@ func (t *tracer) hintFollowed() {
 	t.followed.mu.Lock()
 	sites := append([]attach.Site(nil), t.followed.sites...)
 	t.followed.mu.Unlock()
-	hits := map[string]int{}
-	if t.sitesMu != nil {
-		t.sitesMu.RLock()
-		defer t.sitesMu.RUnlock()
-	}
-	for _, s := range t.sites {
-		if s.Kind == record.KindUSDT {
-			hits[s.Label] += s.hits
-		}
-	}
-	for _, h := range silentHints(sites, hits, nil) {
+	hits := t.usdtHits()
+	for _, h := range silentHints(sites, hits, nil, nil) {
 		fmt.Fprintln(t.errOut, h)
 	}
 }

@@ -73,23 +73,28 @@ func gateOf(path, probe string) *runtimeGate {
 // that the trace attached and that saw no hit, naming what it needs and
 // the guide, and for each silent probe whose semaphore proc (the traced
 // process, nil for none) has at 0 although the probe is attached: that is
-// another tracer's doing, not the runtime's. It says nothing when the
-// trace could not tell: hits counted in the kernel (--count, --hist) or a
-// trace cut short by -n.
+// another tracer's doing, not the runtime's. closed are the runtimes
+// whose gate setters a launched command was watched for (watchGates):
+// true when it called none, and then their gated probes get the hint
+// even with hits, in every mode (CPython fires function__entry for a
+// few frames without a profile function: those entered from C). Without
+// that it says nothing when the trace could not tell: hits counted in
+// the kernel (--count, --hist); and never for a trace cut short by -n.
 //
 // launched is the program of -- CMD traced without -f, "" otherwise: when
 // the trace saw no hit at all, a program target other than it was run
 // by a child, which the trace does not follow, and that is what the
 // hint says.
-func (t *tracer) hintSilent(w io.Writer, links []*attach.Link, proc *procmaps.Process, launched string) {
-	if t.cfg.Mode != record.ModeEvents || t.cfg.Limit > 0 && t.hits >= t.cfg.Limit {
+func (t *tracer) hintSilent(w io.Writer, links []*attach.Link, proc *procmaps.Process, launched string, closed map[*runtimeGate]bool) {
+	events := t.cfg.Mode == record.ModeEvents
+	if t.cfg.Limit > 0 && t.hits >= t.cfg.Limit || !events && !anyClosed(closed) {
 		return
 	}
 	var sites []attach.Site
 	for _, l := range links {
 		sites = append(sites, l.Sites()...)
 	}
-	if launched != "" && t.hits == 0 {
+	if events && launched != "" && t.hits == 0 {
 		var hints []string
 		sites, hints = notFollowed(sites, launched, t.cfg.Command[0])
 		for _, h := range hints {
@@ -101,15 +106,40 @@ func (t *tracer) hintSilent(w io.Writer, links []*attach.Link, proc *procmaps.Pr
 		// another file than the one with the probes.
 		return
 	}
-	hits := map[string]int{}
-	for _, s := range t.sites {
-		if s.Kind == record.KindUSDT {
-			hits[s.Label] += s.hits
-		}
+	var hits map[string]int // nil: not counted per probe here
+	var lowered map[string]int
+	if events {
+		hits = t.usdtHits()
+		lowered = loweredSemaphores(proc, sites, hits)
 	}
-	for _, h := range silentHints(sites, hits, loweredSemaphores(proc, sites, hits)) {
+	for _, h := range silentHints(sites, hits, lowered, closed) {
 		fmt.Fprintln(w, h)
 	}
+}
+
+// anyClosed reports whether closed holds a gate that stayed closed.
+func anyClosed(closed map[*runtimeGate]bool) bool {
+	for _, shut := range closed {
+		if shut {
+			return true
+		}
+	}
+	return false
+}
+
+// usdtHits are the hits of the USDT sites by probe (provider:name).
+func (t *tracer) usdtHits() map[string]int {
+	if t.sitesMu != nil {
+		t.sitesMu.RLock()
+		defer t.sitesMu.RUnlock()
+	}
+	hits := map[string]int{}
+	for i := range t.sites {
+		if s := &t.sites[i]; s.Kind == record.KindUSDT {
+			hits[s.Label] += s.hitCount()
+		}
+	}
+	return hits
 }
 
 // loweredSemaphores reads, in proc, the semaphore of each silent USDT site
@@ -159,8 +189,12 @@ func loweredSemaphores(proc *procmaps.Process, sites []attach.Site, hits map[str
 // silentHints returns a hint per silent probe (provider:name, no hit in
 // hits) whose semaphore was found lowered (lowered: the PID), then one
 // per known runtime whose other gated probes among sites are silent,
-// each probe named once, in the order of sites.
-func silentHints(sites []attach.Site, hits map[string]int, lowered map[string]int) []string {
+// each probe named once, in the order of sites. closed tells, for the
+// runtimes it holds, whether the gate stayed closed (watchGates): a
+// gated probe of a closed gate gets its hint whatever its hits, one of
+// an opened gate none. hits nil means the hits were not counted per
+// probe: only closed gates are hinted.
+func silentHints(sites []attach.Site, hits map[string]int, lowered map[string]int, closed map[*runtimeGate]bool) []string {
 	var out []string
 	said := map[string]bool{}
 	for _, s := range sites {
@@ -178,7 +212,11 @@ func silentHints(sites []attach.Site, hits map[string]int, lowered map[string]in
 	for _, s := range sites {
 		probe, ok := strings.CutPrefix(s.Probe, "USDT ")
 		g := gateOf(s.Path, probe)
-		if !ok || g == nil || hits[probe] > 0 || said[probe] || slices.Contains(silent[g], probe) {
+		if !ok || g == nil || said[probe] || slices.Contains(silent[g], probe) {
+			continue
+		}
+		shut, known := closed[g]
+		if known && !shut || !known && (hits == nil || hits[probe] > 0) {
 			continue
 		}
 		if silent[g] == nil {
@@ -191,8 +229,25 @@ func silentHints(sites []attach.Site, hits map[string]int, lowered map[string]in
 		if len(silent[g]) > 1 {
 			it = "them"
 		}
-		out = append(out, fmt.Sprintf("probekit trace: %s saw no hit: %s fires %s only with %s (see %s)",
-			strings.Join(silent[g], ", "), g.runtime, it, g.needs, runtimeGuide))
+		names := strings.Join(silent[g], ", ")
+		if !closed[g] {
+			out = append(out, fmt.Sprintf("probekit trace: %s saw no hit: %s fires %s only with %s (see %s)",
+				names, g.runtime, it, g.needs, runtimeGuide))
+			continue
+		}
+		seen := "what was counted is not every call"
+		if hits != nil {
+			n := 0
+			for _, p := range silent[g] {
+				n += hits[p]
+			}
+			seen = fmt.Sprintf("%d hits, not every call", n)
+			if n == 0 {
+				seen = "no hit"
+			}
+		}
+		out = append(out, fmt.Sprintf("probekit trace: %s: %s fires %s for every call only with %s, and the command set none while traced: %s (see %s)",
+			names, g.runtime, it, g.needs, seen, runtimeGuide))
 	}
 	return out
 }

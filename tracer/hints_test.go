@@ -20,7 +20,7 @@ func TestSilentHints(t *testing.T) {
 		{Path: "/srv/app", Probe: "USDT python:function__entry"},  // a gated name, not in a runtime's file
 		{Path: "/usr/bin/php8.2", Probe: "entry of zend_execute"}, // a function probe
 	}
-	got := silentHints(sites, map[string]int{"python:function__entry": 3}, nil)
+	got := silentHints(sites, map[string]int{"python:function__entry": 3}, nil, nil)
 	want := []string{
 		"probekit trace: ruby:method__entry saw no hit: Ruby fires it only with a TracePoint on :call (:return for method__return) enabled in the process (see docs/runtimes.md)",
 		"probekit trace: php:function__entry saw no hit: PHP fires it only with the environment variable USE_ZEND_DTRACE=1 in the process (see docs/runtimes.md)",
@@ -29,7 +29,7 @@ func TestSilentHints(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("got\n\t%q\nwant\n\t%q", got, want)
 	}
-	if got := silentHints(sites[6:8], nil, nil); len(got) != 1 {
+	if got := silentHints(sites[6:8], map[string]int{}, nil, nil); len(got) != 1 {
 		t.Errorf("a gated name outside a runtime's file: %q, want only libjvm's hint", got)
 	}
 }
@@ -75,5 +75,32 @@ func TestNotFollowed(t *testing.T) {
 	}
 	if rest, hints := notFollowed(sites, prog, prog); len(hints) != 0 || len(rest) != len(sites) {
 		t.Errorf("the launched program: hints %q, rest %+v", hints, rest)
+	}
+}
+
+// A closed gate (watchGates saw no setter called) is hinted whatever
+// the hits, and in count mode (hits nil); an opened one never.
+func TestSilentHintsClosedGate(t *testing.T) {
+	sites := []attach.Site{
+		{Path: "/usr/bin/python3.11", Probe: "USDT python:function__entry"},
+		{Path: "/usr/bin/python3.11", Probe: "USDT python:function__return"}, // not gated
+	}
+	cpython := gateOf("/usr/bin/python3.11", "python:function__entry")
+	const head = "probekit trace: python:function__entry: CPython fires it for every call only with a profile or trace function set in the process (sys.setprofile or sys.settrace), and the command set none while traced: "
+	for _, c := range []struct {
+		hits   map[string]int
+		closed bool
+		want   []string
+	}{
+		{map[string]int{"python:function__entry": 12}, true, []string{head + "12 hits, not every call (see docs/runtimes.md)"}},
+		{map[string]int{}, true, []string{head + "no hit (see docs/runtimes.md)"}},
+		{nil, true, []string{head + "what was counted is not every call (see docs/runtimes.md)"}},
+		{map[string]int{}, false, nil},
+		{nil, false, nil},
+	} {
+		got := silentHints(sites, c.hits, nil, map[*runtimeGate]bool{cpython: c.closed})
+		if !slices.Equal(got, c.want) {
+			t.Errorf("hits %v closed %v: got %q, want %q", c.hits, c.closed, got, c.want)
+		}
 	}
 }

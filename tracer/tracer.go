@@ -7,9 +7,11 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -118,8 +120,9 @@ type Config struct {
 	// command name to text lines (JSON has them always).
 	JSON, Time bool
 
-	// Output receives the lines (os.Stdout when nil), Warnings the
-	// warnings and the end-of-trace notes (os.Stderr when nil).
+	// Output receives the lines (os.Stdout when nil with Run; nothing
+	// is printed when nil with Start), Warnings the warnings and the
+	// end-of-trace notes (os.Stderr when nil; Trace.Warnings keeps them).
 	Output, Warnings io.Writer
 	// OnHit, when set, receives every hit of ModeEvents instead of its
 	// line being printed; an error it returns ends the trace with that
@@ -189,8 +192,9 @@ type Site struct {
 	//	{"kind":"uprobe","function":F,"pid":PID,"tid":TID,"address":A,"args":[ARGS]}
 	//	{"kind":"uretprobe","function":F,"pid":PID,"tid":TID,"address":A,"ret":RET}
 	head, mid, end []byte
-	// hits counts the events of this site (hints.go reads them).
-	hits int
+	// hits counts the events of this site (hitCount reads them while
+	// the loop runs).
+	hits int64
 	// skipped: the function of this site was left out of its glob's
 	// attachment (uprobe.Options.Skip); counts and hints ignore it.
 	skipped bool
@@ -198,6 +202,9 @@ type Site struct {
 	// by name and type (params.go).
 	params *siteParams
 }
+
+// hitCount is how many events of the site the trace has read so far.
+func (s *Site) hitCount() int { return int(atomic.LoadInt64(&s.hits)) }
 
 // lineForm is what the lines of one output format share.
 type lineForm struct {
@@ -240,12 +247,15 @@ type tracer struct {
 	// followed are the USDT probes a followed trace attached
 	// (followhints.go).
 	followed followedSites
-	// errOut is where warnings go.
-	errOut io.Writer
+	// errOut is where warnings go; it keeps them for Trace.Warnings.
+	errOut *syncWriter
 	// wallBase converts hit times to the wall clock (wallTime).
 	wallBase int64
 	// lat is --latency's (latency.go).
 	lat *latencyState
+	// drain, once closed (Trace.Stop), ends the loop when the ring is
+	// empty: the hits fired before Stop are all read.
+	drain <-chan struct{}
 }
 
 // wallTime converts a CLOCK_MONOTONIC time (bpf_ktime_get_ns) to the
@@ -265,17 +275,34 @@ func wallBase() int64 {
 }
 
 // syncWriter serializes writes: warnings come from the loop and from
-// follow's notifications at once.
+// follow's notifications at once. It keeps the lines of warnings and
+// notes ("probekit trace: ..."), which Trace.Warnings returns.
 type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu    sync.Mutex
+	w     io.Writer
+	lines []string
 }
 
 func (s *syncWriter) Write(b []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for line := range strings.Lines(string(b)) {
+		if strings.HasPrefix(line, warnPrefix) {
+			s.lines = append(s.lines, strings.TrimSuffix(line, "\n"))
+		}
+	}
 	return s.w.Write(b)
 }
+
+// kept returns the lines kept so far.
+func (s *syncWriter) kept() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.lines)
+}
+
+// warnPrefix starts every warning and end-of-trace note.
+const warnPrefix = "probekit trace: "
 
 // warnf prints a warning line.
 func (t *tracer) warnf(format string, args ...any) {
@@ -322,39 +349,161 @@ func setSameArgs(spec *ebpf.CollectionSpec, cfg *Config) int {
 // the end (and every Interval). Everything attached is detached before
 // Run returns; what the kernel dropped is reported on Warnings. It needs
 // the capabilities internal/privilege's table names (docs/privileges.md),
-// not root.
-func Run(ctx context.Context, cfg *Config) (err error) {
-	cfg, err = completed(cfg)
+// not root. Run is Start, with Output os.Stdout when nil, then Wait.
+func Run(ctx context.Context, cfg *Config) error {
+	tr, err := start(ctx, cfg, os.Stdout)
 	if err != nil {
 		return err
+	}
+	return tr.Wait()
+}
+
+// start carries a trace through its first phases: plan, load and attach;
+// the loop then runs in its own goroutine, and Wait reports and releases.
+// A nil Config.Output prints to stdout (Run: os.Stdout; Start: nothing).
+// After an error of any phase,
+// what the earlier ones took is released (one cleanup path: release).
+func start(ctx context.Context, cfg *Config, stdout io.Writer) (*Trace, error) {
+	tr := &Trace{stdout: stdout, drain: make(chan struct{}), done: make(chan struct{})}
+	err := tr.begin(ctx, cfg)
+	if err != nil {
+		return nil, privilege.Explain("tracing", tr.release(err))
+	}
+	go func() {
+		tr.loopErr = tr.loop()
+		close(tr.done)
+	}()
+	return tr, nil
+}
+
+// begin runs the phases up to the loop.
+func (tr *Trace) begin(ctx context.Context, cfg *Config) (err error) {
+	if tr.plan, err = newPlan(cfg); err != nil {
+		return err
+	}
+	if err := tr.load(); err != nil {
+		return err
+	}
+	return tr.attach(ctx)
+}
+
+// Trace is a running trace, from Start: its counts, sites and warnings
+// can be read while it runs, and Stop ends it. Inside, it carries the
+// trace through its phases (plan, load, attach, loop, report) with what
+// each took, released at the end.
+type Trace struct {
+	plan *plan
+	// stdout is where a nil Config.Output prints.
+	stdout io.Writer
+	t      *tracer
+	objs   *record.Objects
+	att    *usdt.Attacher
+	// tables are the CFI walk's, nil without it.
+	tables *bpfunwind.Tables
+	// follows: the trace follows processes (attachFollowed), which
+	// attaches them as they come; launched, proc, links and gates are
+	// then unset.
+	follows bool
+	// launched is the command of Config.Command, proc the process the
+	// probes are attached in (Config.Process or the command's), nil for
+	// every process.
+	launched *procmaps.Launched
+	proc     *procmaps.Process
+	links    []*attach.Link
+	rd       *ringbuf.Reader
+	// exited gets the traced process's or command's end.
+	exited chan error
+	// gates counts the calls that open the gates of gated probes in a
+	// launched command (watchGates), nil when none is watched.
+	gates *gateWatch
+	// cleanups release, last first, what the phases took; each gets the
+	// trace's error and returns it, or its own when it is the first.
+	cleanups []func(error) error
+
+	// drain, closed by Stop, ends the loop once the ring is read; done
+	// is closed when the loop has ended, with loopErr.
+	drain    chan struct{}
+	done     chan struct{}
+	loopErr  error
+	stopOnce sync.Once
+	// end reports and releases once, for Wait and Stop; err is its
+	// result.
+	endOnce sync.Once
+	err     error
+	// mu guards the maps against the release while the live state is
+	// read (Counts, Histograms, Profile); ended is set by the release,
+	// and final holds what was read just before it.
+	mu    sync.RWMutex
+	ended bool
+	final finalState
+	// live: the trace is Start's, whose caller reads it.
+	live bool
+}
+
+// onRelease adds a release that cannot fail.
+func (tr *Trace) onRelease(f func()) {
+	tr.cleanups = append(tr.cleanups, func(err error) error { f(); return err })
+}
+
+// release runs the cleanups, last first, and returns err as they leave
+// it.
+func (tr *Trace) release(err error) error {
+	for i := len(tr.cleanups) - 1; i >= 0; i-- {
+		err = tr.cleanups[i](err)
+	}
+	tr.cleanups = nil
+	return err
+}
+
+// plan is what the plan phase decided: the Config completed and checked,
+// the programs the probes need, and the collection spec set for the
+// mode, keys, filter and stacks.
+type plan struct {
+	cfg   *Config
+	which record.Programs
+	spec  *ebpf.CollectionSpec
+	// oneSite: the program was built for one USDT site, index 0.
+	oneSite bool
+	// funcRegs is the kind of registers compiled into the program for
+	// every function site (record.SetFuncRegs), nil when not known.
+	funcRegs *record.Regs
+}
+
+// newPlan is the plan phase: it completes a copy of cfg and checks it,
+// asks for the capabilities the trace needs, decides which programs and
+// key parts the probes take, and sets them in record's collection spec.
+// Nothing is loaded yet.
+func newPlan(cfg *Config) (*plan, error) {
+	cfg, err := completed(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if err := privilege.Need("tracing", cfg.privileges()...); err != nil {
-		return err
+		return nil, err
 	}
-	defer func() { err = privilege.Explain("tracing", err) }()
 	if err := cfg.check(); err != nil {
-		return err
+		return nil, err
 	}
-	stdout, stderr := cfg.Output, cfg.Warnings
-	if stdout == nil {
-		stdout = os.Stdout
-	}
-	if stderr == nil {
-		stderr = os.Stderr
-	}
-	proc := cfg.Process
-	var which record.Programs
-	for _, p := range cfg.Probes {
-		if p.Kind == record.KindUSDT {
-			which |= record.USDTProgram
+	p := &plan{cfg: cfg}
+	for _, pr := range cfg.Probes {
+		if pr.Kind == record.KindUSDT {
+			p.which |= record.USDTProgram
 		} else {
-			which |= record.FuncProgram
+			p.which |= record.FuncProgram
 		}
 	}
-	spec, err := record.Spec()
-	if err != nil {
-		return err
+	if p.spec, err = record.Spec(); err != nil {
+		return nil, err
 	}
+	if err := p.setSpec(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// setSpec sets the spec's constants and maps for the Config.
+func (p *plan) setSpec() error {
+	cfg, spec := p.cfg, p.spec
 	// The same call as uprobe.Prepare: both programs get this kernel's
 	// attach type.
 	if err := usdt.Prepare(spec); err != nil {
@@ -399,23 +548,21 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 	}
 	// One USDT site and nothing else: its index is 0 (t.cookie numbers
 	// sites as they attach), which a counted hit need not look up.
-	oneSite := false
-	if which&record.USDTProgram != 0 {
+	if p.which&record.USDTProgram != 0 {
 		sites := setSameArgs(spec, cfg)
-		if sites == 1 && which == record.USDTProgram && (cfg.Mode == record.ModeCount || cfg.Mode == record.ModeHist) {
+		if sites == 1 && p.which == record.USDTProgram && (cfg.Mode == record.ModeCount || cfg.Mode == record.ModeHist) {
 			if err := record.SetUSDTProbe(spec, 0); err != nil {
 				return err
 			}
-			oneSite = true
+			p.oneSite = true
 		}
 	}
-	var funcRegs *record.Regs
-	if which&record.FuncProgram != 0 && len(cfg.Filter) > 0 {
+	if p.which&record.FuncProgram != 0 && len(cfg.Filter) > 0 {
 		if regs, ok := knownFuncRegs(cfg); ok {
 			if err := record.SetFuncRegs(spec, regs); err != nil {
 				return err
 			}
-			funcRegs = &regs
+			p.funcRegs = &regs
 		}
 	}
 	if cfg.Stack && cfg.Mode == record.ModeEvents {
@@ -430,41 +577,67 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 	if err := record.SetGate(spec); err != nil {
 		return err
 	}
-	if err := setFaultingStrings(spec); err != nil {
-		return err
-	}
-	var loadOpts *ebpf.CollectionOptions
-	var tables *bpfunwind.Tables
-	if cfg.walksCFI() {
+	return setFaultingStrings(spec)
+}
+
+// load is the load phase: the CFI walk's tables when the trace walks
+// stacks by CFI, then the collection with its maps, and the USDT
+// attacher over the collection's spec maps.
+func (tr *Trace) load() error {
+	p := tr.plan
+	var opts *ebpf.CollectionOptions
+	if p.cfg.walksCFI() {
 		// The walk's tables, filled per traced process (stackNamer.watch).
-		if tables, err = bpfunwind.New(nil); err != nil {
+		tables, err := bpfunwind.New(nil)
+		if err != nil {
 			return err
 		}
-		defer tables.Close()
-		if err := tables.Prepare(spec); err != nil {
+		tr.onRelease(func() { tables.Close() })
+		if err := tables.Prepare(p.spec); err != nil {
 			return err
 		}
-		loadOpts = &ebpf.CollectionOptions{MapReplacements: tables.Replacements()}
+		tr.tables = tables
+		opts = &ebpf.CollectionOptions{MapReplacements: tables.Replacements()}
 	}
-	objs, err := record.LoadSpecOptions(spec, which, loadOpts)
+	objs, err := record.LoadSpecOptions(p.spec, p.which, opts)
 	if err != nil {
 		return err
 	}
-	defer objs.Close()
-	var att *usdt.Attacher
-	if which&record.USDTProgram != 0 {
-		if att, err = usdt.NewAttacherWithMaps(spec, objs.Specs, objs.IPToSpecID); err != nil {
+	tr.onRelease(func() { objs.Close() })
+	tr.objs = objs
+	if p.which&record.USDTProgram != 0 {
+		if tr.att, err = usdt.NewAttacherWithMaps(p.spec, objs.Specs, objs.IPToSpecID); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// attach is the attach phase: it makes the tracer that formats and
+// counts the hits, launches Config.Command stopped at its execve,
+// attaches every probe (all of them, or the phase fails), arms the
+// programs, watches the command's runtime gates (watchGates), opens the
+// ring reader, then lets the command run. A trace that follows
+// processes attaches as they come instead (attachFollowed).
+func (tr *Trace) attach(ctx context.Context) error {
+	cfg, objs := tr.plan.cfg, tr.objs
+	stdout, stderr := cfg.Output, cfg.Warnings
+	if stdout == nil {
+		stdout = tr.stdout
+	}
+	if stderr == nil {
+		stderr = os.Stderr
+	}
 	t := newTracer(cfg, stdout, stderr)
-	t.funcRegs = funcRegs
+	t.funcRegs = tr.plan.funcRegs
 	t.ctx = ctx
+	t.drain = tr.drain
+	tr.t = t
 	if len(cfg.Command) > 0 {
 		t.checkCommand()
 	}
-	if tables != nil {
-		defer t.startTables(objs, tables)()
+	if tr.tables != nil {
+		tr.onRelease(t.startTables(objs, tr.tables))
 	} else if note := cfg.framePointersNote(); note != "" {
 		t.warnf("%s", note)
 	}
@@ -475,109 +648,136 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 	if err != nil {
 		return err
 	}
-	if cfg.Follow || followSelectors(cfg) || !cookie && proc == nil && len(cfg.Command) == 0 {
-		return t.follow(objs, att, proc)
+	if cfg.Follow || followSelectors(cfg) || !cookie && cfg.Process == nil && len(cfg.Command) == 0 {
+		tr.follows = true
+		return tr.attachFollowed()
 	}
-	if proc != nil && t.stacks != nil {
-		t.stacks.watch(proc)
+	tr.proc = cfg.Process
+	if tr.proc != nil && t.stacks != nil {
+		t.stacks.watch(tr.proc)
 	}
-
-	var launched *procmaps.Launched
-	opts := &usdt.Options{LocationCookie: t.cookie}
 	if len(cfg.Command) > 0 {
-		launched, err = procmaps.Launch(launchCommand(cfg))
+		launched, err := procmaps.Launch(launchCommand(cfg))
 		if err != nil {
 			return err
 		}
-		opts.Process = launched.Process
+		tr.launched, tr.proc = launched, launched.Process
 		if t.stacks != nil {
 			t.stacks.watchLaunched(launched)
 		}
-		// Kills the command, stopped since its execve, on every error
-		// return before Finish(nil) below lets it run.
-		defer func() { err = launched.Finish(err) }()
+		// Kills the command, stopped since its execve, on an error of
+		// any phase before Finish(nil) below lets it run.
+		tr.cleanups = append(tr.cleanups, launched.Finish)
 	}
-
-	if proc != nil {
-		opts.Process = proc
+	if err := tr.attachProbes(); err != nil {
+		return err
 	}
+	if tr.launched != nil {
+		tr.gates = watchGates(cfg.Probes, tr.links, tr.launched.Process)
+		tr.onRelease(tr.gates.close)
+	}
+	if tr.plan.oneSite && len(t.sites) != 1 {
+		return fmt.Errorf("the program was built for one USDT site and %d were attached (did the target change?)", len(t.sites))
+	}
+	if cfg.Mode == record.ModeCount && len(cfg.Keys) == 0 && len(t.sites) > record.MaxCounted {
+		return fmt.Errorf("--count counts at most %d probe sites, these probes have %d", record.MaxCounted, len(t.sites))
+	}
+	if cfg.Mode == record.ModeEvents {
+		if tr.rd, err = ringbuf.NewReader(objs.Events); err != nil {
+			return err
+		}
+		tr.onRelease(func() { tr.rd.Close() })
+	}
+	return tr.watchEnd(ctx)
+}
 
-	var links []*attach.Link
-	defer func() { closeLinks(links) }()
-	fa := &funcAttacher{t: t, prog: objs.FuncProgram, table: objs.FuncIPs, proc: opts.Process}
-	defer fa.close()
-	for _, p := range cfg.Probes {
+// attachProbes attaches each of Config.Probes in tr.proc (every process
+// for nil) and arms the programs.
+func (tr *Trace) attachProbes() error {
+	t, objs := tr.t, tr.objs
+	// With the gate setters' links (watchGates): closed at once.
+	tr.onRelease(func() { closeLinks(append(tr.links[:len(tr.links):len(tr.links)], tr.gates.attached()...)) })
+	opts := &usdt.Options{LocationCookie: t.cookie, Process: tr.proc}
+	fa := &funcAttacher{t: t, prog: objs.FuncProgram, table: objs.FuncIPs, proc: tr.proc}
+	tr.onRelease(fa.close)
+	for _, p := range tr.plan.cfg.Probes {
 		var l *attach.Link
+		var err error
 		if p.Kind == record.KindUSDT {
 			// The target as given: a path, a program on PATH or a
 			// library name, as the process sees it with -p.
-			l, err = att.Attach(objs.Program, p.Target, p.Provider, p.Name, t.latencyOptions(p, opts))
+			l, err = tr.att.Attach(objs.Program, p.Target, p.Provider, p.Name, t.latencyOptions(p, opts))
 		} else {
 			l, err = fa.attach(p)
 		}
 		if err != nil {
-			if launched != nil {
+			if tr.launched != nil {
 				return launchHint(err)
 			}
 			return err
 		}
-		links = append(links, l)
+		tr.links = append(tr.links, l)
 		for _, w := range l.Warnings() {
 			t.warnf("%s", w)
 		}
 	}
 	// Attached: the files may go (the kernel holds what it needs).
 	fa.close()
-	if err := objs.Arm(); err != nil {
-		return err
-	}
-	if oneSite && len(t.sites) != 1 {
-		return fmt.Errorf("the program was built for one USDT site and %d were attached (did the target change?)", len(t.sites))
-	}
-	if cfg.Mode == record.ModeCount && len(cfg.Keys) == 0 && len(t.sites) > record.MaxCounted {
-		return fmt.Errorf("--count counts at most %d probe sites, these probes have %d", record.MaxCounted, len(t.sites))
-	}
+	return objs.Arm()
+}
 
-	var rd *ringbuf.Reader
-	if cfg.Mode == record.ModeEvents {
-		if rd, err = ringbuf.NewReader(objs.Events); err != nil {
-			return err
-		}
-		defer rd.Close()
-	}
-
-	exited := make(chan error, 1)
-	if proc != nil {
+// watchEnd makes tr.exited get the end of the traced process, and lets
+// the launched command run: from here its exit ends the trace, and a
+// trace that ends first ends it (endCommand).
+func (tr *Trace) watchEnd(ctx context.Context) error {
+	tr.exited = make(chan error, 1)
+	if proc := tr.plan.cfg.Process; proc != nil {
 		// Like a launched command, a traced process ends the trace when
 		// it exits.
 		wctx, cancel := context.WithCancel(ctx)
-		defer cancel()
+		tr.onRelease(cancel)
 		go func() {
 			if proc.WaitExit(wctx) == nil {
-				exited <- nil
+				tr.exited <- nil
 			}
 		}()
 	}
-	if launched != nil {
-		if err := launched.Finish(nil); err != nil {
-			return err
-		}
-		waited := make(chan struct{})
-		go func() {
-			exited <- launched.Wait()
-			close(waited)
-		}()
-		defer endCommand(launched.Cmd.Process, waited)
+	if tr.launched == nil {
+		return nil
 	}
-	if err := t.run(objs, rd, t.ctx.Done(), exited); err != nil {
+	if err := tr.launched.Finish(nil); err != nil {
 		return err
 	}
-	prog := ""
-	if launched != nil {
-		prog = launched.Cmd.Path
+	waited := make(chan struct{})
+	go func() {
+		tr.exited <- tr.launched.Wait()
+		close(waited)
+	}()
+	tr.onRelease(func() { endCommand(tr.launched.Cmd.Process, waited) })
+	return nil
+}
+
+// loop is the loop phase: it reads the ring and prints or hands over the
+// hits, or waits and prints the counts, until ctx is done, the traced
+// process ends or Limit is reached, then says what the kernel dropped.
+func (tr *Trace) loop() error {
+	return tr.t.run(tr.objs, tr.rd, tr.t.ctx.Done(), tr.exited)
+}
+
+// report is the report phase, once the loop has ended: the hints about
+// probes that saw no hit, and the launched command's failure.
+func (tr *Trace) report() error {
+	t, cfg := tr.t, tr.plan.cfg
+	if tr.follows {
+		t.hintFollowed()
+	} else {
+		prog := ""
+		if tr.launched != nil {
+			prog = tr.launched.Cmd.Path
+		}
+		t.hintSilent(t.errOut, tr.links, tr.proc, prog, tr.gates.closed())
 	}
-	t.hintSilent(t.errOut, links, opts.Process, prog)
-	if t.exitErr != nil {
+	if t.exitErr != nil && len(cfg.Command) > 0 {
 		// Every event is printed; the command failed (a crash under the
 		// probes would show here).
 		return fmt.Errorf("%s: %w", cfg.Command[0], t.exitErr)
@@ -769,6 +969,12 @@ func (t *tracer) loop(rd *ringbuf.Reader, stop <-chan struct{}, exited <-chan er
 		select {
 		case <-stop:
 			return t.out.flush()
+		case <-t.drain:
+			// Stop: what was fired before it is in the ring; read until
+			// it is empty.
+			draining = true
+			rd.SetDeadline(time.Now())
+			continue
 		case err := <-exited:
 			// Everything the command fired is in the ring by now: read
 			// until it is empty, then stop.
@@ -816,7 +1022,7 @@ func (t *tracer) siteOf(ev *record.Event) (*Site, error) {
 	if ev.Kind != site.Kind {
 		return nil, fmt.Errorf("event of kind %d for a site of kind %d (cookie %d)", ev.Kind, site.Kind, ev.Cookie)
 	}
-	site.hits++
+	atomic.AddInt64(&site.hits, 1)
 	return site, nil
 }
 
