@@ -82,9 +82,10 @@
 //     8 MiB preallocated), at most 2^24; Options.Objects objects;
 //     Options.Processes processes, each with at most MaxMappings (256)
 //     executable mappings (the rest are walked by frame pointers). An
-//     object that does not fit (ErrFull), or whose code lies above
-//     4 GiB of link-time address (ErrAddressRange), is walked by frame
-//     pointers (Tables.Errors).
+//     object that does not fit (ErrFull), or with an FDE that reaches past
+//     4 GiB of link-time address (ErrAddressRange: rows hold 32-bit
+//     addresses; one ending at 4 GiB exactly is kept), is walked by
+//     frame pointers (Tables.Errors).
 //   - A process stays in the maps until Remove or a Refresh after it
 //     exited; Add fails once Options.Processes are in.
 //   - Objects mapped after Add (dlopen) are walked by frame pointers
