@@ -539,7 +539,7 @@ func (t *Tables) loadNew(tab *unwind.Table) (*object, string, error) {
 		id = t.nextID
 		t.nextID++
 	} else {
-		return nil, "objects full", fmt.Errorf("%w: %d objects (%d freed, reused %v after)", ErrFull, t.opts.Objects, len(t.quarantine), t.opts.ReuseAfter)
+		return nil, "objects full", fmt.Errorf("%w: %d objects, %d of them freed less than %v ago (raise Options.Objects)", ErrFull, t.opts.Objects, len(t.quarantine), t.opts.ReuseAfter)
 	}
 	ext, ok := t.alloc(uint32(len(rows)))
 	if !ok {
@@ -548,7 +548,7 @@ func (t *Tables) loadNew(tab *unwind.Table) (*object, string, error) {
 		for _, f := range t.quarantine {
 			q += int(f.o.ext.count)
 		}
-		return nil, "rows full", fmt.Errorf("%w: %d rows needed, %d of %d in use, %d freed and reused %v after (raise $%s or Options.Rows)",
+		return nil, "rows full", fmt.Errorf("%w: %d rows needed, %d of %d in use, %d freed less than %v ago (raise $%s or Options.Rows)",
 			ErrFull, len(rows), t.inUse(), t.opts.Rows, q, t.opts.ReuseAfter, RowsEnv)
 	}
 	if err := t.putRows(ext.first, rows); err != nil {

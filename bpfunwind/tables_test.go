@@ -236,3 +236,31 @@ func TestRowsEnv(t *testing.T) {
 		t.Errorf("a bad $%s: %v", bpfunwind.RowsEnv, err)
 	}
 }
+
+// The maps' kernel memory (memlock, from the kernel's fdinfo): the rows
+// map's is RowSize bytes per row of Options.Rows, preallocated; a
+// process's 8 KiB value is allocated when it is added. docs/trust.md
+// quotes these numbers, and the rows of real objects (BenchmarkBuild).
+func TestMemoryCost(t *testing.T) {
+	tables := newTables(t, nil)
+	total := uint64(0)
+	for name, m := range tables.Replacements() {
+		info, err := m.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem, ok := info.Memlock()
+		if !ok {
+			testkit.Unavailable(t, "no memlock in the kernel's map info")
+		}
+		t.Logf("%s: %d entries of %d bytes, %d bytes of kernel memory", name, m.MaxEntries(), m.ValueSize(), mem)
+		total += mem
+		if name == bpfunwind.RowsMap {
+			want := uint64(bpfunwind.DefaultRows * bpfunwind.RowSize)
+			if mem < want || mem > want+want/8 {
+				t.Errorf("rows map: %d bytes, want about %d", mem, want)
+			}
+		}
+	}
+	t.Logf("total %d bytes (%.1f MiB)", total, float64(total)/(1<<20))
+}
