@@ -8,12 +8,23 @@ import (
 	"testing"
 
 	"github.com/probekit/probekit/internal/safeelf"
+	"github.com/probekit/probekit/internal/test/elfseed"
 )
 
 // maxFuzzSeed keeps the seeds small enough to mutate usefully.
 const maxFuzzSeed = 96 << 10
 
+// addSeeds adds elfseed's small files, one of them linking to
+// dbg_v5.debug, and (when not fuzzing, as regression inputs) the
+// fixtures whole.
 func addSeeds(f *testing.F) {
+	elfseed.Each(func(_ string, b []byte) { f.Add(b) })
+	if dbg, err := os.ReadFile(fixture("dbg_v5.debug")); err == nil {
+		f.Add(elfseed.DebugLink("dbg_v5.debug", dbg))
+	}
+	if elfseed.Fuzzing() {
+		return
+	}
 	files, _ := filepath.Glob(fixture("*"))
 	for _, path := range files {
 		if b, err := os.ReadFile(path); err == nil && len(b) <= maxFuzzSeed {

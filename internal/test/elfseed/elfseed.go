@@ -19,6 +19,7 @@ import (
 	"compress/zlib"
 	"debug/elf"
 	"encoding/binary"
+	"flag"
 	"hash/crc32"
 	"sort"
 )
@@ -343,10 +344,10 @@ func CFI() []byte {
 	return Build(text(), Section{Name: ".eh_frame", Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC, Data: EHFrame(TextAddr + 16), Align: 8})
 }
 
-// DebugLink is a file whose .gnu_debuglink names "seed.debug" with the
-// CRC-32 of debug.
-func DebugLink(debug []byte) []byte {
-	d := []byte("seed.debug\x00")
+// DebugLink is a file whose .gnu_debuglink names name with the CRC-32
+// of debug.
+func DebugLink(name string, debug []byte) []byte {
+	d := append([]byte(name), 0)
 	for len(d)%4 != 0 {
 		d = append(d, 0)
 	}
@@ -404,7 +405,7 @@ func All() map[string][]byte {
 	d := DWARF()
 	return map[string][]byte{
 		"notes": Notes(), "symbols": Symbols(), "dwarf": d, "compressed": Compressed(),
-		"cfi": CFI(), "debuglink": DebugLink(d), "go": GoTable(),
+		"cfi": CFI(), "debuglink": DebugLink("seed.debug", d), "go": GoTable(),
 	}
 }
 
@@ -419,4 +420,13 @@ func Each(add func(name string, data []byte)) {
 	for _, n := range names {
 		add(n, all[n])
 	}
+}
+
+// Fuzzing reports whether the test binary runs a fuzz target (go test
+// -fuzz): targets then seed with these files alone, and add the
+// fixtures of testdata whole only when their seeds run as the plain
+// tests they also are.
+func Fuzzing() bool {
+	f := flag.Lookup("test.fuzz")
+	return f != nil && f.Value.String() != ""
 }

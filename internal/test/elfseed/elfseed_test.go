@@ -103,7 +103,13 @@ func TestSeeds(t *testing.T) {
 		t.Errorf("EHFrame alone: %v", err)
 	}
 
-	if name, crc, ok, err := open(t, elfseed.DebugLink(elfseed.DWARF())).DebugLink(); err != nil || !ok || name != "seed.debug" || crc == 0 {
+	if name, crc, ok, err := open(t, elfseed.DebugLink("seed.debug", elfseed.DWARF())).DebugLink(); err != nil || !ok || name != "seed.debug" || crc == 0 {
 		t.Errorf("debuglink: %q %#x %v %v", name, crc, ok, err)
+	}
+}
+
+func TestFuzzing(t *testing.T) {
+	if elfseed.Fuzzing() {
+		t.Error("Fuzzing under go test without -fuzz")
 	}
 }
