@@ -38,13 +38,18 @@ func addSeeds(f *testing.F) {
 // use carries the object's build ID.
 func FuzzFindObject(f *testing.F) {
 	addSeeds(f)
+	// One directory for the executions of a worker process, which run
+	// one after another: a directory and a copy per execution made
+	// file system work most of the time.
+	dir := f.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "dbg_v5.debug"), mustRead(f, fixture("dbg_v5.debug")), 0o644); err != nil {
+		f.Fatal(err)
+	}
+	obj := filepath.Join(dir, "dbg_v5")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		dir := t.TempDir()
-		obj := filepath.Join(dir, "dbg_v5")
 		if err := os.WriteFile(obj, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		copyTo(t, fixture("dbg_v5.debug"), dir, "dbg_v5.debug")
 		opts := &Options{DebugDirs: []string{dir}, Offline: true}
 		of := open(t, obj)
 		if d, err := Find(of, obj, opts); err == nil {
@@ -72,11 +77,13 @@ func FuzzFindDebugFile(f *testing.F) {
 	if err != nil || len(id) < 2 {
 		f.Fatalf("dbg_id build ID %x: %v", id, err)
 	}
+	dir := f.TempDir() // as in FuzzFindObject
+	h := hex.EncodeToString(id)
+	p := filepath.Join(dir, ".build-id", h[:2], h[2:]+".debug")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		dir := t.TempDir()
-		h := hex.EncodeToString(id)
-		p := filepath.Join(dir, ".build-id", h[:2], h[2:]+".debug")
-		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
