@@ -1,10 +1,20 @@
 // Package elfseed builds minimal ELF files, 0.5-1.2 KiB each, one per
 // kind of content the parsers read: notes, symbols, DWARF,
 // compressed DWARF, call-frame information, a debug link and Go's
-// function table. They seed the fuzz targets of whole files: the
-// fixtures of testdata/bin are 14-70 KiB, and a fuzzer mutating them
-// runs tens of executions a second; mutations of these reach the same
-// parsers hundreds of times as often.
+// function table. They seed the fuzz targets of whole files, which
+// ran 1-3 executions a second from the fixtures of testdata/bin (14-70
+// KiB) and run thousands from these (go test -fuzz, 20 s each on a
+// shared 2-CPU machine; before: 40 s each):
+//
+//	                           before   after
+//	safeelf FuzzSymbols           1.3   13,183
+//	usdt FuzzFile                 1.8    8,882
+//	debuginfo FuzzLinesELF        2.7    4,888
+//	debuginfo FuzzFindObject      1.0    1,286
+//	debuginfo FuzzFindDebugFile   2.4    1,094
+//
+// The last two also write each input to a file (FuzzFindObject's
+// directory is made once per worker).
 //
 // The files are x86-64, little-endian ELF64: one PT_LOAD (read and
 // execute) maps the whole file at Base, so a section's address is Base
