@@ -108,7 +108,14 @@ type Tables struct {
 	// spans are when each PID was last in the process map
 	// (CLOCK_MONOTONIC, as bpf_ktime_get_ns): removed 0 while it is.
 	spans map[int]span
-	errs  map[*unwind.Table]loadError
+	// errs are the tables refused, while a process maps them (refs
+	// counts the processes: the entry, and the table it holds, go with
+	// the last); failed keeps each refusal's error for Errors, by
+	// path, after that.
+	errs   map[*unwind.Table]*loadError
+	failed map[string]error
+	// refusedBy are the refused tables of each process's last Add.
+	refusedBy map[int][]*unwind.Table
 	// gen counts the times ids or rows came back from the quarantine:
 	// an object refused as ErrFull is tried again when it changed.
 	gen uint64
@@ -120,7 +127,12 @@ type loadError struct {
 	err  error
 	full bool
 	gen  uint64 // t.gen when it was refused
+	refs int
 }
+
+// maxFailed bounds the refusals Errors keeps (by path) for processes
+// gone: one per object of a host that filled the tables.
+const maxFailed = 1024
 
 type freed struct {
 	o  *object
@@ -188,7 +200,7 @@ func New(opts *Options) (*Tables, error) {
 	}
 	t := &Tables{cache: o.Cache, opts: o, loaded: map[*unwind.Table]*object{},
 		nextID: 1, pids: map[int][]*object{}, added: map[int]*procmaps.Process{}, spans: map[int]span{},
-		errs: map[*unwind.Table]loadError{}, refused: map[string]int{}}
+		errs: map[*unwind.Table]*loadError{}, failed: map[string]error{}, refusedBy: map[int][]*unwind.Table{}, refused: map[string]int{}}
 	var err error
 	for _, m := range []struct {
 		dst  **ebpf.Map
@@ -274,6 +286,7 @@ func (t *Tables) Add(p *procmaps.Process) error {
 		}
 	}
 	var refs []*object
+	var refused []*unwind.Table
 	for i, m := range maps {
 		var id uint32
 		if m.Table != nil {
@@ -281,6 +294,9 @@ func (t *Tables) Add(p *procmaps.Process) error {
 				o.refs++
 				refs = append(refs, o)
 				id = o.id
+			} else if e := t.errs[m.Table]; e != nil {
+				e.refs++
+				refused = append(refused, m.Table)
 			}
 		}
 		e := val[8+32*i:]
@@ -292,6 +308,8 @@ func (t *Tables) Add(p *procmaps.Process) error {
 	err = t.procs.Put(uint32(p.PID), val)
 	t.release(t.pids[p.PID])
 	t.pids[p.PID] = refs
+	t.releaseRefused(t.refusedBy[p.PID])
+	t.refusedBy[p.PID] = refused
 	t.added[p.PID] = p
 	if sp, ok := t.spans[p.PID]; !ok || sp.removed != 0 {
 		t.spans[p.PID] = span{added: monotonic()}
@@ -344,6 +362,8 @@ func (t *Tables) Remove(pid int) error {
 	err := t.procs.Delete(uint32(pid))
 	t.release(t.pids[pid])
 	delete(t.pids, pid)
+	t.releaseRefused(t.refusedBy[pid])
+	delete(t.refusedBy, pid)
 	delete(t.added, pid)
 	if sp, ok := t.spans[pid]; ok && sp.removed == 0 {
 		sp.removed = monotonic()
@@ -405,15 +425,17 @@ func (t *Tables) removeIf(p *procmaps.Process) error {
 	return t.Remove(p.PID)
 }
 
-// Errors are the tables that could not be loaded now, one per object,
-// naming its path (an FDE past 4 GiB, rules that give no rows, or no
-// room: ErrFull): their objects are walked by frame pointers.
+// Errors are the objects refused (an FDE past 4 GiB, rules that give
+// no rows, or no room: ErrFull), one per path, naming it, also after
+// the processes that mapped them are gone (at most 1,024 paths): their
+// frames were walked by frame pointers. A path loaded since is not
+// among them.
 func (t *Tables) Errors() []error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out []error
-	for _, e := range t.errs {
-		out = append(out, e.err)
+	out := make([]error, 0, len(t.failed))
+	for _, err := range t.failed {
+		out = append(out, err)
 	}
 	return out
 }
@@ -469,14 +491,36 @@ func (t *Tables) load(tab *unwind.Table, path string) *object {
 	}
 	o, reason, err := t.loadNew(tab)
 	if err != nil {
-		t.errs[tab] = loadError{err: fmt.Errorf("%s: %w", path, err), full: errors.Is(err, ErrFull), gen: t.gen}
+		e := t.errs[tab]
+		if e == nil {
+			e = &loadError{}
+			t.errs[tab] = e
+		}
+		e.err, e.full, e.gen = fmt.Errorf("%s: %w", path, err), errors.Is(err, ErrFull), t.gen
+		if _, ok := t.failed[path]; ok || len(t.failed) < maxFailed {
+			t.failed[path] = e.err
+		}
 		t.refused[reason]++
 		return nil
 	}
 	delete(t.errs, tab)
+	delete(t.failed, path)
 	o.tab = tab
 	t.loaded[tab] = o
 	return o
+}
+
+// releaseRefused drops one process's hold on each refused table: the
+// entry of a table no process maps any more goes (its error stays in
+// failed). Called with mu held.
+func (t *Tables) releaseRefused(tabs []*unwind.Table) {
+	for _, tab := range tabs {
+		if e := t.errs[tab]; e != nil {
+			if e.refs--; e.refs <= 0 {
+				delete(t.errs, tab)
+			}
+		}
+	}
 }
 
 // revive gives tab its object back when it is in the quarantine: its

@@ -215,6 +215,22 @@ func TestFull(t *testing.T) {
 	if s := tables.Stats(); s.Refused["rows full"] != 1 {
 		t.Errorf("added again: %+v", s)
 	}
+	// Removed: the refusal is still reported; once the freed rows are
+	// free (ReuseAfter), the next Add tries libc again.
+	if err := tables.Remove(p.PID()); err != nil {
+		t.Fatal(err)
+	}
+	if errs := tables.Errors(); len(errs) != 1 || !strings.Contains(errs[0].Error(), libcPath) {
+		t.Errorf("errors after the removal: %v", errs)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if err := tables.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	addPID(t, tables, p.PID())
+	if s := tables.Stats(); s.Refused["rows full"] != 2 || s.Objects != 2 {
+		t.Errorf("added after rows were freed: %+v, want libc tried (and refused) again", s)
+	}
 }
 
 // PROBEKIT_CFI_ROWS sets the rows map's default size; a bad value is
