@@ -91,9 +91,10 @@
 //     exited; Add fails once Options.Processes are in.
 //   - An object no process maps any more is freed, but its id and rows
 //     go to another object only Options.ReuseAfter later
-//     (DefaultReuseAfter, 30 s: beyond the kernel's RCU stall timeout,
-//     which bounds the one BPF run a walk is), so that a walk that read
-//     its id never reads another object's rows; loaded again
+//     (DefaultReuseAfter, 30 s: a walk is one BPF run inside an RCU
+//     reader, and the kernel reports a reader of 21 s as stalled), so
+//     that a walk that read its id never reads another object's rows;
+//     loaded again
 //     meanwhile, it takes them back. An object refused as ErrFull is
 //     tried again once ids or rows are freed (Stats.Refused counts the
 //     refusals by reason).

@@ -41,12 +41,17 @@ const (
 	// that read its id before (from a process value it had looked up)
 	// never reads another object's rows under it. A walk is one run of
 	// a BPF program, within one RCU read-side critical section
-	// (rcu_read_lock, or rcu_read_lock_trace for a sleepable program):
-	// its 127 steps take tens of microseconds of CPU, and the walk
-	// itself never sleeps (bpf_probe_read_user does not fault pages
-	// in). It can only be preempted. A reader that holds up a grace
-	// period for 21 s is reported by the kernel as an RCU stall
+	// (rcu_read_lock; rcu_read_lock_trace as well for the sleepable
+	// programs of record's faulting strings): its 127 steps take tens
+	// of microseconds of CPU, and the walk itself never sleeps
+	// (bpf_probe_read_user does not fault pages in). Only preemption
+	// can stretch it. A reader that holds up a grace period for 21 s
+	// is reported by the kernel as an RCU stall
 	// (CONFIG_RCU_CPU_STALL_TIMEOUT's default): 30 s is beyond that.
+	// This is a bound in practice, not a proof: a task preempted
+	// inside a walk for longer (tasks-trace RCU warns only after 10
+	// minutes, CONFIG_RCU_TASK_STALL_TIMEOUT) could still read rows
+	// given to another object, and unwind that one stack wrongly.
 	DefaultReuseAfter = 30 * time.Second
 )
 
