@@ -2,13 +2,16 @@ package bpfunwind_test
 
 import (
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/bpfunwind"
+	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/unwind"
 )
 
@@ -88,5 +91,75 @@ func BenchmarkBuild(b *testing.B) {
 			b.ReportMetric(float64(len(rows)*bpfunwind.RowSize), "table-bytes")
 			b.ReportMetric(float64(spans), "spans")
 		})
+	}
+}
+
+// BenchmarkBuildHost builds the rows of every file that a process of
+// this machine maps executable, as a host-wide trace would load them
+// (each file once): rows and table-bytes are what the rows map would
+// hold, files those with CFI. Run:
+//
+//	go test -run '^$' -bench BenchmarkBuildHost -benchtime 1x ./bpfunwind/
+func BenchmarkBuildHost(b *testing.B) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	type file struct {
+		p  *procmaps.Process
+		ob procmaps.Object
+	}
+	seen := map[procmaps.FileID]file{}
+	procs := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		p, err := procmaps.Open(pid)
+		if err != nil {
+			continue
+		}
+		objs, err := p.Objects()
+		if err != nil {
+			continue
+		}
+		procs++
+		for _, ob := range objs {
+			for _, m := range ob.Mappings {
+				if m.Perms&procmaps.Exec != 0 {
+					seen[ob.ID()] = file{p, ob}
+				}
+			}
+		}
+	}
+	for b.Loop() {
+		rows, files := 0, 0
+		for _, fl := range seen {
+			f, err := fl.p.OpenObject(&fl.ob)
+			if err != nil {
+				continue
+			}
+			ef, err := safeelf.NewFile(f)
+			var tab *unwind.Table
+			if err == nil {
+				tab, err = unwind.Load(ef)
+			}
+			f.Close()
+			if err != nil {
+				continue
+			}
+			r, err := bpfunwind.Build(tab)
+			if err != nil {
+				continue
+			}
+			rows += len(r)
+			files++
+		}
+		b.ReportMetric(float64(procs), "processes")
+		b.ReportMetric(float64(len(seen)), "objects")
+		b.ReportMetric(float64(files), "files-with-rows")
+		b.ReportMetric(float64(rows), "rows")
+		b.ReportMetric(float64(rows*bpfunwind.RowSize), "table-bytes")
 	}
 }

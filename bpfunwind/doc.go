@@ -79,14 +79,25 @@
 //   - Depth: PROBEKIT_CFI_MAX_FRAMES, 127 by default (MaxFrames); a
 //     deeper stack ends with StopDepth.
 //   - Sizes: the rows map holds Options.Rows rows (DefaultRows, 1Mi:
-//     8 MiB preallocated), at most 2^24; Options.Objects objects;
+//     8 MiB preallocated; $PROBEKIT_CFI_ROWS when Options.Rows is 0),
+//     at most 2^24; Options.Objects objects;
 //     Options.Processes processes, each with at most MaxMappings (256)
 //     executable mappings (the rest are walked by frame pointers). An
-//     object that does not fit (ErrFull), or whose code lies above
-//     4 GiB of link-time address (ErrAddressRange), is walked by frame
-//     pointers (Tables.Errors).
+//     object that does not fit (ErrFull), or with an FDE that reaches past
+//     4 GiB of link-time address (ErrAddressRange: rows hold 32-bit
+//     addresses; one ending at 4 GiB exactly is kept), is walked by
+//     frame pointers (Tables.Errors).
 //   - A process stays in the maps until Remove or a Refresh after it
 //     exited; Add fails once Options.Processes are in.
+//   - An object no process maps any more is freed, but its id and rows
+//     go to another object only Options.ReuseAfter later
+//     (DefaultReuseAfter, 30 s: a walk is one BPF run inside an RCU
+//     reader, and the kernel reports a reader of 21 s as stalled), so
+//     that a walk that read its id never reads another object's rows;
+//     loaded again
+//     meanwhile, it takes them back. An object refused as ErrFull is
+//     tried again once ids or rows are freed (Stats.Refused counts the
+//     refusals by reason).
 //   - Objects mapped after Add (dlopen) are walked by frame pointers
 //     until the next Add or Refresh (which adds every process again). Watch adds a launched command again at its
 //     program's entry point (procmaps.LaunchEntry), where its shared

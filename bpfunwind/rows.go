@@ -107,8 +107,9 @@ func Build(t *unwind.Table) ([]Row, error) {
 		rows = append(rows, r)
 	}
 	t.Spans(func(s unwind.Span) bool {
+		// Rows are 32-bit: an FDE may end at 4 GiB, not past it.
 		if s.End > 1<<32 {
-			err = fmt.Errorf("%w: FDE at %#x", ErrAddressRange, s.Start)
+			err = fmt.Errorf("%w: FDE at %#x to %#x", ErrAddressRange, s.Start, s.End)
 			return false
 		}
 		start := max(s.Start, lastEnd)
@@ -127,7 +128,11 @@ func Build(t *unwind.Table) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(rows) > 0 {
+	// The last FDE's end, where frame pointers take over, unless it is
+	// 4 GiB itself: uint32 makes that row 0, below every other, and the
+	// walk's search would take it for the first row (the BPF side looks
+	// up no address at or above 4 GiB in the rows: frame pointers).
+	if len(rows) > 0 && lastEnd < 1<<32 {
 		add(lastEnd, Row{Kind: KindFramePointer})
 	}
 	return rows, nil

@@ -143,6 +143,9 @@ func FuzzBuild(f *testing.F) {
 			}
 		}
 	}
+	// Small seeds: two FDEs, one ending at 4 GiB.
+	f.Add(ehFrame([2]uint32{0x1000, 0x1100}, [2]uint32{1<<32 - 0x100, 0}), uint64(0x500000))
+	f.Add(ehFrame([2]uint32{0x1000, 0x1100}), uint64(0))
 	f.Fuzz(func(t *testing.T, data []byte, addr uint64) {
 		tab, err := unwind.Parse(data, addr, false, binary.LittleEndian)
 		if err != nil {
@@ -194,5 +197,79 @@ func TestHeaderConstants(t *testing.T) {
 		if got, ok := defs[name]; !ok || got != want {
 			t.Errorf("%s: header %d (%v), Go %d", name, got, ok, want)
 		}
+	}
+}
+
+// ehFrame is an .eh_frame of one "zR" CIE (udata4 absolute addresses,
+// CFA = rsp+8 and the return address at CFA-8 at entry) and one FDE per
+// [start, end) given, each with CFA = rsp+16 from its fifth byte.
+func ehFrame(fdes ...[2]uint32) []byte {
+	le := binary.LittleEndian
+	cie := []byte{0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 16, 1, 0x03, 0x0c, 7, 8, 0x90, 1, 0, 0}
+	b := le.AppendUint32(nil, uint32(len(cie)))
+	b = append(b, cie...)
+	for _, f := range fdes {
+		at := len(b)
+		body := le.AppendUint32(nil, uint32(at+4)) // back to the CIE at 0
+		body = le.AppendUint32(body, f[0])
+		body = le.AppendUint32(body, f[1]-f[0])
+		body = append(body, 0, 0x44, 0x0e, 16, 0, 0, 0) // no augmentation data; advance 4, CFA offset 16
+		b = le.AppendUint32(b, uint32(len(body)))
+		b = append(b, body...)
+	}
+	return le.AppendUint32(b, 0)
+}
+
+// An FDE that ends at 4 GiB: its last row reaches 4 GiB (no row at 4
+// GiB, which 32 bits would write as 0, ahead of every other row, so
+// that the walk's search went wrong for every address); one that
+// crosses 4 GiB is refused (ErrAddressRange), and Tables walks its
+// object by frame pointers.
+func TestBuildAt4GiB(t *testing.T) {
+	const top = 1 << 32
+	data := ehFrame([2]uint32{0x1000, 0x1100}, [2]uint32{top - 0x100, 0}) // 0: 4 GiB, wrapped by uint32
+	// The FDE's range is 0x100: its end is 1<<32 exactly.
+	tab, err := unwind.Parse(data, 0x500000, false, binary.LittleEndian)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := bpfunwind.Build(tab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(rows); i++ {
+		if rows[i].PC <= rows[i-1].PC {
+			t.Fatalf("rows %+v: row %d at %#x after %#x", rows, i, rows[i].PC, rows[i-1].PC)
+		}
+	}
+	for _, c := range []struct {
+		pc   uint64
+		want bpfunwind.Row
+	}{
+		{0x1000, bpfunwind.Row{PC: 0x1000, Kind: bpfunwind.KindRSP, CFAOff: 8}},
+		{0x1050, bpfunwind.Row{PC: 0x1004, Kind: bpfunwind.KindRSP, CFAOff: 16}},
+		{0x2000, bpfunwind.Row{PC: 0x1100, Kind: bpfunwind.KindFramePointer}},
+		{top - 0x100, bpfunwind.Row{PC: top - 0x100, Kind: bpfunwind.KindRSP, CFAOff: 8}},
+		{top - 1, bpfunwind.Row{PC: top - 0xfc, Kind: bpfunwind.KindRSP, CFAOff: 16}},
+	} {
+		if r, ok := rowAt(rows, c.pc); !ok || r != c.want {
+			t.Errorf("at %#x: %+v (%v), want %+v", c.pc, r, ok, c.want)
+		}
+	}
+	if _, ok := rowAt(rows, 0xfff); ok {
+		t.Errorf("a row below the first FDE: %+v", rows)
+	}
+
+	// Past 4 GiB: refused, with the FDE named.
+	b := ehFrame([2]uint32{0x1000, 0x1100})
+	// A range of 0x200 from 4 GiB - 0x100: patch the one FDE's fields.
+	binary.LittleEndian.PutUint32(b[24+8:], top-0x100)
+	binary.LittleEndian.PutUint32(b[24+12:], 0x200)
+	tab, err = unwind.Parse(b, 0x500000, false, binary.LittleEndian)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := bpfunwind.Build(tab); !errors.Is(err, bpfunwind.ErrAddressRange) || !strings.Contains(err.Error(), "0x100000100") {
+		t.Errorf("an FDE across 4 GiB: rows %+v, error %v", rows, err)
 	}
 }

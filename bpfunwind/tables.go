@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -33,6 +35,24 @@ const (
 	// PROBEKIT_CFI_ROW_STEPS (25) halvings, enough for 2^24 rows of
 	// one object.
 	maxRows = 1 << 24
+	// DefaultReuseAfter is Options.ReuseAfter's default. A freed
+	// object's id and rows are given to another object only this long
+	// after the last process that mapped it was removed, so that a walk
+	// that read its id before (from a process value it had looked up)
+	// never reads another object's rows under it. A walk is one run of
+	// a BPF program, within one RCU read-side critical section
+	// (rcu_read_lock; rcu_read_lock_trace as well for the sleepable
+	// programs of record's faulting strings): its 127 steps take tens
+	// of microseconds of CPU, and the walk itself never sleeps
+	// (bpf_probe_read_user does not fault pages in). Only preemption
+	// can stretch it. A reader that holds up a grace period for 21 s
+	// is reported by the kernel as an RCU stall
+	// (CONFIG_RCU_CPU_STALL_TIMEOUT's default): 30 s is beyond that.
+	// This is a bound in practice, not a proof: a task preempted
+	// inside a walk for longer (tasks-trace RCU warns only after 10
+	// minutes, CONFIG_RCU_TASK_STALL_TIMEOUT) could still read rows
+	// given to another object, and unwind that one stack wrongly.
+	DefaultReuseAfter = 30 * time.Second
 )
 
 // Map names in unwind.bpf.h.
@@ -43,16 +63,29 @@ const (
 )
 
 // ErrFull: the rows or objects map has no room for an object's table.
+// The object is walked by frame pointers; it is tried again once rows
+// or ids are freed.
 var ErrFull = errors.New("unwind tables full")
 
 // Options size the maps; zero fields take the defaults.
 type Options struct {
+	// Rows is the rows map's size (DefaultRows; RowSize bytes each,
+	// preallocated). When 0, the environment's PROBEKIT_CFI_ROWS, a
+	// number of rows, is used if set: the way to raise the ceiling of
+	// a command line (probekit trace --stack).
 	Rows      int
 	Objects   int
 	Processes int
 	// Cache holds the objects' CFI; nil makes one.
 	Cache *unwind.Cache
+	// ReuseAfter is how long a freed object's id and rows wait before
+	// another object takes them (DefaultReuseAfter when 0; see there).
+	// An object loaded again meanwhile gets them back.
+	ReuseAfter time.Duration
 }
+
+// RowsEnv is the environment variable that sets Options.Rows' default.
+const RowsEnv = "PROBEKIT_CFI_ROWS"
 
 // Tables owns unwind.bpf.h's maps of processes, objects and rows, and
 // fills them from the CFI of the objects the processes map. A program
@@ -66,18 +99,49 @@ type Tables struct {
 	rows    *ebpf.Map
 	opts    Options
 
-	loaded  map[*unwind.Table]*object
-	freeIDs []uint32
-	nextID  uint32 // ids from 1: 0 is "no rows"
-	free    []extent
-	next    uint32 // first row never used
-	pids    map[int][]*object
+	loaded map[*unwind.Table]*object
+	// quarantine are the objects freed less than ReuseAfter ago, in
+	// the order freed: their ids and rows are not reused yet.
+	quarantine []freed
+	freeIDs    []uint32
+	nextID     uint32 // ids from 1: 0 is "no rows"
+	free       []extent
+	next       uint32 // first row never used
+	pids       map[int][]*object
 	// added are the processes as Add was given them, for Refresh.
 	added map[int]*procmaps.Process
 	// spans are when each PID was last in the process map
 	// (CLOCK_MONOTONIC, as bpf_ktime_get_ns): removed 0 while it is.
 	spans map[int]span
-	errs  map[*unwind.Table]error
+	// errs are the tables refused, while a process maps them (refs
+	// counts the processes: the entry, and the table it holds, go with
+	// the last); failed keeps each refusal's error for Errors, by
+	// path, after that.
+	errs   map[*unwind.Table]*loadError
+	failed map[string]error
+	// refusedBy are the refused tables of each process's last Add.
+	refusedBy map[int][]*unwind.Table
+	// gen counts the times ids or rows came back from the quarantine:
+	// an object refused as ErrFull is tried again when it changed.
+	gen uint64
+	// refused counts the objects refused, by reason.
+	refused map[string]int
+}
+
+type loadError struct {
+	err  error
+	full bool
+	gen  uint64 // t.gen when it was refused
+	refs int
+}
+
+// maxFailed bounds the refusals Errors keeps (by path) for processes
+// gone: one per object of a host that filled the tables.
+const maxFailed = 1024
+
+type freed struct {
+	o  *object
+	at uint64 // monotonic(), when freed
 }
 
 type span struct{ added, removed uint64 }
@@ -99,6 +163,7 @@ type object struct {
 	id   uint32
 	ext  extent
 	refs int
+	tab  *unwind.Table
 }
 
 type extent struct{ first, count uint32 }
@@ -113,14 +178,24 @@ func New(opts *Options) (*Tables, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Rows == 0 {
-		o.Rows = DefaultRows
-	}
 	if o.Objects == 0 {
 		o.Objects = DefaultObjects
 	}
 	if o.Processes == 0 {
 		o.Processes = DefaultProcesses
+	}
+	if o.ReuseAfter <= 0 {
+		o.ReuseAfter = DefaultReuseAfter
+	}
+	if o.Rows == 0 {
+		o.Rows = DefaultRows
+		if env := os.Getenv(RowsEnv); env != "" {
+			n, err := strconv.Atoi(env)
+			if err != nil || n <= 0 {
+				return nil, fmt.Errorf("bpfunwind: $%s=%q: want a number of rows (%d by default, %d bytes each)", RowsEnv, env, DefaultRows, RowSize)
+			}
+			o.Rows = n
+		}
 	}
 	if o.Rows < 0 || o.Rows > maxRows || o.Objects < 0 || o.Processes < 0 {
 		return nil, fmt.Errorf("bpfunwind: %d rows (at most %d), %d objects, %d processes", o.Rows, maxRows, o.Objects, o.Processes)
@@ -129,7 +204,8 @@ func New(opts *Options) (*Tables, error) {
 		o.Cache = unwind.NewCache()
 	}
 	t := &Tables{cache: o.Cache, opts: o, loaded: map[*unwind.Table]*object{},
-		nextID: 1, pids: map[int][]*object{}, added: map[int]*procmaps.Process{}, spans: map[int]span{}, errs: map[*unwind.Table]error{}}
+		nextID: 1, pids: map[int][]*object{}, added: map[int]*procmaps.Process{}, spans: map[int]span{},
+		errs: map[*unwind.Table]*loadError{}, failed: map[string]error{}, refusedBy: map[int][]*unwind.Table{}, refused: map[string]int{}}
 	var err error
 	for _, m := range []struct {
 		dst  **ebpf.Map
@@ -207,14 +283,25 @@ func (t *Tables) Add(p *procmaps.Process) error {
 	defer t.mu.Unlock()
 	val := make([]byte, procValue)
 	binary.NativeEndian.PutUint32(val, uint32(len(maps)))
+	// Objects freed a moment ago first take their ids and rows back,
+	// before a new object's load frees the quarantine's expired.
+	for _, m := range maps {
+		if m.Table != nil && t.loaded[m.Table] == nil {
+			t.revive(m.Table)
+		}
+	}
 	var refs []*object
+	var refused []*unwind.Table
 	for i, m := range maps {
 		var id uint32
 		if m.Table != nil {
-			if o := t.load(m.Table); o != nil {
+			if o := t.load(m.Table, m.Path); o != nil {
 				o.refs++
 				refs = append(refs, o)
 				id = o.id
+			} else if e := t.errs[m.Table]; e != nil {
+				e.refs++
+				refused = append(refused, m.Table)
 			}
 		}
 		e := val[8+32*i:]
@@ -226,6 +313,8 @@ func (t *Tables) Add(p *procmaps.Process) error {
 	err = t.procs.Put(uint32(p.PID), val)
 	t.release(t.pids[p.PID])
 	t.pids[p.PID] = refs
+	t.releaseRefused(t.refusedBy[p.PID])
+	t.refusedBy[p.PID] = refused
 	t.added[p.PID] = p
 	if sp, ok := t.spans[p.PID]; !ok || sp.removed != 0 {
 		t.spans[p.PID] = span{added: monotonic()}
@@ -278,6 +367,8 @@ func (t *Tables) Remove(pid int) error {
 	err := t.procs.Delete(uint32(pid))
 	t.release(t.pids[pid])
 	delete(t.pids, pid)
+	t.releaseRefused(t.refusedBy[pid])
+	delete(t.refusedBy, pid)
 	delete(t.added, pid)
 	if sp, ok := t.spans[pid]; ok && sp.removed == 0 {
 		sp.removed = monotonic()
@@ -302,6 +393,7 @@ func (t *Tables) Refresh() error {
 	t.mu.Unlock()
 	t.mu.Lock()
 	now := monotonic()
+	t.expire(now)
 	for pid, sp := range t.spans {
 		if sp.removed != 0 && now-sp.removed > uint64(spanKept) {
 			delete(t.spans, pid)
@@ -338,14 +430,16 @@ func (t *Tables) removeIf(p *procmaps.Process) error {
 	return t.Remove(p.PID)
 }
 
-// Errors are the tables that could not be loaded, by table (an object
-// whose rows reach above 4 GiB, or that did not fit): their objects are
-// walked by frame pointers.
+// Errors are the objects refused (an FDE past 4 GiB, rules that give
+// no rows, or no room: ErrFull), one per path, naming it, also after
+// the processes that mapped them are gone (at most 1,024 paths): their
+// frames were walked by frame pointers. A path loaded since is not
+// among them.
 func (t *Tables) Errors() []error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out []error
-	for _, err := range t.errs {
+	out := make([]error, 0, len(t.failed))
+	for _, err := range t.failed {
 		out = append(out, err)
 	}
 	return out
@@ -357,45 +451,135 @@ type Stats struct {
 	// Rows are the rows in use; RowBytes their memory (RowSize each);
 	// RowCapacity the rows map's size.
 	Rows, RowBytes, RowCapacity int
+	// Quarantined are the objects, and their rows, freed less than
+	// Options.ReuseAfter ago: neither in use nor free yet.
+	Quarantined, QuarantinedRows int
+	// Refused counts the times an object was refused, by reason:
+	// "rows full", "objects full", "address range", "no rows", "build"
+	// (another error building or writing its rows).
+	Refused map[string]int
 }
 
 // Stats returns what t holds now.
 func (t *Tables) Stats() Stats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := Stats{Processes: len(t.pids), Objects: len(t.loaded), RowCapacity: t.opts.Rows}
+	s := Stats{Processes: len(t.pids), Objects: len(t.loaded), RowCapacity: t.opts.Rows,
+		Quarantined: len(t.quarantine), Refused: map[string]int{}}
 	for _, o := range t.loaded {
 		s.Rows += int(o.ext.count)
+	}
+	for _, q := range t.quarantine {
+		s.QuarantinedRows += int(q.o.ext.count)
+	}
+	for k, v := range t.refused {
+		s.Refused[k] = v
 	}
 	s.RowBytes = s.Rows * RowSize
 	return s
 }
 
-// load returns the loaded object of table tab, loading it (nil when it
-// cannot be built or does not fit). Called with mu held.
-func (t *Tables) load(tab *unwind.Table) *object {
+// load returns the loaded object of table tab (the object at path),
+// loading it (nil when it cannot be built or does not fit). Called with
+// mu held.
+func (t *Tables) load(tab *unwind.Table, path string) *object {
 	if o := t.loaded[tab]; o != nil {
 		return o
 	}
-	if t.errs[tab] != nil {
-		return nil
+	if o := t.revive(tab); o != nil {
+		return o
 	}
-	o, err := t.loadNew(tab)
+	now := monotonic()
+	t.expire(now)
+	if e, ok := t.errs[tab]; ok && (!e.full || e.gen == t.gen) {
+		return nil // refused before, and nothing was freed since
+	}
+	o, reason, err := t.loadNew(tab)
 	if err != nil {
-		t.errs[tab] = err
+		e := t.errs[tab]
+		if e == nil {
+			e = &loadError{}
+			t.errs[tab] = e
+		}
+		e.err, e.full, e.gen = fmt.Errorf("%s: %w", path, err), errors.Is(err, ErrFull), t.gen
+		if _, ok := t.failed[path]; ok || len(t.failed) < maxFailed {
+			t.failed[path] = e.err
+		}
+		t.refused[reason]++
 		return nil
 	}
+	delete(t.errs, tab)
+	delete(t.failed, path)
+	o.tab = tab
 	t.loaded[tab] = o
 	return o
 }
 
-func (t *Tables) loadNew(tab *unwind.Table) (*object, error) {
+// releaseRefused drops one process's hold on each refused table: the
+// entry of a table no process maps any more goes (its error stays in
+// failed). Called with mu held.
+func (t *Tables) releaseRefused(tabs []*unwind.Table) {
+	for _, tab := range tabs {
+		if e := t.errs[tab]; e != nil {
+			if e.refs--; e.refs <= 0 {
+				delete(t.errs, tab)
+			}
+		}
+	}
+}
+
+// revive gives tab its object back when it is in the quarantine: its
+// rows are still in the map, under its id. Called with mu held.
+func (t *Tables) revive(tab *unwind.Table) *object {
+	for i, q := range t.quarantine {
+		if q.o.tab != tab {
+			continue
+		}
+		if t.objects.Put(q.o.id, objectValue(q.o.ext)) != nil {
+			return nil
+		}
+		t.quarantine = append(t.quarantine[:i], t.quarantine[i+1:]...)
+		t.loaded[tab] = q.o
+		return q.o
+	}
+	return nil
+}
+
+// expire frees the ids and rows of the objects in quarantine for
+// ReuseAfter by now. Called with mu held.
+func (t *Tables) expire(now uint64) {
+	n := 0
+	for _, q := range t.quarantine {
+		if now < q.at+uint64(t.opts.ReuseAfter) {
+			break // the rest were freed later
+		}
+		t.freeIDs = append(t.freeIDs, q.o.id)
+		t.freeExtent(q.o.ext)
+		n++
+	}
+	if n > 0 {
+		t.quarantine = append(t.quarantine[:0], t.quarantine[n:]...)
+		t.gen++
+	}
+}
+
+func objectValue(ext extent) []byte {
+	ov := binary.NativeEndian.AppendUint32(nil, ext.first)
+	return binary.NativeEndian.AppendUint32(ov, ext.count)
+}
+
+// loadNew builds tab's rows and writes them under a free id; on error,
+// the reason is a Stats.Refused key.
+func (t *Tables) loadNew(tab *unwind.Table) (*object, string, error) {
 	rows, err := Build(tab)
 	if err != nil {
-		return nil, err
+		if errors.Is(err, ErrAddressRange) {
+			return nil, "address range", err
+		}
+		return nil, "build", err
 	}
 	if len(rows) == 0 {
-		return nil, unwind.ErrNoCFI
+		return nil, "no rows", unwind.ErrNoCFI
 	}
 	var id uint32
 	if n := len(t.freeIDs); n > 0 {
@@ -404,26 +588,29 @@ func (t *Tables) loadNew(tab *unwind.Table) (*object, error) {
 		id = t.nextID
 		t.nextID++
 	} else {
-		return nil, fmt.Errorf("%w: %d objects", ErrFull, t.opts.Objects)
+		return nil, "objects full", fmt.Errorf("%w: %d objects, %d of them freed less than %v ago (raise Options.Objects)", ErrFull, t.opts.Objects, len(t.quarantine), t.opts.ReuseAfter)
 	}
 	ext, ok := t.alloc(uint32(len(rows)))
 	if !ok {
 		t.freeIDs = append(t.freeIDs, id)
-		return nil, fmt.Errorf("%w: %d rows, %d of %d in use", ErrFull, len(rows), t.inUse(), t.opts.Rows)
+		q := 0
+		for _, f := range t.quarantine {
+			q += int(f.o.ext.count)
+		}
+		return nil, "rows full", fmt.Errorf("%w: %d rows needed, %d of %d in use, %d freed less than %v ago (raise $%s or Options.Rows)",
+			ErrFull, len(rows), t.inUse(), t.opts.Rows, q, t.opts.ReuseAfter, RowsEnv)
 	}
 	if err := t.putRows(ext.first, rows); err != nil {
 		t.freeExtent(ext)
 		t.freeIDs = append(t.freeIDs, id)
-		return nil, err
+		return nil, "build", err
 	}
-	ov := binary.NativeEndian.AppendUint32(nil, ext.first)
-	ov = binary.NativeEndian.AppendUint32(ov, ext.count)
-	if err := t.objects.Put(id, ov); err != nil {
+	if err := t.objects.Put(id, objectValue(ext)); err != nil {
 		t.freeExtent(ext)
 		t.freeIDs = append(t.freeIDs, id)
-		return nil, fmt.Errorf("bpfunwind: object %d: %w", id, err)
+		return nil, "build", fmt.Errorf("bpfunwind: object %d: %w", id, err)
 	}
-	return &object{id: id, ext: ext}, nil
+	return &object{id: id, ext: ext}, "", nil
 }
 
 // putRows writes rows from index first, in batches
@@ -453,24 +640,22 @@ func (t *Tables) putRows(first uint32, rows []Row) error {
 }
 
 // release drops one reference of each object; an object without
-// references is freed: its object entry cleared, its rows' extent free
-// for another.
+// references is freed: its object entry cleared, its id and rows put in
+// quarantine for ReuseAfter (DefaultReuseAfter says why).
 func (t *Tables) release(objs []*object) {
+	now := monotonic()
 	for _, o := range objs {
 		o.refs--
 		if o.refs > 0 {
 			continue
 		}
-		for tab, lo := range t.loaded {
-			if lo == o {
-				delete(t.loaded, tab)
-			}
-		}
-		// An empty entry first: a walk that still finds the object
-		// id in a stale process value then finds no rows.
+		delete(t.loaded, o.tab)
+		// An empty entry: a walk that finds the id afterwards in a
+		// process value it looked up before gets no rows (frame
+		// pointers); one already searching the rows reads them
+		// unchanged, as nothing is written there before ReuseAfter.
 		t.objects.Put(o.id, make([]byte, 8))
-		t.freeIDs = append(t.freeIDs, o.id)
-		t.freeExtent(o.ext)
+		t.quarantine = append(t.quarantine, freed{o: o, at: now})
 	}
 }
 

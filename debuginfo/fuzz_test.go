@@ -8,12 +8,23 @@ import (
 	"testing"
 
 	"github.com/probekit/probekit/internal/safeelf"
+	"github.com/probekit/probekit/internal/test/elfseed"
 )
 
 // maxFuzzSeed keeps the seeds small enough to mutate usefully.
 const maxFuzzSeed = 96 << 10
 
+// addSeeds adds elfseed's small files, one of them linking to
+// dbg_v5.debug, and (when not fuzzing, as regression inputs) the
+// fixtures whole.
 func addSeeds(f *testing.F) {
+	elfseed.Each(func(_ string, b []byte) { f.Add(b) })
+	if dbg, err := os.ReadFile(fixture("dbg_v5.debug")); err == nil {
+		f.Add(elfseed.DebugLink("dbg_v5.debug", dbg))
+	}
+	if elfseed.Fuzzing() {
+		return
+	}
 	files, _ := filepath.Glob(fixture("*"))
 	for _, path := range files {
 		if b, err := os.ReadFile(path); err == nil && len(b) <= maxFuzzSeed {
@@ -27,13 +38,18 @@ func addSeeds(f *testing.F) {
 // use carries the object's build ID.
 func FuzzFindObject(f *testing.F) {
 	addSeeds(f)
+	// One directory for the executions of a worker process, which run
+	// one after another: a directory and a copy per execution made
+	// file system work most of the time.
+	dir := f.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "dbg_v5.debug"), mustRead(f, fixture("dbg_v5.debug")), 0o644); err != nil {
+		f.Fatal(err)
+	}
+	obj := filepath.Join(dir, "dbg_v5")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		dir := t.TempDir()
-		obj := filepath.Join(dir, "dbg_v5")
 		if err := os.WriteFile(obj, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		copyTo(t, fixture("dbg_v5.debug"), dir, "dbg_v5.debug")
 		opts := &Options{DebugDirs: []string{dir}, Offline: true}
 		of := open(t, obj)
 		if d, err := Find(of, obj, opts); err == nil {
@@ -61,11 +77,13 @@ func FuzzFindDebugFile(f *testing.F) {
 	if err != nil || len(id) < 2 {
 		f.Fatalf("dbg_id build ID %x: %v", id, err)
 	}
+	dir := f.TempDir() // as in FuzzFindObject
+	h := hex.EncodeToString(id)
+	p := filepath.Join(dir, ".build-id", h[:2], h[2:]+".debug")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		dir := t.TempDir()
-		h := hex.EncodeToString(id)
-		p := filepath.Join(dir, ".build-id", h[:2], h[2:]+".debug")
-		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}

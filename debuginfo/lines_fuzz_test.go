@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/probekit/probekit/internal/safeelf"
+	"github.com/probekit/probekit/internal/test/elfseed"
 )
 
 // frameAll looks up addresses of every unit range of l and around them.
@@ -27,8 +28,10 @@ func frameAll(l *Lines) {
 // dwz's for lines_dwz (references into it from hostile offsets), and
 // ReadSupLink reads the file's link.
 func FuzzLinesELF(f *testing.F) {
+	f.Add(elfseed.DWARF())
+	f.Add(elfseed.Compressed())
 	for _, p := range []string{linesFixture("lines_c_v5"), linesFixture("lines_cc_v4"), "../testdata/debuginfo/bin/dbg_v5.zlib.debug", linesFixture("lines_dwz"), linesFixture("lines_dwz5")} {
-		if b, err := os.ReadFile(p); err == nil {
+		if b, err := os.ReadFile(p); err == nil && !elfseed.Fuzzing() {
 			f.Add(b)
 		}
 	}

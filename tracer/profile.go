@@ -3,7 +3,6 @@ package tracer
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/probekit/probekit/bpfunwind"
+	"github.com/probekit/probekit/internal/atomicfile"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/profile"
 	"github.com/probekit/probekit/record"
@@ -278,18 +278,11 @@ func (t *tracer) stackProfile(objs *record.Objects) (*profile.Profile, error) {
 	return p, nil
 }
 
-// writeProfile writes p, gzipped as go tool pprof reads it, to path.
+// writeProfile writes p, gzipped as go tool pprof reads it, to path:
+// aside, then renamed over it (internal/atomicfile).
 func writeProfile(path string, p *profile.Profile) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	err = p.Write(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("--pprof %s: %w", path, err)
+	if err := atomicfile.Write(path, p.Write); err != nil {
+		return fmt.Errorf("--pprof: %w", err)
 	}
 	return nil
 }

@@ -1,9 +1,12 @@
 package unwind
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
+	"syscall"
 
 	"github.com/probekit/probekit/internal/safeelf"
 	"github.com/probekit/probekit/procmaps"
@@ -14,6 +17,13 @@ import (
 // table is about 1 MiB, so a few hundred objects.
 const DefaultCacheBytes = 256 << 20
 
+// DefaultCacheEntries is the default ceiling of a Cache's entries,
+// tables and the errors of files without one (a Go program, a file
+// that is not ELF) alike: the errors take no table memory, so
+// MaxBytes alone would keep every one. The 110 processes of a Debian 12
+// test machine map 66 distinct executable files.
+const DefaultCacheEntries = 4096
+
 // Cache holds the tables of the objects it has loaded, by file
 // identity, for every process that maps them. Safe for concurrent use.
 //
@@ -23,16 +33,21 @@ const DefaultCacheBytes = 256 << 20
 // opened now, else it is read again. A failure to open or stat the
 // object (a process gone, a file unreadable for now) is not kept: the
 // next process that maps it tries again. What is kept of a file that
-// opened, a table or the error reading it, holds until the file
-// changes.
+// opened, a table or the error its contents gave, holds until the
+// file changes; an error of the read itself (EIO, a file system that
+// failed for now: an error with an errno) is not kept either.
 //
 // The tables it holds are bounded by MaxBytes (DefaultCacheBytes when
-// 0): past it, the least recently used are dropped (the ProcessObjects
-// that hold them keep them).
+// 0) and the entries by MaxEntries (DefaultCacheEntries when 0): past
+// either, the least recently used are dropped (the ProcessObjects that
+// hold them keep them).
 type Cache struct {
 	// MaxBytes bounds the memory of the tables kept; set it before
 	// first use.
 	MaxBytes int
+	// MaxEntries bounds the files kept, with a table or an error; set
+	// it before first use.
+	MaxEntries int
 
 	mu     sync.Mutex
 	tables map[procmaps.FileID]*cached
@@ -116,8 +131,11 @@ func (c *Cache) loadFile(id procmaps.FileID, path string, f *os.File) cached {
 		c.drop(id, e) // another file now, or this one rewritten
 	}
 	c.mu.Unlock()
-	e := readFile(path, f)
+	e := readFile(path, readerOf(f))
 	e.stamp = stamp
+	if e.err != nil && transient(e.err) {
+		return e // not kept: the next read may succeed
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.tables[id]; ok {
@@ -144,15 +162,29 @@ func (c *Cache) drop(id procmaps.FileID, e *cached) {
 	c.bytes -= e.size()
 }
 
+// transient reports whether err is the read's failure (it carries an
+// errno: EIO, EINTR, EAGAIN) rather than a fact of the file's contents.
+func transient(err error) bool {
+	var errno syscall.Errno
+	return errors.As(err, &errno)
+}
+
+// readerOf is what a file is read through (a variable for tests).
+var readerOf = func(f *os.File) io.ReaderAt { return f }
+
 // evict drops the least recently used entries, other than keep, until
-// the tables fit MaxBytes; c.mu is held. A scan per entry dropped: the
-// cache holds hundreds of entries, and evicts rarely.
+// the tables fit MaxBytes and the entries MaxEntries; c.mu is held. A
+// scan per entry dropped: the cache holds hundreds of entries, and
+// evicts rarely.
 func (c *Cache) evict(keep procmaps.FileID) {
-	limit := c.MaxBytes
+	limit, entries := c.MaxBytes, c.MaxEntries
 	if limit <= 0 {
 		limit = DefaultCacheBytes
 	}
-	for c.bytes > limit && len(c.tables) > 1 {
+	if entries <= 0 {
+		entries = DefaultCacheEntries
+	}
+	for (c.bytes > limit || len(c.tables) > entries) && len(c.tables) > 1 {
 		var oldest procmaps.FileID
 		var oe *cached
 		for id, e := range c.tables {
@@ -168,7 +200,7 @@ func (c *Cache) evict(keep procmaps.FileID) {
 }
 
 // readFile reads the table of f (the object at path).
-func readFile(path string, f *os.File) cached {
+func readFile(path string, f io.ReaderAt) cached {
 	ef, err := safeelf.NewFile(f)
 	if err != nil {
 		return cached{err: fmt.Errorf("%s: %w", path, err)}

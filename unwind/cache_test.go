@@ -2,8 +2,11 @@ package unwind
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,4 +154,88 @@ func TestCacheEviction(t *testing.T) {
 		t.Errorf("second (least recent) kept %v, last kept %v", second, last)
 	}
 	t.Logf("tables %v, limit %d: %d entries, %d bytes", sizes, c.MaxBytes, c.Len(), c.Size())
+}
+
+// failingReader fails every read that reaches past off with EIO, as a
+// disk or network file system does for a while.
+type failingReader struct {
+	f   *os.File
+	off int64
+}
+
+func (r failingReader) ReadAt(b []byte, off int64) (int, error) {
+	if off+int64(len(b)) > r.off {
+		return 0, &os.PathError{Op: "read", Path: r.f.Name(), Err: syscall.EIO}
+	}
+	return r.f.ReadAt(b, off)
+}
+
+func (r failingReader) Size() int64 {
+	st, err := r.f.Stat()
+	if err != nil {
+		return -1
+	}
+	return st.Size()
+}
+
+// TestCacheReadError: a read that fails with an errno (EIO) is not
+// kept: the next load of the same file, unchanged, reads it. The old
+// cache kept the error until the file changed.
+func TestCacheReadError(t *testing.T) {
+	dir := t.TempDir()
+	p := copyFixture(t, "stack_chain", dir, "a")
+	id := procmaps.FileID{Dev: 1, Inode: 7}
+	saved := readerOf
+	defer func() { readerOf = saved }()
+	readerOf = func(f *os.File) io.ReaderAt { return failingReader{f, 4096} } // the headers read, not the sections
+	c := NewCache()
+	if e := c.loadFile(id, p, openT(t, p)); !errors.Is(e.err, syscall.EIO) {
+		t.Fatalf("failing reads: table %v, error %v", e.t != nil, e.err)
+	}
+	if c.Len() != 0 {
+		t.Errorf("the read error was kept: %d entries", c.Len())
+	}
+	readerOf = saved
+	if e := c.loadFile(id, p, openT(t, p)); e.t == nil || e.err != nil {
+		t.Fatalf("after the failure: table %v, error %v", e.t != nil, e.err)
+	}
+	// An error of the contents (not ELF) is kept while the file is the
+	// same.
+	txt := filepath.Join(dir, "text")
+	if err := os.WriteFile(txt, []byte("not an ELF file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if e := c.loadFile(procmaps.FileID{Dev: 1, Inode: 8}, txt, openT(t, txt)); e.err == nil || transient(e.err) {
+		t.Fatalf("a text file: %v", e.err)
+	}
+	if c.Len() != 2 {
+		t.Errorf("%d entries, want the table and the text file's error", c.Len())
+	}
+}
+
+// TestCacheEntries: files without a table (errors, no memory) are
+// bounded by MaxEntries, the least recently used dropped. The old cache
+// evicted by bytes alone and kept every error.
+func TestCacheEntries(t *testing.T) {
+	dir := t.TempDir()
+	c := &Cache{MaxEntries: 2}
+	for i := range 5 {
+		p := filepath.Join(dir, strconv.Itoa(i))
+		if err := os.WriteFile(p, []byte("not ELF "+strconv.Itoa(i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if e := c.loadFile(procmaps.FileID{Inode: uint64(i + 1)}, p, openT(t, p)); e.err == nil {
+			t.Fatalf("%s: no error", p)
+		}
+		if c.Len() > 2 {
+			t.Fatalf("%d entries after %d files, MaxEntries 2", c.Len(), i+1)
+		}
+	}
+	c.mu.Lock()
+	_, last := c.tables[procmaps.FileID{Inode: 5}]
+	_, first := c.tables[procmaps.FileID{Inode: 1}]
+	c.mu.Unlock()
+	if !last || first {
+		t.Errorf("last kept %v, first kept %v", last, first)
+	}
 }

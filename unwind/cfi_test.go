@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/probekit/probekit/internal/safeelf"
+	"github.com/probekit/probekit/internal/test/elfseed"
 	"github.com/probekit/probekit/internal/test/elftest"
 	"github.com/probekit/probekit/internal/test/testkit"
 )
@@ -155,6 +156,7 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	}
+	f.Add(elfseed.EHFrame(0x1000), uint64(0x1000), false)
 	f.Fuzz(func(t *testing.T, data []byte, addr uint64, debug bool) {
 		tab, err := Parse(data, addr, debug, binary.LittleEndian)
 		var fe *FormatError
@@ -184,6 +186,39 @@ func FuzzParse(f *testing.F) {
 			}
 			if s.Err != nil && !errors.As(s.Err, &fe) && !errors.Is(s.Err, ErrUnsupported) {
 				t.Fatalf("span at %#x: %v", s.Start, s.Err)
+			}
+			return true
+		})
+	})
+}
+
+// FuzzLoad: whole ELF files through Load, the entry point of
+// Cache (the section found by header or through .eh_frame_hdr), then
+// Spans: no panic, errors located or unsupported. Seeded with
+// elfseed's small files (the one with .eh_frame among them).
+func FuzzLoad(f *testing.F) {
+	elfseed.Each(func(_ string, b []byte) { f.Add(b) })
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ef, err := safeelf.NewFile(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		tab, err := Load(ef)
+		var fe *FormatError
+		var sfe *safeelf.FormatError
+		if err != nil {
+			if !errors.As(err, &fe) && !errors.As(err, &sfe) && !errors.Is(err, ErrUnsupported) && !errors.Is(err, ErrNoCFI) {
+				t.Fatalf("Load: %v", err)
+			}
+			return
+		}
+		n := 0
+		tab.Spans(func(s Span) bool {
+			if n++; n > 1<<16 {
+				return false
+			}
+			if s.Start >= s.End {
+				t.Fatalf("span [%#x, %#x)", s.Start, s.End)
 			}
 			return true
 		})

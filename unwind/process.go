@@ -23,6 +23,7 @@ type mapped struct {
 	start, end, off uint64
 	t               *Table
 	segs            safeelf.Segments
+	path            string
 }
 
 // Process reads p's mappings and the CFI of each executable object.
@@ -51,7 +52,7 @@ func (o *ProcessObjects) Refresh() error {
 		}
 		for _, m := range ob.Mappings {
 			if m.Perms&procmaps.Exec != 0 {
-				out = append(out, mapped{start: m.Start, end: m.End, off: m.Offset, t: e.t, segs: e.segs})
+				out = append(out, mapped{start: m.Start, end: m.End, off: m.Offset, t: e.t, segs: e.segs, path: ob.Path})
 			}
 		}
 	}

@@ -61,10 +61,12 @@ func (t *Table) rowAt(e *fde, pc uint64, row *Row) (uint64, error) {
 // it: the runtime addresses [Start, End), the CFI of the object mapped
 // there (nil for none: no CFI, not a file, an unreadable file) and the
 // bias added to its link-time addresses (runtime = link-time + Bias).
+// Path is the object's, as the process maps it ("" for no file).
 type Mapping struct {
 	Start, End uint64
 	Table      *Table
 	Bias       uint64
+	Path       string
 }
 
 // Mappings returns o's executable mappings, sorted by address.
@@ -72,7 +74,7 @@ func (o *ProcessObjects) Mappings() []Mapping {
 	out := make([]Mapping, 0, len(o.maps))
 	for i := range o.maps {
 		m := &o.maps[i]
-		bm := Mapping{Start: m.start, End: m.end}
+		bm := Mapping{Start: m.start, End: m.end, Path: m.path}
 		if m.t != nil {
 			if bias, ok := biasOf(m.segs, m.start, m.end, m.off); ok {
 				bm.Table, bm.Bias = m.t, bias

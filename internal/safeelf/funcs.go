@@ -185,7 +185,7 @@ func (f *File) FunctionsWith(debug *File) (*Funcs, error) {
 		case err != nil:
 			return nil, err
 		default:
-			if err := t.addGo(gt); err != nil {
+			if err := t.addGo(gt, f.Section(".gopclntab").Offset); err != nil {
 				return nil, err
 			}
 		}
@@ -238,9 +238,11 @@ func (t *Funcs) hasGoRuntime() bool {
 	return false
 }
 
-func (t *Funcs) addGo(gt *GoTable) error {
+// addGo adds the functions of gt, the table in .gopclntab at file
+// offset off; a table that cannot be used is a FormatError there.
+func (t *Funcs) addGo(gt *GoTable, off uint64) error {
 	if len(gt.Funcs) > refIndex {
-		return fmt.Errorf(".gopclntab: %d functions, more than the %d an index holds", len(gt.Funcs), refIndex)
+		return errorf(off, ".gopclntab: %d functions, more than the %d an index holds", len(gt.Funcs), refIndex)
 	}
 	t.Go = gt
 	outside := 0
@@ -254,7 +256,7 @@ func (t *Funcs) addGo(gt *GoTable) error {
 		t.refs = append(t.refs, ref)
 	}
 	if outside > 0 && outside == len(gt.Funcs) {
-		return fmt.Errorf(".gopclntab: none of the %d functions lies in an executable segment (text start %#x wrong?)", outside, gt.TextStart)
+		return errorf(off, ".gopclntab: none of the %d functions lies in an executable segment (text start %#x wrong?)", outside, gt.TextStart)
 	}
 	t.Skipped += outside
 	return nil

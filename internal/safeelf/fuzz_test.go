@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/probekit/probekit/internal/test/elfseed"
 	"github.com/probekit/probekit/internal/test/testkit"
 )
 
 // maxFuzzSeed: the C fixtures whole (the Go ones are too large to mutate
-// usefully). Inputs of 15-70 KiB make the fuzzer's minimisation of each
+// usefully), as regression inputs of go test; fuzzing starts from
+// elfseed's small files alone (elfseed.Fuzzing). Inputs of 15-70 KiB make the fuzzer's minimisation of each
 // new input take seconds, which its exec counter does not show;
 // -fuzzminimizetime=0 keeps it fuzzing.
 const maxFuzzSeed = 96 << 10
@@ -21,9 +23,10 @@ const maxFuzzSeed = 96 << 10
 // is consistent (each function lies in code, is found by its name and by
 // its address).
 func FuzzSymbols(f *testing.F) {
+	elfseed.Each(func(_ string, b []byte) { f.Add(b) })
 	files, _ := filepath.Glob(filepath.Join(testkit.Root(), "testdata", "bin", "*"))
 	for _, path := range files {
-		if b, err := os.ReadFile(path); err == nil && len(b) <= maxFuzzSeed {
+		if b, err := os.ReadFile(path); err == nil && len(b) <= maxFuzzSeed && !elfseed.Fuzzing() {
 			f.Add(b)
 		}
 	}
@@ -65,9 +68,10 @@ func FuzzSymbols(f *testing.F) {
 // corruption is a *FormatError; a section that decodes is no larger than
 // the ceiling.
 func FuzzDebugSections(f *testing.F) {
+	elfseed.Each(func(_ string, b []byte) { f.Add(b) })
 	files, _ := filepath.Glob(filepath.Join(testkit.Root(), "testdata", "debuginfo", "bin", "*"))
 	for _, path := range files {
-		if b, err := os.ReadFile(path); err == nil && len(b) <= maxFuzzSeed {
+		if b, err := os.ReadFile(path); err == nil && len(b) <= maxFuzzSeed && !elfseed.Fuzzing() {
 			f.Add(b)
 		}
 	}

@@ -3,6 +3,7 @@ package safeelf
 import (
 	"debug/elf"
 	"debug/gosym"
+	"encoding/binary"
 	"fmt"
 	"slices"
 )
@@ -71,6 +72,9 @@ func (f *File) GoTable() (gt *GoTable, err error) {
 	text, err := f.goTextStart(sec, data)
 	if err != nil {
 		return nil, err
+	}
+	if err := checkPCLNHeader(data, f.ByteOrder); err != nil {
+		return nil, errorf(sec.Offset, ".gopclntab: %v", err)
 	}
 	// debug/gosym recovers from most index panics itself, but not all
 	// of them (it trusts the table).
@@ -213,6 +217,66 @@ func (f *File) relativeRelocs(yield func(off, addend uint64) bool) error {
 				return nil
 			}
 		}
+	}
+	return nil
+}
+
+// checkPCLNHeader checks what debug/gosym trusts in a table's header:
+// that the function table the header counts lies in data. gosym
+// recovers from the slice panic a larger count causes, but keeps the
+// count, then allocates a Func (96 bytes) for each: a 200-byte table
+// claiming 3,841,982,466 functions asked for 358 GiB. Layouts (Go's
+// src/internal/abi/symtab.go, runtime/symtab.go): magic, 2 zero bytes,
+// pc quantum, pointer size, then pointer-sized words: Go 1.2 the count
+// and the table (2n+1 pointer-sized fields, then a 4-byte file table
+// offset); Go 1.16 the count, the files' count, then 5 offsets, the
+// last the function table's (2n+1 pointer-sized fields); Go 1.18 and
+// 1.20 the same with a text start word first, and 4-byte fields.
+func checkPCLNHeader(data []byte, bo binary.ByteOrder) error {
+	if len(data) < 16 {
+		return nil // gosym reads it as a Go 1.1 table: no functions
+	}
+	ptr := uint64(data[7])
+	if ptr != 4 && ptr != 8 {
+		return nil // refused by gosym
+	}
+	word := func(i uint64) (uint64, bool) {
+		at := 8 + i*ptr
+		if at+ptr > uint64(len(data)) {
+			return 0, false
+		}
+		if ptr == 4 {
+			return uint64(bo.Uint32(data[at:])), true
+		}
+		return bo.Uint64(data[at:]), true
+	}
+	var tabOff, field uint64
+	extra := uint64(0)
+	switch bo.Uint32(data) {
+	case magicGo12:
+		tabOff, field, extra = 8+ptr, ptr, 4
+	case magicGo116:
+		o, ok := word(6)
+		if !ok {
+			return fmt.Errorf("header of %d bytes cut short", len(data))
+		}
+		tabOff, field = o, ptr
+	case magicGo118, magicGo120:
+		o, ok := word(7)
+		if !ok {
+			return fmt.Errorf("header of %d bytes cut short", len(data))
+		}
+		tabOff, field = o, 4
+	default:
+		return nil
+	}
+	n, ok := word(0)
+	if !ok {
+		return fmt.Errorf("header of %d bytes cut short", len(data))
+	}
+	n = uint64(uint32(n)) // gosym keeps 32 bits
+	if tabOff > uint64(len(data)) || (2*n+1)*field+extra > uint64(len(data))-tabOff {
+		return fmt.Errorf("%d functions: their table at %#x does not fit in %d bytes", n, tabOff, len(data))
 	}
 	return nil
 }
