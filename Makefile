@@ -157,6 +157,7 @@ testdata: deps $(SDTINC)/sys/sdt.h
 	gcc $(CFLAGS_FX) -fno-omit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_paths $(TD)/stack_paths.c -L$(BIN) -lstack_mid -Wl,-rpath,'$$ORIGIN'
 	gcc $(CFLAGS_FX) -fno-omit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_mixed $(TD)/stack_mixed.c -L$(BIN) -lstack_mid -Wl,-rpath,'$$ORIGIN'
 	gcc $(CFLAGS_FX) -fno-omit-frame-pointer -fno-inline -fno-optimize-sibling-calls -o $(BIN)/stack_dlopen $(TD)/stack_dlopen.c
+	gcc $(CFLAGS_FX) -fPIC -shared -fno-omit-frame-pointer -fno-optimize-sibling-calls -o $(BIN)/libpyfix.so $(TD)/pyfix.c
 	@if [ -x $(TD)/goprog/build.sh ]; then $(TD)/goprog/build.sh; fi
 	@if [ -x $(TD)/cfix/build.sh ]; then $(TD)/cfix/build.sh; fi
 	$(TD)/debuginfo/build.sh
