@@ -95,3 +95,29 @@ func inRanges(addr uint64, ranges [][2]uint64) bool {
 	}
 	return false
 }
+
+// DisplayName is how a merged stack shows f: its function, or
+// "<RUNTIME: unreadable: WHY>" for a frame that could not be read or
+// named.
+func (f Frame) DisplayName() string {
+	if f.Unreadable != "" || f.Func == "" {
+		why := f.Unreadable
+		if why == "" {
+			why = "no name"
+		}
+		return "<" + runtimeName(f.Runtime) + ": unreadable: " + why + ">"
+	}
+	return f.Func
+}
+
+// CutName is the name of a merged stack's PartInterpCut marker.
+func CutName(runtime string) string {
+	return "<" + runtimeName(runtime) + ": more frames than the walk keeps>"
+}
+
+func runtimeName(r string) string {
+	if r == "" {
+		return "interpreter"
+	}
+	return r
+}

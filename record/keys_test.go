@@ -3,6 +3,9 @@ package record
 import (
 	"encoding/binary"
 	"testing"
+
+	"github.com/probekit/probekit/bpfunwind"
+	"github.com/probekit/probekit/interp"
 )
 
 // aggKey is struct agg_key: the map's key size is its size.
@@ -68,5 +71,38 @@ func TestKeySize(t *testing.T) {
 	}
 	if err := k.UnmarshalBinary(make([]byte, aggKeySize+1)); err == nil {
 		t.Error("a key longer than agg_key decoded")
+	}
+}
+
+// A counted CFI stack is struct trace_stack: the native walk, then the
+// interpreter frames.
+func TestDecodeWalked(t *testing.T) {
+	raw := make([]byte, bpfunwind.StackRecordSize+8+InterpFrameSize*MaxInterpFrames)
+	ne := binary.NativeEndian
+	ne.PutUint32(raw, 2)
+	ne.PutUint32(raw[4:], uint32(bpfunwind.StopOutermost))
+	ne.PutUint64(raw[8:], 0x401000)
+	ne.PutUint64(raw[16:], 0x402000)
+	part := raw[bpfunwind.StackRecordSize:]
+	ne.PutUint32(part, 1)
+	ne.PutUint32(part[4:], 1)
+	ne.PutUint64(part[8:], 0x7f00)
+	ne.PutUint32(part[16:], 6)
+	ne.PutUint32(part[20:], interp.FlagRunEnd)
+	w, err := decodeWalked(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Native) != 2 || w.Native[1] != 0x402000 || w.Stop != bpfunwind.StopOutermost ||
+		len(w.Interp) != 1 || w.Interp[0] != (interp.Raw{Code: 0x7f00, Instr: 6, Flags: interp.FlagRunEnd}) || w.InterpStop != 1 {
+		t.Errorf("decoded %+v", w)
+	}
+	ne.PutUint32(part, MaxInterpFrames+1)
+	if _, err := decodeWalked(raw); err == nil {
+		t.Error("33 interpreter frames accepted")
+	}
+	// A native-only record (unwind.bpf.h's own) has no interpreter part.
+	if w, err := decodeWalked(raw[:bpfunwind.StackRecordSize]); err != nil || w.Interp != nil {
+		t.Errorf("native-only: %+v, %v", w, err)
 	}
 }
