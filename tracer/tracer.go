@@ -22,6 +22,7 @@ import (
 	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/jsontext"
 	"github.com/probekit/probekit/internal/privilege"
+	"github.com/probekit/probekit/interp/python"
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/profile"
@@ -435,6 +436,7 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 	}
 	var loadOpts *ebpf.CollectionOptions
 	var tables *bpfunwind.Tables
+	var pyTables *python.Tables
 	if cfg.walksCFI() {
 		// The walk's tables, filled per traced process (stackNamer.watch).
 		if tables, err = bpfunwind.New(nil); err != nil {
@@ -445,6 +447,8 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 			return err
 		}
 		loadOpts = &ebpf.CollectionOptions{MapReplacements: tables.Replacements()}
+		pyTables = interpTables(spec, loadOpts, stderr)
+		defer closeInterpTables(pyTables)
 	}
 	objs, err := record.LoadSpecOptions(spec, which, loadOpts)
 	if err != nil {
@@ -464,7 +468,7 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 		t.checkCommand()
 	}
 	if tables != nil {
-		defer t.startTables(objs, tables)()
+		defer t.startTables(objs, tables, pyTables)()
 	} else if note := cfg.framePointersNote(); note != "" {
 		t.warnf("%s", note)
 	}
