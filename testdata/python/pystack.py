@@ -72,7 +72,8 @@ def all_calls():
 
 
 end = time.monotonic() + seconds
-all_calls()
-while time.monotonic() < end:
+while True:
     all_calls()
+    if time.monotonic() >= end:
+        break
 out.close()
