@@ -12,12 +12,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/bpfunwind"
 	"github.com/probekit/probekit/internal/test/testkit"
@@ -54,7 +56,9 @@ type rig struct {
 	rd     *ringbuf.Reader
 }
 
-func newRig(t *testing.T) *rig {
+// newRig loads pytest.c with the maps of python.Tables and
+// bpfunwind.Tables, and attaches prog at pyfix_hit.
+func newRig(t testing.TB, prog string) *rig {
 	t.Helper()
 	testkit.RequireKernel(t)
 	tables, err := python.NewTables(nil)
@@ -92,7 +96,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	l, err := b.Entry("pyfix_hit", coll.Programs["py_stack"], nil)
+	l, err := b.Entry("pyfix_hit", coll.Programs[prog], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +126,7 @@ func TestStack(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		testkit.Unavailable(t, "the pythons of this test are x86-64 builds")
 	}
-	r := newRig(t)
+	r := newRig(t, "py_stack")
 	script, err := filepath.Abs(filepath.Join(testkit.Root(), "testdata", "python", "stack.py"))
 	if err != nil {
 		t.Fatal(err)
@@ -141,8 +145,28 @@ func TestStack(t *testing.T) {
 	}
 }
 
-func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.Source) {
+// hit is one event of the script's process.
+type hit struct {
+	raw    []interp.Raw
+	stop   python.Stop
+	native []uint64
+}
+
+// session runs the script under pyPath with its offsets from source
+// (0: Find's choice), changed by mutate if set, and returns its
+// interpreter, the stacks it printed and the hits the BPF program sent,
+// one per call. The process lives until the test ends.
+func (r *rig) session(t *testing.T, pyPath, script, lib string, source python.Source, mutate func(*python.Interpreter)) (*python.Interpreter, []call, []hit) {
+	return r.sessionIn(t, nil, pyPath, script, lib, source, mutate)
+}
+
+// sessionIn is session with the script run by the command prefix (which
+// must exec Python as its only child) when prefix is set.
+func (r *rig) sessionIn(t *testing.T, prefix []string, pyPath, script, lib string, source python.Source, mutate func(*python.Interpreter)) (*python.Interpreter, []call, []hit) {
 	cmd := exec.Command(pyPath, script, lib)
+	if len(prefix) > 0 {
+		cmd = exec.Command(prefix[0], append(prefix[1:], pyPath, script, lib)...)
+	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -155,7 +179,7 @@ func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		stdin.Close()
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
@@ -165,7 +189,7 @@ func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.
 			cmd.Process.Kill()
 			<-done
 		}
-	}()
+	})
 	lines := make(chan string, 16)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -191,7 +215,17 @@ func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.
 	if l := next(); l != "ready" {
 		t.Fatalf("script: %q, want ready", l)
 	}
-	proc, err := procmaps.Open(cmd.Process.Pid)
+	pid := cmd.Process.Pid
+	if len(prefix) > 0 {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pid, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+			t.Fatalf("%s's children: %q", prefix[0], b)
+		}
+	}
+	proc, err := procmaps.Open(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,9 +233,9 @@ func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer in.Close()
-	if in.Source != want {
-		t.Errorf("offsets from %v, want %v", in.Source, want)
+	t.Cleanup(func() { in.Close() })
+	if mutate != nil {
+		mutate(in)
 	}
 	t.Logf("%s: CPython %v in %s, offsets from %v, _PyRuntime at %#x", pyPath, in.Version, in.Path, in.Source, in.Runtime)
 	if len(in.EvalRanges()) == 0 {
@@ -210,11 +244,11 @@ func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.
 	if err := r.tables.Add(proc.PID, in); err != nil {
 		t.Fatal(err)
 	}
-	defer r.tables.Remove(proc.PID)
+	t.Cleanup(func() { r.tables.Remove(proc.PID) })
 	if err := r.cfi.Add(proc); err != nil {
 		t.Fatal(err)
 	}
-	defer r.cfi.Remove(proc.PID)
+	t.Cleanup(func() { r.cfi.Remove(proc.PID) })
 	io.WriteString(stdin, "go\n")
 	var calls []call
 	for {
@@ -231,8 +265,21 @@ func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.
 	if len(calls) != 5 {
 		t.Fatalf("%d calls, want 5", len(calls))
 	}
-	for _, c := range calls {
+	var hits []hit
+	for range calls {
 		raw, stop, native := r.event(t, proc.PID, deadline)
+		hits = append(hits, hit{raw, stop, native})
+	}
+	return in, calls, hits
+}
+
+func (r *rig) run(t *testing.T, pyPath, script, lib string, source, want python.Source) {
+	in, calls, hits := r.session(t, pyPath, script, lib, source, nil)
+	if in.Source != want {
+		t.Errorf("offsets from %v, want %v", in.Source, want)
+	}
+	for i, c := range calls {
+		raw, stop, native := hits[i].raw, hits[i].stop, hits[i].native
 		what := fmt.Sprintf("call %d (gil held %v, thread %s)", c.N, c.GIL, c.Thread)
 		if stop != python.StopEnd {
 			t.Errorf("%s: walk ended by %v, want end", what, stop)
@@ -312,5 +359,164 @@ func (r *rig) event(t *testing.T, pid int, deadline time.Time) ([]interp.Raw, py
 			t.Errorf("native walk ended by %v", nstop)
 		}
 		return raw, stop, native
+	}
+}
+
+// benchScript calls pyfix_hit from inner, 5 Python frames deep, as many
+// times as each line on stdin says, and prints a line after each batch.
+const benchScript = `
+import ctypes, sys
+lib = ctypes.PyDLL(sys.argv[1])
+def inner(n):
+    for _ in range(n):
+        lib.pyfix_hit(0)
+def middle(n): inner(n)
+def outer(n): middle(n)
+print("ready", flush=True)
+for line in sys.stdin:
+    outer(int(line))
+    print("done", flush=True)
+`
+
+// BenchmarkWalk is the BPF time per hit (the kernel's run-time
+// statistics) of python.bpf.h's walk of 5 Python frames (py_walk), of
+// an empty program (bare) for the uprobe's own cost, with ns/op the
+// whole call's time seen from Python.
+func BenchmarkWalk(b *testing.B) {
+	for _, py := range pythons {
+		if py.source != 0 {
+			continue
+		}
+		for _, prog := range []string{"py_walk", "bare"} {
+			b.Run(py.name+"/"+prog, func(b *testing.B) {
+				if _, err := os.Stat(py.path); err != nil {
+					b.Skipf("no %s", py.path)
+				}
+				benchWalk(b, py.path, prog)
+			})
+		}
+	}
+}
+
+func benchWalk(b *testing.B, pyPath, prog string) {
+	r := newRig(b, prog)
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		testkit.Unavailable(b, "BPF run-time statistics: %v", err)
+	}
+	defer stats.Close()
+	lib, err := filepath.Abs(testkit.Fixture("libpyfix.so"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(pyPath, "-c", benchScript, lib)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	rd := bufio.NewReader(stdout)
+	if l, err := rd.ReadString('\n'); err != nil || l != "ready\n" {
+		b.Fatalf("script: %q %v", l, err)
+	}
+	proc, err := procmaps.Open(cmd.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	in, err := python.Find(proc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.Close()
+	if err := r.tables.Add(proc.PID, in); err != nil {
+		b.Fatal(err)
+	}
+	p := r.coll.Programs[prog]
+	before, err := p.Stats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	fmt.Fprintf(stdin, "%d\n", b.N)
+	if l, err := rd.ReadString('\n'); err != nil || l != "done\n" {
+		b.Fatalf("script: %q %v", l, err)
+	}
+	b.StopTimer()
+	after, err := p.Stats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	runs := after.RunCount - before.RunCount
+	if runs < uint64(b.N) {
+		b.Fatalf("%d runs of %s for %d calls", runs, prog, b.N)
+	}
+	b.ReportMetric(float64((after.Runtime-before.Runtime).Nanoseconds())/float64(runs), "bpf-ns/hit")
+}
+
+// TestBadFrame walks Debian's 3.11 with a wrong offset of `previous`
+// (that of stacktop, a small int): the second frame's read fails. The
+// walk records the first frame, marks the second bad and stops with
+// StopRead; Name gives the bad frame as Unreadable; the program runs on.
+func TestBadFrame(t *testing.T) {
+	const py = "/usr/bin/python3.11"
+	if runtime.GOARCH != "amd64" {
+		testkit.Unavailable(t, "the pythons of this test are x86-64 builds")
+	}
+	if _, err := os.Stat(py); err != nil {
+		testkit.Unavailable(t, "no %s", py)
+	}
+	r := newRig(t, "py_stack")
+	script, _ := filepath.Abs(filepath.Join(testkit.Root(), "testdata", "python", "stack.py"))
+	lib, _ := filepath.Abs(testkit.Fixture("libpyfix.so"))
+	in, calls, hits := r.session(t, py, script, lib, 0, func(in *python.Interpreter) {
+		if in.Version.Minor != 11 {
+			t.Fatalf("CPython %v, want 3.11", in.Version)
+		}
+		in.Offsets.FramePrevious = 64 // _PyInterpreterFrame.stacktop in 3.11
+	})
+	for i, h := range hits {
+		if h.stop != python.StopRead || len(h.raw) != 2 {
+			t.Errorf("call %d: %d frames, stop %v; want 2, read failed", calls[i].N, len(h.raw), h.stop)
+			continue
+		}
+		if fr := in.Name(h.raw[0]); fr.Func != "inner" || h.raw[0].Flags&interp.FlagBad != 0 {
+			t.Errorf("call %d: first frame %+v (flags %#x), want inner", calls[i].N, fr, h.raw[0].Flags)
+		}
+		if fr := in.Name(h.raw[1]); h.raw[1].Flags&interp.FlagBad == 0 || fr.Unreadable == "" {
+			t.Errorf("call %d: second frame %+v (flags %#x), want bad and unreadable", calls[i].N, fr, h.raw[1].Flags)
+		}
+	}
+}
+
+// TestPIDNamespace runs Debian's 3.11 in its own PID namespace (unshare
+// --pid --fork): its threads' IDs there are not the host's, and its
+// thread states are found by their thread pointers all the same.
+func TestPIDNamespace(t *testing.T) {
+	const py = "/usr/bin/python3.11"
+	if runtime.GOARCH != "amd64" {
+		testkit.Unavailable(t, "the pythons of this test are x86-64 builds")
+	}
+	if _, err := os.Stat(py); err != nil {
+		testkit.Unavailable(t, "no %s", py)
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		testkit.Unavailable(t, "no unshare")
+	}
+	r := newRig(t, "py_stack")
+	script, _ := filepath.Abs(filepath.Join(testkit.Root(), "testdata", "python", "stack.py"))
+	lib, _ := filepath.Abs(testkit.Fixture("libpyfix.so"))
+	in, calls, hits := r.sessionIn(t, []string{unshare, "--pid", "--fork", "--mount-proc"}, py, script, lib, 0, nil)
+	for i, h := range hits {
+		if h.stop != python.StopEnd || len(h.raw) != len(calls[i].Frames) {
+			t.Errorf("call %d: %d frames, stop %v; want %d, end", calls[i].N, len(h.raw), h.stop, len(calls[i].Frames))
+			continue
+		}
+		for j, raw := range h.raw {
+			if fr := in.Name(raw); fr.Func != calls[i].Qualnames[j] {
+				t.Errorf("call %d: frame %d %+v, want %s", calls[i].N, j, fr, calls[i].Qualnames[j])
+			}
+		}
 	}
 }

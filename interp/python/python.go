@@ -7,6 +7,7 @@ import (
 	"path"
 	"regexp"
 	"strconv"
+	"sync"
 
 	"github.com/probekit/probekit/debuginfo"
 	"github.com/probekit/probekit/internal/safeelf"
@@ -92,7 +93,8 @@ type FindOptions struct {
 
 // Find finds CPython in p: an object whose .dynsym defines _PyRuntime
 // (the executable when it links libpython statically, as Debian's does,
-// or a mapped libpython3.X.so), its version, the runtime address of
+// or a mapped libpython3.X.so; among the objects named python* or
+// libpython* and the executable), its version, the runtime address of
 // _PyRuntime and the struct offsets, from the interpreter's DWARF, then
 // _Py_DebugOffsets (3.13+), then the table. It fails with ErrNotPython
 // when p maps no CPython.
@@ -108,10 +110,13 @@ func FindWith(p *procmaps.Process, opts *FindOptions) (*Interpreter, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The executable may embed CPython under any name (uwsgi, a
+	// program linking libpython statically).
+	exe, _ := os.Readlink("/proc/" + strconv.Itoa(p.PID) + "/exe")
 	var firstErr error
 	for i := range objs {
 		obj := &objs[i]
-		if !pythonName.MatchString(path.Base(obj.Path)) {
+		if !pythonName.MatchString(path.Base(obj.Path)) && obj.Path != exe {
 			continue
 		}
 		in, err := open(p, obj, &o)
@@ -140,75 +145,154 @@ var pythonName = regexp.MustCompile(`^(lib)?python[0-9.]*[a-z]*(\.so.*)?$|^libpy
 // python3.9d.
 var fileName = regexp.MustCompile(`python(\d)\.(\d+)`)
 
+// fileInfo is what Find learns of an object, at its link-time
+// addresses; one per file, shared by the processes that map it.
+type fileInfo struct {
+	notPython          bool
+	loadOff, loadVaddr uint64 // the first PT_LOAD
+	runtime, codeType  uint64
+	eval               [][2]uint64
+	version            Version
+	offsets            Offsets
+	source             Source
+}
+
+// fileKey identifies a file's contents: device, inode, size and
+// modification time (a package upgrade replaces the file or its
+// contents).
+type fileKey struct {
+	id          procmaps.FileID
+	size, mtime int64
+}
+
+// maxFiles bounds the cache of files Find read.
+const maxFiles = 256
+
+var files = struct {
+	sync.Mutex
+	m map[fileKey]*fileInfo
+}{m: map[fileKey]*fileInfo{}}
+
 func open(p *procmaps.Process, obj *procmaps.Object, o *FindOptions) (*Interpreter, error) {
 	f, err := p.OpenObject(obj)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	// Only the defaults' answers are cached: options change them.
+	cacheable := o.Source == 0 && o.Debug == nil
+	var key fileKey
+	if st, err := f.Stat(); err == nil {
+		key = fileKey{obj.ID(), st.Size(), st.ModTime().UnixNano()}
+	} else {
+		cacheable = false
+	}
+	var fi *fileInfo
+	if cacheable {
+		files.Lock()
+		fi = files.m[key]
+		files.Unlock()
+	}
+	if fi == nil {
+		fi, err = readFile(p, obj, f, o)
+		if err != nil && !errors.Is(err, ErrNotPython) {
+			return nil, err
+		}
+		if cacheable {
+			files.Lock()
+			if len(files.m) >= maxFiles {
+				clear(files.m)
+			}
+			files.m[key] = fi
+			files.Unlock()
+		}
+	}
+	if fi.notPython {
+		return nil, ErrNotPython
+	}
+	addr, err := obj.Address(fi.loadOff, procmaps.Read)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", obj.Path, err)
+	}
+	bias := addr - fi.loadVaddr
+	in := &Interpreter{Process: p, Path: obj.Path, Runtime: fi.runtime + bias, Version: fi.version,
+		Offsets: fi.offsets, Source: fi.source, names: newNameCache()}
+	if fi.codeType != 0 {
+		in.CodeType = fi.codeType + bias
+	}
+	for _, r := range fi.eval {
+		in.eval = append(in.eval, [2]uint64{r[0] + bias, r[1] + bias})
+	}
+	return in, nil
+}
+
+// readFile reads an object's symbols, version and offsets.
+func readFile(p *procmaps.Process, obj *procmaps.Object, f *os.File, o *FindOptions) (*fileInfo, error) {
+	not := &fileInfo{notPython: true}
 	ef, err := safeelf.NewFile(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", obj.Path, err)
 	}
 	syms, err := ef.DynamicSymbols()
 	if err != nil {
-		return nil, ErrNotPython
+		return not, ErrNotPython
 	}
 	runtime, ok := defined(syms, "_PyRuntime")
 	if !ok {
-		return nil, ErrNotPython
+		return not, ErrNotPython
 	}
-	bias, err := loadBias(ef, obj)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", obj.Path, err)
+	loads := ef.Loads()
+	if len(loads) == 0 {
+		return nil, fmt.Errorf("%s: no PT_LOAD", obj.Path)
 	}
-	in := &Interpreter{Process: p, Path: obj.Path, Runtime: runtime.Value + bias, names: newNameCache()}
+	fi := &fileInfo{loadOff: loads[0].Off, loadVaddr: loads[0].Vaddr, runtime: runtime.Value}
 	if s, ok := defined(syms, "PyCode_Type"); ok {
-		in.CodeType = s.Value + bias
+		fi.codeType = s.Value
 	}
 	for _, name := range evalFuncs {
 		if s, ok := defined(syms, name); ok && s.Size > 0 {
-			in.eval = append(in.eval, [2]uint64{s.Value + bias, s.Value + s.Size + bias})
+			fi.eval = append(fi.eval, [2]uint64{s.Value, s.Value + s.Size})
 		}
 	}
-	if in.Version, err = version(ef, syms, obj.Path); err != nil {
+	if fi.version, err = version(ef, syms, obj.Path); err != nil {
 		return nil, fmt.Errorf("%s: %w", obj.Path, err)
 	}
-	if in.Version.Major != 3 || in.Version.Minor < 8 || in.Version.Minor > 14 {
-		return nil, fmt.Errorf("%s: CPython %v: %w (3.8 to 3.14 are)", obj.Path, in.Version, ErrVersion)
+	v := fi.version
+	if v.Major != 3 || v.Minor < 8 || v.Minor > 14 {
+		return nil, fmt.Errorf("%s: CPython %v: %w (3.8 to 3.14 are)", obj.Path, v, ErrVersion)
 	}
 	var errs []error
 	try := func(s Source) bool { return o.Source == 0 || o.Source == s }
 	if try(SourceDWARF) {
 		off, err := offsetsFromDWARF(f, obj.Path, ef, p, o.Debug)
 		if err == nil {
-			err = off.check(in.Version)
+			err = off.check(v)
 		}
 		if err == nil {
-			in.Offsets, in.Source = off, SourceDWARF
-			return in, nil
+			fi.offsets, fi.source = off, SourceDWARF
+			return fi, nil
 		}
 		errs = append(errs, err)
 	}
-	if try(SourceDebugOffsets) && in.Version.Minor >= 13 {
-		off, err := offsetsFromDebugOffsets(ef, runtime.Value, in.Version)
+	if try(SourceDebugOffsets) && v.Minor >= 13 {
+		off, err := offsetsFromDebugOffsets(ef, runtime.Value, v)
 		if err == nil {
-			err = off.check(in.Version)
+			err = off.check(v)
 		}
 		if err == nil {
-			in.Offsets, in.Source = off, SourceDebugOffsets
-			return in, nil
+			fi.offsets, fi.source = off, SourceDebugOffsets
+			return fi, nil
 		}
 		errs = append(errs, err)
 	}
 	if try(SourceTable) {
-		if off, ok := tableOffsets(in.Version); ok {
-			in.Offsets, in.Source = off, SourceTable
-			return in, nil
+		if off, ok := tableOffsets(v); ok {
+			fi.offsets, fi.source = off, SourceTable
+			return fi, nil
 		}
-		errs = append(errs, fmt.Errorf("no table entry for %d.%d", in.Version.Major, in.Version.Minor))
+		errs = append(errs, fmt.Errorf("no table entry for %d.%d", v.Major, v.Minor))
 	}
-	return nil, fmt.Errorf("%s: CPython %v: %w: %w", obj.Path, in.Version, ErrVersion, errors.Join(errs...))
+	return nil, fmt.Errorf("%s: CPython %v: %w: %w", obj.Path, v, ErrVersion, errors.Join(errs...))
 }
 
 // evalFuncs are the eval loop's functions: from 3.11 one call runs a
@@ -232,21 +316,6 @@ func defined(syms *safeelf.Symbols, name string) (safeelf.Symbol, bool) {
 		return false
 	})
 	return s, found
-}
-
-// loadBias is runtime address - link-time address for obj: the first
-// PT_LOAD's file offset is mapped at its p_vaddr + bias.
-func loadBias(ef *safeelf.File, obj *procmaps.Object) (uint64, error) {
-	loads := ef.Loads()
-	if len(loads) == 0 {
-		return 0, errors.New("no PT_LOAD")
-	}
-	first := loads[0]
-	addr, err := obj.Address(first.Off, procmaps.Read)
-	if err != nil {
-		return 0, err
-	}
-	return addr - first.Vaddr, nil
 }
 
 // version reads Py_Version (3.11+: PY_VERSION_HEX in .rodata), else the

@@ -18,7 +18,11 @@ const ProcsMap = "probekit_py_procs"
 const DefaultProcesses = 1024
 
 // procValue is sizeof(struct probekit_py_proc).
-const procValue = 80
+const procValue = 88
+
+// maxRead is PROBEKIT_PY_READ: the walk reads a frame's or a thread
+// state's fields in one read of at most this many bytes.
+const maxRead = 256
 
 // Chain modes (PROBEKIT_PY_MODE_*).
 const (
@@ -195,6 +199,18 @@ func (in *Interpreter) procValue(tp int) ([]byte, error) {
 	}
 	le.PutUint32(v[72:], uint32(unit))
 	le.PutUint32(v[76:], uint32(tag))
+	// One read covers the fields: the instruction field is read as 8
+	// bytes (f_lasti, an int, is followed by f_lineno in 3.8-3.10).
+	frRead := max(o.FramePrevious, o.FrameCode, o.FrameInstr) + 8
+	if entry >= 0 {
+		frRead = max(frRead, entry+1)
+	}
+	tsRead := max(o.ThreadNext, o.ThreadID) + 8
+	if frRead > maxRead || tsRead > maxRead {
+		return nil, fmt.Errorf("python: CPython %v: frame fields end at %d, thread state fields at %d: more than %d bytes", in.Version, frRead, tsRead, maxRead)
+	}
+	le.PutUint32(v[80:], uint32(frRead))
+	le.PutUint32(v[84:], uint32(tsRead))
 	return v, nil
 }
 

@@ -50,11 +50,18 @@ var StackHeader []byte
 //go:embed unwind.bpf.h
 var UnwindHeader []byte
 
+// PythonHeader is python.bpf.h: probekit_py_user_stack, a thread's
+// CPython frames read in BPF over the map package interp/python fills.
+//
+//go:embed python.bpf.h
+var PythonHeader []byte
+
 // Headers maps each header's file name to its contents.
 var Headers = map[string][]byte{
 	"usdt.bpf.h":   USDTHeader,
 	"stack.bpf.h":  StackHeader,
 	"unwind.bpf.h": UnwindHeader,
+	"python.bpf.h": PythonHeader,
 }
 
 // WriteHeaders writes Headers into dir, creating it, and returns the

@@ -41,7 +41,8 @@
  *             the frame before it ends a run.
  *   3.13      tstate->current_frame; f_executable, instr_ptr.
  *   3.14      as 3.13, with f_executable a tagged _PyStackRef (low bits
- *             cleared).
+ *             cleared); the shim's owner is named
+ *             FRAME_OWNED_BY_INTERPRETER (same value).
  * The outermost frame of the chain always ends a run.
  *
  * f[i].instr is the byte offset, from the start of the code's bytecode,
@@ -50,6 +51,10 @@
  * f_lasti in bytes (f_lasti * 2 in 3.10). An offset before the first
  * instruction (a frame not started) wraps to a large value; Name then
  * gives the function's first line.
+ *
+ * Each frame is one bpf_probe_read_user of its fields' bytes into a
+ * per-CPU scratch buffer (probekit_py_scratch), each thread state
+ * examined one more.
  *
  * Reads fail soft: a failed read of a frame records it with
  * PROBEKIT_INTERP_FLAG_BAD and ends the Python part (stop READ), never
@@ -67,7 +72,7 @@
 #define __PROBEKIT_PYTHON_BPF_H__
 
 /* Frames kept per stack: deeper Python stacks keep their innermost 32
- * (stop DEPTH). Each frame costs 3 to 4 user reads; 32 frames hold a
+ * (stop DEPTH). Each frame costs one user read; 32 frames hold a
  * typical web request handler's stack (framework, middleware, view). */
 #define PROBEKIT_INTERP_MAX_FRAMES 32
 /* Chain links followed per stack, shim frames (3.12+) included: two per
@@ -96,7 +101,12 @@
 #define PROBEKIT_PY_MODE_ENTRY 2    /* 3.11: is_entry */
 #define PROBEKIT_PY_MODE_SHIM 3	    /* 3.12+: shim frames owned by the C stack */
 
-/* FRAME_OWNED_BY_CSTACK (CPython 3.12+, pycore_frame.h). */
+/* The first owner value of a frame that runs no code: 3.12-3.13's
+ * FRAME_OWNED_BY_CSTACK (3) is the shim each eval-loop call links in;
+ * 3.14 calls the same value FRAME_OWNED_BY_INTERPRETER; CPython's main
+ * branch adds FRAME_OWNED_BY_THREAD_STATE (4), a sentinel base frame.
+ * Frames owned by the thread (0), a generator (1) or a frame object (2)
+ * run code. */
 #define PROBEKIT_PY_OWNED_BY_CSTACK 3
 
 struct probekit_interp_frame {
@@ -134,7 +144,27 @@ struct probekit_py_proc {
 	__s32 co_code;	      /* PyCodeObject.co_code_adaptive (3.11+) */
 	__u32 lasti_unit;     /* bytes per f_lasti unit (3.8-3.10) */
 	__u32 code_tag;	      /* low bits of f_executable to clear (3.14) */
+	__u32 fr_read;	      /* bytes of a frame read at once: its fields' end */
+	__u32 ts_read;	      /* bytes of a thread state read at once */
 };
+
+/* The scratch buffer a frame or a thread state is read into with one
+ * bpf_probe_read_user, its fields then taken from it: one read per frame
+ * rather than one per field (each read costs a fixed setup). 256 bytes
+ * hold 3.8's PyThreadState up to thread_id (184) and every version's
+ * frame fields (3.13's owner ends at 71). */
+#define PROBEKIT_PY_READ 256
+
+struct probekit_py_scratch {
+	__u8 b[PROBEKIT_PY_READ];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct probekit_py_scratch);
+} probekit_py_scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -143,8 +173,35 @@ struct {
 	__type(value, struct probekit_py_proc);
 } probekit_py_procs SEC(".maps");
 
+/* Reads len bytes (Go bounds them by PROBEKIT_PY_READ) at addr into b. */
+static __always_inline int __probekit_py_read(__u8 *b, __u32 len, __u64 addr)
+{
+	if (len < 8 || len > PROBEKIT_PY_READ)
+		return -1;
+	return bpf_probe_read_user(b, len, (const void *)addr);
+}
+
+/* The field at off of what b holds (0 out of it). */
+static __always_inline __u64 __probekit_py_u64(const __u8 *b, __s32 off)
+{
+	__u32 o = (__u32)off;
+
+	if (o > PROBEKIT_PY_READ - 8)
+		return 0;
+	return *(const __u64 *)(b + o);
+}
+
+static __always_inline __u8 __probekit_py_u8(const __u8 *b, __s32 off)
+{
+	__u32 o = (__u32)off;
+
+	if (o > PROBEKIT_PY_READ - 1)
+		return 0;
+	return b[o];
+}
+
 /* The current thread's PyThreadState, or 0. */
-static __always_inline __u64 __probekit_py_tstate(const struct probekit_py_proc *p)
+static __always_inline __u64 __probekit_py_tstate(const struct probekit_py_proc *p, __u8 *b)
 {
 	__u64 tp = 0, ts = 0, is = 0, id = 0;
 	__u64 task = bpf_get_current_task();
@@ -167,12 +224,11 @@ static __always_inline __u64 __probekit_py_tstate(const struct probekit_py_proc 
 				return 0;
 			continue;
 		}
-		if (bpf_probe_read_user(&id, 8, (const void *)(ts + p->ts_thread_id)))
+		if (__probekit_py_read(b, p->ts_read, ts))
 			return 0;
-		if (id == tp)
+		if (__probekit_py_u64(b, p->ts_thread_id) == tp)
 			return ts;
-		if (bpf_probe_read_user(&ts, 8, (const void *)(ts + p->ts_next)))
-			return 0;
+		ts = __probekit_py_u64(b, p->ts_next);
 	}
 	return 0;
 }
@@ -182,47 +238,42 @@ static __always_inline __u64 __probekit_py_tstate(const struct probekit_py_proc 
  * frame count lives in s->n, memory the verifier does not track, so that
  * the states of the loop's iterations do not multiply with it. */
 static __always_inline __u64 __probekit_py_link(const struct probekit_py_proc *p,
-						struct probekit_interp_stack *s, __u64 fr)
+						struct probekit_interp_stack *s, __u8 *b, __u64 fr)
 {
-	__u64 code = 0, prev = 0, ip = 0;
+	__u64 code = 0, prev, ip;
 	__u8 entry = 0;
 	__u32 n = s->n, flags = 0;
+	struct probekit_interp_frame *f;
 
 	if (n >= PROBEKIT_INTERP_MAX_FRAMES) {
 		s->stop = PROBEKIT_INTERP_STOP_DEPTH;
 		return 0;
 	}
-	if (bpf_probe_read_user(&prev, 8, (const void *)(fr + p->fr_previous)))
+	if (__probekit_py_read(b, p->fr_read, fr))
 		goto bad;
-	if (p->fr_entry >= 0 && bpf_probe_read_user(&entry, 1, (const void *)(fr + p->fr_entry)))
-		goto bad;
-	if (p->mode == PROBEKIT_PY_MODE_SHIM && entry == PROBEKIT_PY_OWNED_BY_CSTACK) {
+	prev = __probekit_py_u64(b, p->fr_previous);
+	if (p->fr_entry >= 0)
+		entry = __probekit_py_u8(b, p->fr_entry);
+	if (p->mode == PROBEKIT_PY_MODE_SHIM && entry >= PROBEKIT_PY_OWNED_BY_CSTACK) {
 		/* A shim: the frame before it ends its run. */
 		if (n > 0)
 			s->f[(n - 1) & (PROBEKIT_INTERP_MAX_FRAMES - 1)].flags |= PROBEKIT_INTERP_FLAG_RUN_END;
 		return prev;
 	}
-	if (bpf_probe_read_user(&code, 8, (const void *)(fr + p->fr_code)))
-		goto bad;
-	code &= ~(__u64)p->code_tag;
+	code = __probekit_py_u64(b, p->fr_code) & ~(__u64)p->code_tag;
+	ip = __probekit_py_u64(b, p->fr_instr);
 	if (p->mode == PROBEKIT_PY_MODE_FRAMEOBJ) {
-		__s32 lasti = 0;
-
-		if (bpf_probe_read_user(&lasti, 4, (const void *)(fr + p->fr_instr)))
-			goto bad;
-		ip = (__u64)(__s64)lasti * p->lasti_unit;
+		/* f_lasti, an int: the low half on a little-endian target. */
+		ip = (__u64)(__s64)(__s32)ip * p->lasti_unit;
 		flags = PROBEKIT_INTERP_FLAG_RUN_END;
 	} else {
-		if (bpf_probe_read_user(&ip, 8, (const void *)(fr + p->fr_instr)))
-			goto bad;
 		ip -= code + p->co_code;
 		if (p->mode == PROBEKIT_PY_MODE_ENTRY && entry)
 			flags = PROBEKIT_INTERP_FLAG_RUN_END;
 	}
 	if (!prev)
 		flags |= PROBEKIT_INTERP_FLAG_RUN_END; /* the outermost frame */
-	struct probekit_interp_frame *f = &s->f[n & (PROBEKIT_INTERP_MAX_FRAMES - 1)];
-
+	f = &s->f[n & (PROBEKIT_INTERP_MAX_FRAMES - 1)];
 	f->code = code;
 	f->instr = (__u32)ip;
 	f->flags = flags;
@@ -230,7 +281,7 @@ static __always_inline __u64 __probekit_py_link(const struct probekit_py_proc *p
 	return prev;
 bad:
 	f = &s->f[n & (PROBEKIT_INTERP_MAX_FRAMES - 1)];
-	f->code = code;
+	f->code = 0;
 	f->instr = 0;
 	f->flags = PROBEKIT_INTERP_FLAG_BAD | PROBEKIT_INTERP_FLAG_RUN_END;
 	s->n = n + 1;
@@ -242,16 +293,19 @@ static __noinline int probekit_py_user_stack(struct probekit_interp_stack *s)
 {
 	__u32 pid = bpf_get_current_pid_tgid() >> 32;
 	const struct probekit_py_proc *p;
+	struct probekit_py_scratch *sc;
 	__u64 ts, fr = 0;
+	__u32 zero = 0;
 
 	if (!s)
 		return 0;
 	s->n = 0;
 	s->stop = PROBEKIT_INTERP_STOP_NO_PROCESS;
 	p = bpf_map_lookup_elem(&probekit_py_procs, &pid);
-	if (!p)
+	sc = bpf_map_lookup_elem(&probekit_py_scratch, &zero);
+	if (!p || !sc)
 		return 0;
-	ts = __probekit_py_tstate(p);
+	ts = __probekit_py_tstate(p, sc->b);
 	if (!ts) {
 		s->stop = PROBEKIT_INTERP_STOP_NO_THREAD;
 		return 0;
@@ -265,7 +319,7 @@ static __noinline int probekit_py_user_stack(struct probekit_interp_stack *s)
 		return 0;
 	s->stop = PROBEKIT_INTERP_STOP_END;
 	for (int i = 0; i < PROBEKIT_PY_MAX_LINKS && fr; i++)
-		fr = __probekit_py_link(p, s, fr);
+		fr = __probekit_py_link(p, s, sc->b, fr);
 	if (fr && s->stop == PROBEKIT_INTERP_STOP_END)
 		s->stop = PROBEKIT_INTERP_STOP_DEPTH;
 	return s->n;

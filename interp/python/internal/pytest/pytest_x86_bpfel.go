@@ -71,6 +71,18 @@ type PytestProbekitCfiStack struct {
 	FpFrames uint32
 }
 
+type PytestProbekitInterpStack struct {
+	_    structs.HostLayout
+	N    uint32
+	Stop uint32
+	F    [32]struct {
+		_     structs.HostLayout
+		Code  uint64
+		Instr uint32
+		Flags uint32
+	}
+}
+
 type PytestProbekitPyProc struct {
 	_            structs.HostLayout
 	Runtime      uint64
@@ -92,6 +104,13 @@ type PytestProbekitPyProc struct {
 	CoCode       int32
 	LastiUnit    uint32
 	CodeTag      uint32
+	FrRead       uint32
+	TsRead       uint32
+}
+
+type PytestProbekitPyScratch struct {
+	_ structs.HostLayout
+	B [256]uint8
 }
 
 type PytestProbekitUsdtIpKey struct {
@@ -113,7 +132,12 @@ const (
 	PytestMapProbekitCfiRows          = "probekit_cfi_rows"
 	PytestMapProbekitCfiScratch       = "probekit_cfi_scratch"
 	PytestMapProbekitPyProcs          = "probekit_py_procs"
+	PytestMapProbekitPyScratch        = "probekit_py_scratch"
+	PytestMapPyScratch                = "py_scratch"
+	PytestProgBare                    = "bare"
 	PytestProgPyStack                 = "py_stack"
+	PytestProgPyWalk                  = "py_walk"
+	PytestVarFramesSeen               = "frames_seen"
 	PytestVarProbekitStackEntryCaller = "probekit_stack_entry_caller"
 	PytestVarProbekitUsdtHaveCookie   = "probekit_usdt_have_cookie"
 )
@@ -160,7 +184,9 @@ type PytestSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type PytestProgramSpecs struct {
+	Bare    *ebpf.ProgramSpec `ebpf:"bare"`
 	PyStack *ebpf.ProgramSpec `ebpf:"py_stack"`
+	PyWalk  *ebpf.ProgramSpec `ebpf:"py_walk"`
 }
 
 // PytestMapSpecs contains maps before they are loaded into the kernel.
@@ -175,12 +201,15 @@ type PytestMapSpecs struct {
 	ProbekitCfiRows    *ebpf.MapSpec `ebpf:"probekit_cfi_rows"`
 	ProbekitCfiScratch *ebpf.MapSpec `ebpf:"probekit_cfi_scratch"`
 	ProbekitPyProcs    *ebpf.MapSpec `ebpf:"probekit_py_procs"`
+	ProbekitPyScratch  *ebpf.MapSpec `ebpf:"probekit_py_scratch"`
+	PyScratch          *ebpf.MapSpec `ebpf:"py_scratch"`
 }
 
 // PytestVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type PytestVariableSpecs struct {
+	FramesSeen               *ebpf.VariableSpec `ebpf:"frames_seen"`
 	ProbekitStackEntryCaller *ebpf.VariableSpec `ebpf:"probekit_stack_entry_caller"`
 	ProbekitUsdtHaveCookie   *ebpf.VariableSpec `ebpf:"probekit_usdt_have_cookie"`
 }
@@ -213,6 +242,8 @@ type PytestMaps struct {
 	ProbekitCfiRows    *ebpf.Map `ebpf:"probekit_cfi_rows"`
 	ProbekitCfiScratch *ebpf.Map `ebpf:"probekit_cfi_scratch"`
 	ProbekitPyProcs    *ebpf.Map `ebpf:"probekit_py_procs"`
+	ProbekitPyScratch  *ebpf.Map `ebpf:"probekit_py_scratch"`
+	PyScratch          *ebpf.Map `ebpf:"py_scratch"`
 }
 
 func (m *PytestMaps) Close() error {
@@ -225,6 +256,8 @@ func (m *PytestMaps) Close() error {
 		m.ProbekitCfiRows,
 		m.ProbekitCfiScratch,
 		m.ProbekitPyProcs,
+		m.ProbekitPyScratch,
+		m.PyScratch,
 	)
 }
 
@@ -232,6 +265,7 @@ func (m *PytestMaps) Close() error {
 //
 // It can be passed to LoadPytestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type PytestVariables struct {
+	FramesSeen               *ebpf.Variable `ebpf:"frames_seen"`
 	ProbekitStackEntryCaller *ebpf.Variable `ebpf:"probekit_stack_entry_caller"`
 	ProbekitUsdtHaveCookie   *ebpf.Variable `ebpf:"probekit_usdt_have_cookie"`
 }
@@ -240,12 +274,16 @@ type PytestVariables struct {
 //
 // It can be passed to LoadPytestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type PytestPrograms struct {
+	Bare    *ebpf.Program `ebpf:"bare"`
 	PyStack *ebpf.Program `ebpf:"py_stack"`
+	PyWalk  *ebpf.Program `ebpf:"py_walk"`
 }
 
 func (p *PytestPrograms) Close() error {
 	return _PytestClose(
+		p.Bare,
 		p.PyStack,
+		p.PyWalk,
 	)
 }
 
