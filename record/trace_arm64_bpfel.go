@@ -174,6 +174,13 @@ type traceProbekitPyProc struct {
 	CoCode       int32
 	LastiUnit    uint32
 	CodeTag      uint32
+	FrRead       uint32
+	TsRead       uint32
+}
+
+type traceProbekitPyScratch struct {
+	_ structs.HostLayout
+	B [256]uint8
 }
 
 type traceProbekitUsdtIpKey struct {
@@ -255,6 +262,7 @@ const (
 	traceMapProbekitCfiRows           = "probekit_cfi_rows"
 	traceMapProbekitCfiScratch        = "probekit_cfi_scratch"
 	traceMapProbekitPyProcs           = "probekit_py_procs"
+	traceMapProbekitPyScratch         = "probekit_py_scratch"
 	traceMapScratch                   = "scratch"
 	traceMapStackTraces               = "stack_traces"
 	traceMapTraceProgs                = "trace_progs"
@@ -356,6 +364,7 @@ type traceMapSpecs struct {
 	ProbekitCfiRows    *ebpf.MapSpec `ebpf:"probekit_cfi_rows"`
 	ProbekitCfiScratch *ebpf.MapSpec `ebpf:"probekit_cfi_scratch"`
 	ProbekitPyProcs    *ebpf.MapSpec `ebpf:"probekit_py_procs"`
+	ProbekitPyScratch  *ebpf.MapSpec `ebpf:"probekit_py_scratch"`
 	Scratch            *ebpf.MapSpec `ebpf:"scratch"`
 	StackTraces        *ebpf.MapSpec `ebpf:"stack_traces"`
 	TraceProgs         *ebpf.MapSpec `ebpf:"trace_progs"`
@@ -427,6 +436,7 @@ type traceMaps struct {
 	ProbekitCfiRows    *ebpf.Map `ebpf:"probekit_cfi_rows"`
 	ProbekitCfiScratch *ebpf.Map `ebpf:"probekit_cfi_scratch"`
 	ProbekitPyProcs    *ebpf.Map `ebpf:"probekit_py_procs"`
+	ProbekitPyScratch  *ebpf.Map `ebpf:"probekit_py_scratch"`
 	Scratch            *ebpf.Map `ebpf:"scratch"`
 	StackTraces        *ebpf.Map `ebpf:"stack_traces"`
 	TraceProgs         *ebpf.Map `ebpf:"trace_progs"`
@@ -453,6 +463,7 @@ func (m *traceMaps) Close() error {
 		m.ProbekitCfiRows,
 		m.ProbekitCfiScratch,
 		m.ProbekitPyProcs,
+		m.ProbekitPyScratch,
 		m.Scratch,
 		m.StackTraces,
 		m.TraceProgs,
