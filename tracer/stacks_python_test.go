@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/probekit/probekit/internal/test/testkit"
 	"github.com/probekit/probekit/probe"
@@ -311,4 +314,63 @@ func pyMatches(frames []stackFrame, c pyCall) bool {
 		i++
 	}
 	return i == len(c.Frames)
+}
+
+// A trace of the host (no process, no command) at a fixture library's
+// function, and a Python started after it: once the process's first
+// hits join it to the tables, its stacks carry its Python frames.
+func TestKernelStackPythonHostWide(t *testing.T) {
+	r := newPyStackRun(t, "/usr/bin/python3.11", 3)
+	// A copy of its own: no other process maps it.
+	r.lib = filepath.Join(t.TempDir(), "libpyfix_host.so")
+	testkit.CopyFile(t, testkit.Fixture("libpyfix.so"), r.lib)
+	r.args[2] = r.lib
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, warn testkit.Buffer
+	cfg := &tracer.Config{Probes: []probe.Spec{r.probe()}, Stack: true, JSON: true, Output: &out, Warnings: &warn}
+	done := make(chan error, 1)
+	go func() { done <- tracer.Run(ctx, cfg) }()
+	time.Sleep(time.Second) // attached: a path's uprobe needs no process
+	cmd := exec.Command(r.args[0], r.args[1:]...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v: %v", r.args, err)
+	}
+	time.Sleep(time.Second) // the last records read
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run: %v (%s)", err, warn.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not end when cancelled")
+	}
+	calls := r.calls(t)
+	last := map[int]stackHit{}
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var h stackHit
+		if err := json.Unmarshal([]byte(l), &h); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		if h.PID == cmd.Process.Pid && len(h.Args) > 0 {
+			last[int(h.Args[0])] = h
+		}
+	}
+	for n := 1; n <= 6; n++ {
+		h, ok := last[n]
+		if !ok {
+			t.Errorf("no hit of call %d", n)
+			continue
+		}
+		what := fmt.Sprintf("call %d (%s)", n, calls[n].Thread)
+		if h.Truncated != "" {
+			t.Errorf("%s: truncated: %s\n%s", what, h.Truncated, showFrames(h.Stack))
+		}
+		checkPyStack(t, what, h.Stack, calls[n])
+	}
+	if t.Failed() {
+		t.Logf("warnings: %s", warn.String())
+	}
 }
