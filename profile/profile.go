@@ -158,6 +158,8 @@ func Build(stacks []Stack, sym Symbolizer, opts *Options) (*profile.Profile, err
 	return p, nil
 }
 
+func runtimeOr(r string) string { return or(r, "interpreter") }
+
 func or(s, def string) string {
 	if s == "" {
 		return def
@@ -230,7 +232,10 @@ func (b *builder) interpLocation(f interp.Frame) *profile.Location {
 	fk := [2]string{name, f.File}
 	fn := b.funcs[fk]
 	if fn == nil {
-		fn = &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: name, Filename: f.File}
+		// A SystemName of its own: pprof takes a function whose Name
+		// equals it for a C++ name to demangle, and drops <...> from
+		// it, which would leave <module> unnamed.
+		fn = &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: runtimeOr(f.Runtime) + ":" + name, Filename: f.File}
 		b.funcs[fk] = fn
 		b.p.Function = append(b.p.Function, fn)
 	}
