@@ -103,6 +103,12 @@ func (s *interpStacks) watchLaunched(l *procmaps.Launched) {
 			s.add(l.Process, true)
 		case procmaps.LaunchExit:
 			s.nameCounted()
+			if s.objs == nil && s.known(l.Process.PID) {
+				// Printed hits: the records in the ring are read
+				// within liveInterval; the command's memory stays
+				// while it is held here, so their frames are named.
+				time.Sleep(exitHold)
+			}
 		}
 	})
 }
@@ -206,6 +212,17 @@ func (s *interpStacks) close() {
 	for _, ip := range s.procs {
 		ip.in.Close()
 	}
+}
+
+// exitHold is how long a launched Python command is held at its exit
+// for the hits still in the ring to be read and named.
+const exitHold = 2 * liveInterval
+
+// known reports whether pid's interpreter was found.
+func (s *interpStacks) known(pid int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.procs[pid] != nil
 }
 
 // evalRanges are the eval loop's ranges in process pid (nil: none).
