@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probekit/probekit/bpfunwind"
-	"github.com/probekit/probekit/interp/python"
 	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/interp/python"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/record"
 )
@@ -221,4 +221,3 @@ func BenchmarkStackPython(b *testing.B) {
 		})
 	}
 }
-
