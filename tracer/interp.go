@@ -145,7 +145,8 @@ func (s *interpStacks) add(p *procmaps.Process, again bool) {
 	}
 	in, err := python.Find(p)
 	if err != nil {
-		if !errors.Is(err, python.ErrNotPython) {
+		// A process that ended is said so by the CFI tables' warning.
+		if !errors.Is(err, python.ErrNotPython) && !errors.Is(err, procmaps.ErrProcessGone) && !errors.Is(err, procmaps.ErrProcessChanged) {
 			s.warnf("%v: its Python frames are not read: %v", p, err)
 		}
 		return
