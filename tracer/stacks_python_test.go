@@ -374,3 +374,87 @@ func TestKernelStackPythonHostWide(t *testing.T) {
 		t.Logf("warnings: %s", warn.String())
 	}
 }
+
+// pyEntryScript calls outer -> middle -> inner three times under a
+// profile function (CPython 3.11 fires function__entry only where the
+// eval loop is entered from C, which a profile function makes every
+// call), then waits for its hits to be read while it runs.
+const pyEntryScript = `import sys, time
+def inner():
+    pass
+def middle():
+    inner()
+def outer():
+    middle()
+sys.setprofile(lambda *a: None)
+for _ in range(3):
+    outer()
+sys.setprofile(None)
+time.sleep(1.5)
+`
+
+// At CPython's own USDT probe python:function__entry (the entered
+// function's frame pushed), the USDT program's interpreter walk gives
+// inner, middle, outer and <module> at inner's entry, inner at its
+// first line. Where they stand among the native frames is not checked:
+// Debian's python3.11 fires the probe from the eval loop's cold part
+// (_PyEval_EvalFrameDefault.cold, a local symbol of its debug file),
+// which EvalRanges does not hold (docs/stacks.md).
+func TestKernelStackPythonUSDT(t *testing.T) {
+	testkit.RequireKernel(t)
+	if runtime.GOARCH != "amd64" {
+		testkit.Unavailable(t, "the CFI walk is x86-64's")
+	}
+	const py = "/usr/bin/python3.11"
+	if _, err := os.Stat(py); err != nil {
+		testkit.Unavailable(t, "no %s", py)
+	}
+	script := filepath.Join(t.TempDir(), "entry.py")
+	if err := os.WriteFile(script, []byte(pyEntryScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := probe.Parse(py + ":python:function__entry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, warn testkit.Buffer
+	cfg := &tracer.Config{Probes: []probe.Spec{spec}, Stack: true, JSON: true, Strs: []probe.ArgNum{probe.Arg(2)},
+		Command: []string{py, script}, Output: &out, Warnings: &warn}
+	if err := tracer.Run(context.Background(), cfg); err != nil {
+		t.Fatalf("Run: %v (%s)", err, warn.String())
+	}
+	want := []string{"inner", "middle", "outer", "<module>"}
+	n := 0
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var h struct {
+			Args  []any        `json:"args"`
+			Stack []stackFrame `json:"stack"`
+		}
+		if err := json.Unmarshal([]byte(l), &h); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		if len(h.Args) < 2 || h.Args[1] != "inner" {
+			continue
+		}
+		n++
+		var got []string
+		var first stackFrame
+		for _, f := range h.Stack {
+			if f.Runtime == "python" {
+				if got == nil {
+					first = f
+				}
+				got = append(got, f.Function)
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("Python frames at inner's entry %q, want %q:\n%s", got, want, showFrames(h.Stack))
+		}
+		if first.File != script || first.Line != 2 {
+			t.Errorf("inner at %s:%d, want %s:2 (its first line: not started yet)", first.File, first.Line, script)
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d entries of inner, want 3:\n%s\n%s", n, out.String(), warn.String())
+	}
+}
