@@ -41,6 +41,16 @@ func wantsInterp(opts *ebpf.CollectionOptions, cfi bool) bool {
 	return cfi && opts != nil && opts.MapReplacements[InterpMapName] != nil
 }
 
+// interpWanted is wantsInterp for spec before load.
+func interpWanted(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions) bool {
+	var stackMode uint32
+	if v := spec.Variables[StackName]; v == nil || v.Get(&stackMode) != nil {
+		return false
+	}
+	cfiPart, err := cfiKeyPart(spec)
+	return err == nil && wantsInterp(opts, cfiPart > 0 || stackMode == stackCFI)
+}
+
 // loadInterp loads the interpreter walk in front of o's programs: each
 // walks the hit's interpreter frames into trace_stack_scratch (its own
 // program, verified apart from the trace program) and tail-calls the

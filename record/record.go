@@ -729,8 +729,23 @@ func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
 
 // LoadSpecOptions is LoadSpec with the collection's options: with a
 // KeyStackCFI key part, opts.MapReplacements must hold a
-// bpfunwind.Tables' Replacements (after its Prepare of spec).
+// bpfunwind.Tables' Replacements (after its Prepare of spec). With a
+// CFI stack (SetStackCFI or a KeyStackCFI part) and InterpMapName among
+// the replacements too (python.Tables'), records and counted stacks
+// carry the threads' Python frames: Program and FuncProgram are then
+// the interpreter walk's programs (interp.go), and the load is not
+// sleepable (SetFaultingStrings is dropped: a sleepable program cannot
+// tail-call).
 func LoadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.CollectionOptions) (*Objects, error) {
+	if faultingStrings(spec) && interpWanted(spec, opts) {
+		// A sleepable program cannot tail-call (no program array), and
+		// the interpreter walk tail-calls the trace program: the
+		// interpreter frames are kept, the faulting strings not.
+		spec = spec.Copy()
+		if err := withoutFaultingStrings(spec); err != nil {
+			return nil, err
+		}
+	}
 	o, err := loadSpecOptions(spec, which, opts)
 	if err == nil || !faultingStrings(spec) {
 		return o, err
