@@ -60,6 +60,9 @@ func TestFindCache(t *testing.T) {
 	if ins[0].Offsets != ins[1].Offsets || ins[0].Source != SourceDWARF || ins[1].Source != SourceDWARF {
 		t.Errorf("offsets from %v and %v differ or are not DWARF's", ins[0].Source, ins[1].Source)
 	}
+	if len(ins[0].eval) != 2 {
+		t.Errorf("eval ranges %#x, want _PyEval_EvalFrameDefault and its .cold part", ins[0].eval)
+	}
 	// Address randomization places libpython apart in each process; its
 	// _PyRuntime keeps its offset from the code.
 	if d0, d1 := ins[0].Runtime-ins[0].eval[0][0], ins[1].Runtime-ins[1].eval[0][0]; d0 != d1 {

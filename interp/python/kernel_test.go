@@ -38,7 +38,8 @@ var pythons = []struct {
 	source     python.Source // forced, 0 for Find's choice
 	want       python.Source
 }{
-	{"debian-3.11", "/usr/bin/python3.11", 0, python.SourceTable},
+	{"debian-3.11", "/usr/bin/python3.11", 0, debianSource()},
+	{"debian-3.11-table", "/usr/bin/python3.11", python.SourceTable, python.SourceTable},
 	{"3.11", "/root/.pyenv/versions/3.11.7/bin/python3.11", 0, python.SourceDWARF},
 	{"3.11-table", "/root/.pyenv/versions/3.11.7/bin/python3.11", python.SourceTable, python.SourceTable},
 	{"3.12", "/root/.pyenv/versions/3.12.1/bin/python3.12", 0, python.SourceDWARF},
@@ -47,6 +48,23 @@ var pythons = []struct {
 	{"3.10", "/root/.pyenv/versions/3.10.13/bin/python3.10", 0, python.SourceDWARF},
 	{"3.9", "/root/.pyenv/versions/3.9.18/bin/python3.9", 0, python.SourceDWARF},
 	{"3.8", "/root/.pyenv/versions/3.8.18/bin/python3.8", 0, python.SourceDWARF},
+}
+
+// debianSource is where Find takes Debian's 3.11 offsets from: its
+// debug file's DWARF when python3.11-dbg is installed, else the table.
+func debianSource() python.Source {
+	out, err := exec.Command("readelf", "-n", "/usr/bin/python3.11").Output()
+	if err != nil {
+		return python.SourceTable
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "Build" && f[1] == "ID:" && len(f[2]) > 2 {
+			if _, err := os.Stat("/usr/lib/debug/.build-id/" + f[2][:2] + "/" + f[2][2:] + ".debug"); err == nil {
+				return python.SourceDWARF
+			}
+		}
+	}
+	return python.SourceTable
 }
 
 type rig struct {
@@ -262,8 +280,8 @@ func (r *rig) sessionIn(t *testing.T, prefix []string, pyPath, script, lib strin
 		}
 		calls = append(calls, c)
 	}
-	if len(calls) != 5 {
-		t.Fatalf("%d calls, want 5", len(calls))
+	if len(calls) != 6 {
+		t.Fatalf("%d calls, want 6", len(calls))
 	}
 	var hits []hit
 	for range calls {

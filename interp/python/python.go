@@ -254,6 +254,15 @@ func readFile(p *procmaps.Process, obj *procmaps.Object, f *os.File, o *FindOpti
 			fi.eval = append(fi.eval, [2]uint64{s.Value, s.Value + s.Size})
 		}
 	}
+	// gcc moves the loop's unlikely paths into a local function,
+	// NAME.cold, named only in .symtab (pyenv's builds keep it).
+	if symtab, err := ef.Symbols(); err == nil {
+		for _, name := range evalFuncs {
+			if s, ok := defined(symtab, name+".cold"); ok && s.Size > 0 {
+				fi.eval = append(fi.eval, [2]uint64{s.Value, s.Value + s.Size})
+			}
+		}
+	}
 	if fi.version, err = version(ef, syms, obj.Path); err != nil {
 		return nil, fmt.Errorf("%s: %w", obj.Path, err)
 	}

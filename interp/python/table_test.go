@@ -1,6 +1,7 @@
 package python
 
 import (
+	"encoding/hex"
 	"fmt"
 	"os"
 	"testing"
@@ -57,5 +58,44 @@ func TestTableMatchesDWARF(t *testing.T) {
 	}
 	if seen == 0 {
 		t.Skip("no CPython with DWARF on this machine")
+	}
+}
+
+// TestTableMatchesDebian checks the table's 3.11 entry against the DWARF
+// of Debian 12's python3.11, from its debug file (python3.11-dbg).
+func TestTableMatchesDebian(t *testing.T) {
+	f, err := os.Open("/usr/bin/python3.11")
+	if err != nil {
+		t.Skip("no /usr/bin/python3.11")
+	}
+	defer f.Close()
+	ef, err := safeelf.NewFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := ef.BuildID()
+	if err != nil || len(id) < 2 {
+		t.Fatalf("build ID %x: %v", id, err)
+	}
+	h := hex.EncodeToString(id)
+	df, err := os.Open("/usr/lib/debug/.build-id/" + h[:2] + "/" + h[2:] + ".debug")
+	if err != nil {
+		t.Skip("no debug file of /usr/bin/python3.11 (python3.11-dbg)")
+	}
+	defer df.Close()
+	def, err := safeelf.NewFile(df)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := dwarfOffsets(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := tableOffsets(Version{3, 11, 2})
+	wf := want.fields()
+	for i, g := range got.fields() {
+		if *g.p != *wf[i].p {
+			t.Errorf("%s: Debian's DWARF %d, table %d", g.name, *g.p, *wf[i].p)
+		}
 	}
 }

@@ -5,7 +5,8 @@ Run as: python stack.py LIBPYFIX. It loads the fixture library, prints
 outer -> middle -> inner: through ctypes.PyDLL (the GIL held) and
 ctypes.CDLL (the GIL released), on the main thread and on a
 threading.Thread; then through pyfix_call, which calls back into
-Python (C -> Python -> C), and the callback calls pyfix_hit. At each call it prints, as one JSON line, the stack
+Python (C -> Python -> C), and the callback calls pyfix_hit; then from
+a generator. At each call it prints, as one JSON line, the stack
 traceback.extract_stack() gives on the same line as the call, innermost
 first, with each frame's qualified name. Then it prints "done" and
 waits for a line before it exits, so that its memory can be read.
@@ -36,12 +37,22 @@ def inner(lib, n):
 
 
 def middle(lib, n):
+    if n == -6:
+        # A generator's frame (owned by the generator from 3.11).
+        for _ in produce(lib, n):
+            pass
+        return
     if n < 0:
         # C -> Python -> C: pyfix_call calls back into Python, whose
         # callback calls pyfix_hit.
         lib.pyfix_call(CALLBACK(lambda x: callback(lib, x)), n)
         return
     inner(lib, n)
+
+
+def produce(lib, n):
+    inner(lib, n)
+    yield n
 
 
 def callback(lib, n):
@@ -70,6 +81,7 @@ for lib, n in ((held, 3), (released, 4)):
     t.start()
     t.join()
 calls(held, -5)
+calls(held, -6)
 sys.stdout.write("done\n")
 sys.stdout.flush()
 sys.stdin.readline()

@@ -9,7 +9,7 @@
  * ebpf.CollectionOptions.MapReplacements (python.Tables.Replacements).
  *
  *   struct probekit_interp_stack *s = ...; (a map value or ring buffer
- *   record: it is 528 bytes, too large for the BPF stack)
+ *   record: it is 520 bytes, too large for the BPF stack)
  *   int n = probekit_py_user_stack(s);
  *
  * fills s->f[0 .. n) with the thread's Python frames, innermost first,
@@ -19,10 +19,12 @@
  *
  * The thread's PyThreadState is found whether the thread holds the GIL
  * or not: the thread pointer of the current task (x86-64
- * task_struct.thread.fsbase, arm64 thread.uw.tp_value; the offset comes
- * from vmlinux BTF through the map value) is what pthread_self() returns
- * on glibc and musl, and CPython stores pthread_self() in
- * PyThreadState.thread_id (PyThread_get_thread_ident). The walk checks
+ * task_struct.thread.fsbase; the offset comes from vmlinux BTF through
+ * the map value) is what pthread_self() returns on x86-64 glibc and
+ * musl, and CPython stores pthread_self() in PyThreadState.thread_id
+ * (PyThread_get_thread_ident). On arm64 the thread pointer is
+ * thread.uw.tp_value, but glibc's pthread_self() is below it by
+ * sizeof(struct pthread), so no state matches there (stop NO_THREAD). The walk checks
  * the GIL holder first where the runtime records it (3.8 to 3.11:
  * _PyRuntime.gilstate.tstate_current), then walks
  * _PyRuntime.interpreters.head, each interpreter's thread list and
@@ -71,9 +73,9 @@
 #ifndef __PROBEKIT_PYTHON_BPF_H__
 #define __PROBEKIT_PYTHON_BPF_H__
 
-/* Frames kept per stack: deeper Python stacks keep their innermost 32
- * (stop DEPTH). Each frame costs one user read; 32 frames hold a
- * typical web request handler's stack (framework, middleware, view). */
+/* Frames kept per stack: deeper Python stacks keep their innermost 32,
+ * those nearest the hit (stop DEPTH). The ceiling bounds the record
+ * (520 bytes) and the walk's time (one user read per frame). */
 #define PROBEKIT_INTERP_MAX_FRAMES 32
 /* Chain links followed per stack, shim frames (3.12+) included: two per
  * Python frame at worst, when every frame was called from C. */
