@@ -106,3 +106,24 @@ func TestDecodeWalked(t *testing.T) {
 		t.Errorf("native-only: %+v, %v", w, err)
 	}
 }
+
+// decodeWalked faces whatever a map value holds: it fails or yields at
+// most what the value has room for.
+func FuzzDecodeWalked(f *testing.F) {
+	raw := make([]byte, bpfunwind.StackRecordSize+8+InterpFrameSize*MaxInterpFrames)
+	binary.NativeEndian.PutUint32(raw, 3)
+	binary.NativeEndian.PutUint32(raw[bpfunwind.StackRecordSize:], 2)
+	f.Add(raw)
+	f.Add(raw[:bpfunwind.StackRecordSize+8])
+	f.Add([]byte{1, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		w, err := decodeWalked(b)
+		if err != nil {
+			return
+		}
+		if 8+8*len(w.Native) > len(b) || len(w.Interp) > MaxInterpFrames ||
+			len(w.Interp) > 0 && bpfunwind.StackRecordSize+8+InterpFrameSize*len(w.Interp) > len(b) {
+			t.Fatalf("%d native and %d interpreter frames from %d bytes", len(w.Native), len(w.Interp), len(b))
+		}
+	})
+}
