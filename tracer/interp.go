@@ -65,6 +65,10 @@ type interpStacks struct {
 	named map[int64]bool
 }
 
+// maxNamedStacks bounds the counted stacks remembered as named: more
+// than the counted stacks' map holds (record.MaxStacks).
+const maxNamedStacks = 4 * record.MaxStacks
+
 // countedNaming is how often a --count trace names the interpreter
 // frames of the stacks counted since: a Python program that ends frees
 // its code objects (Py_Finalize) before its exit, so the names are
@@ -294,6 +298,9 @@ func (s *interpStacks) nameCounted() {
 		}
 		buf = s.name(buf[:0], int(e.Key.StackPID), w.Interp)
 		s.mu.Lock()
+		if len(s.named) >= maxNamedStacks {
+			clear(s.named) // named again: their names are kept per process
+		}
 		s.named[id] = true
 		s.mu.Unlock()
 	}
