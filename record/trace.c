@@ -223,9 +223,9 @@ volatile const __u32 probekit_trace_key_cfi = 0;
  * global function (Linux 5.6) without arguments. It runs in programs of
  * its own, trace_usdt_interp and trace_func_interp, which then
  * tail-call trace_usdt or trace_func (trace_progs): the walk's
- * verification (some 350,000 instructions for its bounded loops over
- * threads and frames) then does not count against the million the
- * trace programs may take. package record loads them only for a CFI
+ * verification (its bounded loops over threads and frames) then does
+ * not count against the million instructions the trace programs may
+ * take, which the walk inside them once went over. package record loads them only for a CFI
  * stack with an interpreter map (LoadSpecOptions). A process that runs
  * no known interpreter costs one lookup of probekit_py_procs. */
 __attribute__((noinline)) int trace_interp_frames(void)
