@@ -46,6 +46,7 @@ func TestKernelStackNodePerfMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(node, "--perf-basic-prof", script)
+	cmd.Dir = t.TempDir() // V8 writes its isolate-*-v8.log there
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
