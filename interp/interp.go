@@ -7,9 +7,9 @@
 // interpreter, that interpreter's frames as Raw words, innermost first.
 // Naming a Raw frame (its function, file and line) happens in user space,
 // by the runtime's Process, from the process's memory. Merge then puts
-// each run of interpreted frames in place of the native frame of the
-// interpreter's eval loop that runs it, so that a stack reads
-// C → Python → C as the program ran.
+// each run of interpreted frames directly inside the native frame of
+// the interpreter's eval loop that runs it (that frame stays), so that a
+// stack reads C → Python → C as the program ran.
 package interp
 
 // Raw is one interpreted frame as the BPF walk records it: 16 bytes,

@@ -19,6 +19,8 @@ import (
 	"strings"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/probekit/probekit/interp"
 )
 
 // Profile is a pprof profile (github.com/google/pprof/profile): Write
@@ -40,6 +42,14 @@ type Stack struct {
 	// with no address and the function "[truncated: Truncated]", so a
 	// cut stack stands apart from a short one in pprof and folded views.
 	Truncated string
+	// Parts, when set, is the order of the stack's frames with its
+	// interpreted ones (interp.Merge's, over Frames and Interp): the
+	// native frames at their places, each interpreted frame a location
+	// of its own with no address, its function named by Interp's
+	// DisplayName with its file and line, and a PartInterpCut marker a
+	// location named interp.CutName. Nil: Frames alone.
+	Parts  []interp.Part
+	Interp []interp.Frame
 }
 
 // TruncatedName is the function name of the marker location of a
@@ -116,8 +126,23 @@ func Build(stacks []Stack, sym Symbolizer, opts *Options) (*profile.Profile, err
 			sample.Value = append(sample.Value, int64(s.Sum))
 		}
 		sample.Label = map[string][]string{"pid": {strconv.FormatUint(uint64(s.PID), 10)}}
-		for i, a := range s.Frames {
-			sample.Location = append(sample.Location, b.location(s.PID, a, &locs[i]))
+		if s.Parts == nil {
+			for i, a := range s.Frames {
+				sample.Location = append(sample.Location, b.location(s.PID, a, &locs[i]))
+			}
+		}
+		runtime := ""
+		for _, pt := range s.Parts {
+			switch {
+			case pt.Kind == interp.PartNative && pt.Index >= 0 && pt.Index < len(s.Frames):
+				sample.Location = append(sample.Location, b.location(s.PID, s.Frames[pt.Index], &locs[pt.Index]))
+			case pt.Kind == interp.PartInterp && pt.Index >= 0 && pt.Index < len(s.Interp):
+				f := s.Interp[pt.Index]
+				runtime = f.Runtime
+				sample.Location = append(sample.Location, b.interpLocation(f))
+			case pt.Kind == interp.PartInterpCut:
+				sample.Location = append(sample.Location, b.marker(interp.CutName(runtime)))
+			}
 		}
 		if s.Truncated != "" {
 			sample.Location = append(sample.Location, b.marker(TruncatedName(s.Truncated)))
@@ -132,6 +157,8 @@ func Build(stacks []Stack, sym Symbolizer, opts *Options) (*profile.Profile, err
 	}
 	return p, nil
 }
+
+func runtimeOr(r string) string { return or(r, "interpreter") }
 
 func or(s, def string) string {
 	if s == "" {
@@ -190,6 +217,30 @@ func (b *builder) location(pid uint32, addr uint64, l *Location) *profile.Locati
 		loc.Line = append(loc.Line, profile.Line{Function: fn, Line: ln.Line})
 	}
 	b.locs[locKey{pid: pid, addr: addr}] = loc
+	b.p.Location = append(b.p.Location, loc)
+	return loc
+}
+
+// interpLocation is the location of an interpreted frame: one per
+// function, file and line, with no address and no mapping.
+func (b *builder) interpLocation(f interp.Frame) *profile.Location {
+	name := f.DisplayName()
+	k := locKey{marker: "\x00" + f.Runtime + "\x00" + name + "\x00" + f.File + "\x00" + strconv.Itoa(f.Line)}
+	if loc := b.locs[k]; loc != nil {
+		return loc
+	}
+	fk := [2]string{name, f.File}
+	fn := b.funcs[fk]
+	if fn == nil {
+		// A SystemName of its own: pprof takes a function whose Name
+		// equals it for a C++ name to demangle, and drops <...> from
+		// it, which would leave <module> unnamed.
+		fn = &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: runtimeOr(f.Runtime) + ":" + name, Filename: f.File}
+		b.funcs[fk] = fn
+		b.p.Function = append(b.p.Function, fn)
+	}
+	loc := &profile.Location{ID: uint64(len(b.p.Location) + 1), Line: []profile.Line{{Function: fn, Line: int64(f.Line)}}}
+	b.locs[k] = loc
 	b.p.Location = append(b.p.Location, loc)
 	return loc
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/interp"
 )
 
 func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }
@@ -164,5 +165,53 @@ func TestTruncatedMarker(t *testing.T) {
 	}
 	if markers != 1 {
 		t.Errorf("%d marker locations, want 1 shared", markers)
+	}
+}
+
+// A stack with interpreted frames (interp.Merge's order): Python's
+// outer → middle → inner run by the eval loop, which called a C
+// function, write; a bad frame and a cut marker in a second stack.
+func TestInterpFrames(t *testing.T) {
+	sym := table{
+		0x400100: fn("write", 10),
+		0x400200: fn("_PyEval_EvalFrameDefault", 20),
+		0x400400: fn("main", 40),
+	}
+	py := []interp.Frame{
+		{Func: "inner", File: "app.py", Line: 3, Runtime: "python"},
+		{Func: "middle", File: "app.py", Line: 6, Runtime: "python"},
+		{Func: "outer", File: "app.py", Line: 9, Runtime: "python"},
+	}
+	frames := []uint64{0x400100, 0x400200, 0x400400}
+	parts, _ := interp.Merge(nil, frames, []interp.Raw{{Code: 1}, {Code: 2}, {Code: 3, Flags: interp.FlagRunEnd}},
+		[][2]uint64{{0x4001f0, 0x400300}}, false)
+	cutParts, _ := interp.Merge(nil, frames, []interp.Raw{{Code: 1}, {Code: 2}}, [][2]uint64{{0x4001f0, 0x400300}}, true)
+	bad := []interp.Frame{py[0], {Runtime: "python", Unreadable: "memory unreadable"}}
+	stacks := []Stack{
+		{PID: 7, Frames: frames, Count: 3, Parts: parts, Interp: py},
+		{PID: 7, Frames: frames, Count: 1, Parts: cutParts, Interp: bad},
+	}
+	p, err := Build(stacks, sym, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteFolded(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	want := "main;_PyEval_EvalFrameDefault;<python: more frames than the walk keeps>;<python: unreadable: memory unreadable>;inner;write 1\n" +
+		"main;_PyEval_EvalFrameDefault;outer;middle;inner;write 3\n"
+	if b.String() != want {
+		t.Errorf("folded:\n%s\nwant:\n%s", b.String(), want)
+	}
+	// Each Python frame is a function with its file, at its line.
+	loc := p.Sample[0].Location[1]
+	if len(loc.Line) != 1 || loc.Address != 0 || loc.Mapping != nil || loc.Line[0].Function.Name != "inner" ||
+		loc.Line[0].Function.Filename != "app.py" || loc.Line[0].Line != 3 {
+		t.Errorf("inner's location: %+v", loc)
+	}
+	// The same frame of two samples is one location.
+	if p.Sample[1].Location[1] != loc {
+		t.Error("inner at app.py:3 is two locations")
 	}
 }

@@ -22,7 +22,9 @@
 // A record is as long as what it carries: a 32-byte header, 8 bytes per
 // value, 8 bytes per user stack frame when StackName is set (the
 // program takes the stack with usdt/bpf's stack.bpf.h, at_entry for a
-// function entry), then each string with its NUL (Event, Decode). The
+// function entry), 16 bytes per Python frame after them with the CFI
+// walk and an interpreter map (Event.Interp; LoadSpecOptions), then
+// each string with its NUL (Event, Decode). The
 // kind byte of the header says what the values are (KindUSDT,
 // KindUprobe, KindUretprobe).
 //

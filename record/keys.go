@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/probekit/probekit/bpfunwind"
+	"github.com/probekit/probekit/interp"
 	"github.com/probekit/probekit/usdt/bpf"
 )
 
@@ -221,26 +222,78 @@ func (o *Objects) Stack(k Key) (bpf.Stack, error) {
 // StackWalk is Stack with why a KeyStackCFI part's walk ended (0 for a
 // KeyStack part: the kernel's frame-pointer walk says not).
 func (o *Objects) StackWalk(k Key) (bpf.Stack, bpfunwind.Stop, error) {
+	w, err := o.Walked(k)
+	return w.Native, w.Stop, err
+}
+
+// WalkedStack is a counted stack as the walk read it.
+type WalkedStack struct {
+	// Native are the native frames, innermost first (bpf.Stack), and
+	// Stop why a KeyStackCFI part's walk ended.
+	Native bpf.Stack
+	Stop   bpfunwind.Stop
+	// Interp are a KeyStackCFI stack's interpreter frames, innermost
+	// first (see Event.Interp), and InterpStop why their walk ended
+	// (0 without it). A stack's id covers both parts: hits with the same
+	// native frames in different interpreted functions count apart.
+	Interp     []interp.Raw
+	InterpStop uint8
+}
+
+// Walked returns the counted stack of a stack key: Stack's frames, and
+// a KeyStackCFI part's walk end and interpreter frames.
+func (o *Objects) Walked(k Key) (WalkedStack, error) {
 	if o.cfiPart > 0 {
 		return o.cfiStack(k.Nums[o.cfiPart-1])
 	}
 	if k.Stack < 0 {
-		return nil, 0, fmt.Errorf("record: no stack: bpf_get_stackid failed with errno %d", -k.Stack)
+		return WalkedStack{}, fmt.Errorf("record: no stack: bpf_get_stackid failed with errno %d", -k.Stack)
 	}
 	s, err := bpf.LookupStack(o.StackMap, k.Stack, k.Caller)
-	return s, 0, err
+	return WalkedStack{Native: s}, err
+}
+
+// StackID returns the id of a KeyStackCFI key's stack (negative: the
+// walk's error), false without such a part.
+func (o *Objects) StackID(k Key) (int64, bool) {
+	if o.cfiPart == 0 {
+		return 0, false
+	}
+	return k.Nums[o.cfiPart-1], true
 }
 
 // cfiStack reads stack id of CFIStackMap.
-func (o *Objects) cfiStack(id int64) (bpf.Stack, bpfunwind.Stop, error) {
+func (o *Objects) cfiStack(id int64) (WalkedStack, error) {
 	if id < 0 {
-		return nil, 0, fmt.Errorf("record: no stack: the CFI walk failed with errno %d", -id)
+		return WalkedStack{}, fmt.Errorf("record: no stack: the CFI walk failed with errno %d", -id)
 	}
 	raw := make([]byte, o.CFIStackMap.ValueSize())
 	if err := o.CFIStackMap.Lookup(uint64(id), raw); err != nil {
-		return nil, 0, fmt.Errorf("record: stack %#x: %w", id, err)
+		return WalkedStack{}, fmt.Errorf("record: stack %#x: %w", id, err)
 	}
-	return bpfunwind.DecodeStack(raw)
+	return decodeWalked(raw)
+}
+
+// decodeWalked reads trace.c's struct trace_stack (host byte order):
+// struct probekit_cfi_stack, then struct probekit_interp_stack.
+func decodeWalked(raw []byte) (WalkedStack, error) {
+	var w WalkedStack
+	var err error
+	if w.Native, w.Stop, err = bpfunwind.DecodeStack(raw); err != nil {
+		return w, err
+	}
+	if len(raw) < bpfunwind.StackRecordSize+8 {
+		return w, nil // a stack without the interpreter part
+	}
+	part := raw[bpfunwind.StackRecordSize:]
+	n := binary.NativeEndian.Uint32(part)
+	w.InterpStop = uint8(binary.NativeEndian.Uint32(part[4:]))
+	if n > MaxInterpFrames || uint64(n) > uint64(len(part)-8)/InterpFrameSize {
+		return w, fmt.Errorf("record: %d interpreter frames in a stack of %d bytes", n, len(raw))
+	}
+	w.Interp = make([]interp.Raw, n)
+	decodeInterp(w.Interp, part[8:])
+	return w, nil
 }
 
 // cfiKeyPart returns the index + 1 of spec's KeyStackCFI key part, 0

@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/probekit/probekit/bpfunwind"
+	"github.com/probekit/probekit/interp"
 	"github.com/probekit/probekit/usdt/bpf"
 )
 
@@ -201,12 +202,21 @@ const (
 // PROBEKIT_STACK_MAX_DEPTH).
 const MaxFrames = bpf.MaxStackDepth
 
+// MaxInterpFrames is the most interpreter frames a record or a counted
+// stack carries (python.bpf.h's PROBEKIT_INTERP_MAX_FRAMES), and
+// InterpFrameSize the size of one (struct probekit_interp_frame,
+// interp.Raw).
+const (
+	MaxInterpFrames = 32
+	InterpFrameSize = 16
+)
+
 // HeaderSize is the size of a record's fixed part (struct event of
 // trace.c); MaxEventSize is the largest record: every value, a full
-// stack and every string at its longest.
+// stack with its interpreter frames and every string at its longest.
 const (
 	HeaderSize   = 56
-	MaxEventSize = HeaderSize + 8*MaxArgs + 8*MaxFrames + MaxStrs*StrLen
+	MaxEventSize = HeaderSize + 8*MaxArgs + 8*MaxFrames + InterpFrameSize*MaxInterpFrames + MaxStrs*StrLen
 	// MaxRecordSize is the largest record with a stack copy
 	// (SetStackCopy): MaxEventSize, up to 8 bytes of alignment, the
 	// copy's 40-byte header and MaxCopyPages pages.
@@ -311,6 +321,15 @@ type Event struct {
 	StackStop bpfunwind.Stop
 	FPSteps   int
 	FPLast    bool
+	// NInterp is the number of interpreter frames in Interp (the CFI
+	// walk's stacks, SetStackCFI, in a process whose interpreter
+	// python.Tables holds): innermost first, as python.bpf.h reads
+	// them, for interp.Merge to place among the native frames and the
+	// interpreter to name. InterpStop is why that walk ended
+	// (PROBEKIT_INTERP_STOP_*; 0 without the walk).
+	NInterp    int
+	Interp     [MaxInterpFrames]interp.Raw
+	InterpStop uint8
 	// Copy is the stack copy of a program loaded with SetStackCopy: a
 	// struct probekit_stack_copy (bpf.DecodeStackCopy reads it), nil
 	// when the stack could not be read. It aliases the record.
@@ -335,6 +354,9 @@ func (e *Event) CommName() []byte {
 
 // Stack returns the frames of the hit's user stack.
 func (e *Event) Stack() bpf.Stack { return e.Frames[:e.NFrames] }
+
+// InterpStack returns the hit's interpreter frames, innermost first.
+func (e *Event) InterpStack() []interp.Raw { return e.Interp[:e.NInterp] }
 
 // Str returns value n's string, if it was read as one. n counts from 0,
 // as Args does; tracer.Hit.Str takes a probe.ArgNum, from 1.
@@ -366,7 +388,8 @@ func (e *Event) Decode(rec []byte) error {
 	}
 	ne := binary.NativeEndian
 	kind, nvals, nstrs, nframes := Kind(rec[28]), int(rec[29]), int(rec[30]), int(rec[31])
-	strArgs := ne.Uint32(rec[24:])
+	strArgs := uint32(ne.Uint16(rec[24:]))
+	ninterp := int(rec[26])
 	switch {
 	case kind >= numKinds:
 		return badEvent("kind %d", kind)
@@ -376,10 +399,12 @@ func (e *Event) Decode(rec []byte) error {
 		return badEvent("%d strings for values %#b of %d", nstrs, strArgs, nvals)
 	case nframes > MaxFrames:
 		return badEvent("%d stack frames, at most %d", nframes, MaxFrames)
+	case ninterp > MaxInterpFrames:
+		return badEvent("%d interpreter frames, at most %d", ninterp, MaxInterpFrames)
 	}
-	off := HeaderSize + 8*nvals + 8*nframes
+	off := HeaderSize + 8*nvals + 8*nframes + InterpFrameSize*ninterp
 	if len(rec) < off {
-		return badEvent("%d bytes for %d values and %d frames", len(rec), nvals, nframes)
+		return badEvent("%d bytes for %d values, %d frames and %d interpreter frames", len(rec), nvals, nframes, ninterp)
 	}
 	e.Kind = kind
 	e.Cookie = ne.Uint64(rec)
@@ -406,6 +431,9 @@ func (e *Event) Decode(rec []byte) error {
 	for i := range nframes {
 		e.Frames[i] = ne.Uint64(rec[HeaderSize+8*nvals+8*i:])
 	}
+	e.NInterp = ninterp
+	e.InterpStop = rec[27]
+	decodeInterp(e.Interp[:ninterp], rec[HeaderSize+8*nvals+8*nframes:])
 	rest := rec[off:]
 	for k := range e.Strs {
 		e.Strs[k] = nil
@@ -423,6 +451,16 @@ func (e *Event) Decode(rec []byte) error {
 		e.Copy = rest
 	}
 	return nil
+}
+
+// decodeInterp reads len(dst) struct probekit_interp_frame from b (host
+// byte order), which holds them.
+func decodeInterp(dst []interp.Raw, b []byte) {
+	ne := binary.NativeEndian
+	for i := range dst {
+		f := b[InterpFrameSize*i:]
+		dst[i] = interp.Raw{Code: ne.Uint64(f), Instr: ne.Uint32(f[8:]), Flags: ne.Uint32(f[12:])}
+	}
 }
 
 // hasCopy is TRACE_HAS_COPY, bit 31 of a record's errors: a stack copy
@@ -480,7 +518,7 @@ func SetStackCopy(spec *ebpf.CollectionSpec, pages int) error {
 // back. Strings longer than StrLen-1 bytes or holding a NUL are an error.
 func (e *Event) AppendBinary(b []byte) ([]byte, error) {
 	if e.NArgs < 0 || e.NArgs > MaxArgs || e.StrArgs>>e.NArgs != 0 || bits.OnesCount32(e.StrArgs) > MaxStrs ||
-		e.NFrames < 0 || e.NFrames > MaxFrames {
+		e.NFrames < 0 || e.NFrames > MaxFrames || e.NInterp < 0 || e.NInterp > MaxInterpFrames {
 		return b, fmt.Errorf("record: %d values with strings %#b, %d frames", e.NArgs, e.StrArgs, e.NFrames)
 	}
 	ne := binary.NativeEndian
@@ -499,7 +537,8 @@ func (e *Event) AppendBinary(b []byte) ([]byte, error) {
 		errs |= hasCopy
 	}
 	b = ne.AppendUint32(b, errs)
-	b = ne.AppendUint32(b, e.StrArgs)
+	b = ne.AppendUint16(b, uint16(e.StrArgs))
+	b = append(b, byte(e.NInterp), e.InterpStop)
 	b = append(b, byte(e.Kind), byte(e.NArgs), byte(nstrs), byte(e.NFrames))
 	b = ne.AppendUint64(b, e.TimeNS)
 	b = append(b, e.Comm[:]...)
@@ -508,6 +547,11 @@ func (e *Event) AppendBinary(b []byte) ([]byte, error) {
 	}
 	for _, f := range e.Frames[:e.NFrames] {
 		b = ne.AppendUint64(b, f)
+	}
+	for _, f := range e.Interp[:e.NInterp] {
+		b = ne.AppendUint64(b, f.Code)
+		b = ne.AppendUint32(b, f.Instr)
+		b = ne.AppendUint32(b, f.Flags)
 	}
 	for _, s := range e.Strs[:nstrs] {
 		if len(s) >= StrLen || bytes.IndexByte(s, 0) >= 0 {
@@ -561,6 +605,11 @@ type Objects struct {
 
 	// cfiPart is the KeyStackCFI key part's index + 1 (0: none).
 	cfiPart int
+	// With the interpreter walk (interp.go): the trace programs that
+	// Program and FuncProgram tail-call, their array and the scratch.
+	tail          []*ebpf.Program
+	tailMap       *ebpf.Map
+	interpScratch *ebpf.Map
 	// armed is the start gate's global, bss its map (see Arm).
 	armed *ebpf.Variable
 	bss   *ebpf.Map
@@ -592,6 +641,8 @@ type loadTarget struct {
 	LatLost     *ebpf.Map `ebpf:"lat_lost"`
 	Stacks      *ebpf.Map `ebpf:"stack_traces"`
 	CFIStacks   *ebpf.Map `ebpf:"cfi_stacks"`
+	// InterpScratch is where the interpreter walk leaves its frames.
+	InterpScratch *ebpf.Map `ebpf:"trace_stack_scratch"`
 	// The start gate (gate.go): the global and its map.
 	Armed *ebpf.Variable `ebpf:"probekit_trace_armed"`
 	BSS   *ebpf.Map      `ebpf:".bss"`
@@ -622,6 +673,7 @@ func (o *Objects) Close() error {
 	for _, c := range []interface{ Close() error }{o.Program, o.FuncProgram, o.Events, o.Dropped, o.Scratch, o.CountsMap, o.HistMap, o.KeyedMap, o.KeyOverflow, o.LatStacks, o.LatKeys, o.LatLost, o.StackMap, o.CFIStackMap, o.Specs, o.IPToSpecID, o.FuncIPs, o.bss} {
 		errs = append(errs, c.Close()) // nil *Program and *Map close as nothing
 	}
+	errs = append(errs, o.closeInterp())
 	return errors.Join(errs...)
 }
 
@@ -677,8 +729,23 @@ func LoadSpec(spec *ebpf.CollectionSpec, which Programs) (*Objects, error) {
 
 // LoadSpecOptions is LoadSpec with the collection's options: with a
 // KeyStackCFI key part, opts.MapReplacements must hold a
-// bpfunwind.Tables' Replacements (after its Prepare of spec).
+// bpfunwind.Tables' Replacements (after its Prepare of spec). With a
+// CFI stack (SetStackCFI or a KeyStackCFI part) and InterpMapName among
+// the replacements too (python.Tables'), records and counted stacks
+// carry the threads' Python frames: Program and FuncProgram are then
+// the interpreter walk's programs (interp.go), and the load is not
+// sleepable (SetFaultingStrings is dropped: a sleepable program cannot
+// tail-call).
 func LoadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.CollectionOptions) (*Objects, error) {
+	if faultingStrings(spec) && interpWanted(spec, opts) {
+		// A sleepable program cannot tail-call (no program array), and
+		// the interpreter walk tail-calls the trace program: the
+		// interpreter frames are kept, the faulting strings not.
+		spec = spec.Copy()
+		if err := withoutFaultingStrings(spec); err != nil {
+			return nil, err
+		}
+	}
 	o, err := loadSpecOptions(spec, which, opts)
 	if err == nil || !faultingStrings(spec) {
 		return o, err
@@ -742,6 +809,12 @@ func loadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.Colle
 	if err != nil {
 		return nil, fmt.Errorf("load the trace program: %w", err)
 	}
+	if wantsInterp(opts, cfiPart > 0 || stackMode == stackCFI) {
+		if err := o.loadInterp(spec, which, opts); err != nil {
+			o.Close()
+			return nil, err
+		}
+	}
 	o.cfiPart = cfiPart
 	o.FaultingStrings = faulting
 	return &o, nil
@@ -753,6 +826,7 @@ func (o *Objects) setMaps(l loadTarget) {
 	o.KeyedMap, o.KeyOverflow = l.Keyed, l.KeyOverflow
 	o.LatStacks, o.LatKeys, o.LatLost = l.LatStacks, l.LatKeys, l.LatLost
 	o.StackMap, o.CFIStackMap = l.Stacks, l.CFIStacks
+	o.interpScratch = l.InterpScratch
 	o.armed, o.bss = l.Armed, l.BSS
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/test/testkit"
+	"github.com/probekit/probekit/interp"
 	"github.com/probekit/probekit/procmaps"
 )
 
@@ -41,7 +42,7 @@ func TestEventLayout(t *testing.T) {
 	if ev.Size != HeaderSize {
 		t.Errorf("struct event is %d bytes, HeaderSize %d", ev.Size, HeaderSize)
 	}
-	want := map[string]uint32{"cookie": 0, "pid": 8, "tid": 12, "arg_cnt": 16, "errors": 20, "str_args": 24,
+	want := map[string]uint32{"cookie": 0, "pid": 8, "tid": 12, "arg_cnt": 16, "errors": 20, "str_args": 24, "ninterp": 26, "interp_stop": 27,
 		"kind": 28, "nvals": 29, "nstrs": 30, "nframes": 31, "time_ns": 32, "comm": 40, "vals": 56}
 	for _, m := range ev.Members {
 		off, ok := want[m.Name]
@@ -159,6 +160,7 @@ func TestDecodeRejects(t *testing.T) {
 		{NArgs: 1, StrArgs: 1, Strs: [MaxStrs][]byte{[]byte("nul\x00")}},
 		{NArgs: 1, StrArgs: 1, Strs: [MaxStrs][]byte{make([]byte, StrLen)}},
 		{NFrames: MaxFrames + 1},
+		{NInterp: MaxInterpFrames + 1},
 	} {
 		if _, err := bad.AppendBinary(nil); err == nil {
 			t.Errorf("AppendBinary(%+v) accepted", bad)
@@ -168,6 +170,36 @@ func TestDecodeRejects(t *testing.T) {
 
 // Decode faces whatever the ring holds: it fails or yields an event that
 // encodes back to the bytes it read.
+// A record's interpreter frames follow its native frames, before its
+// strings.
+func TestDecodeInterp(t *testing.T) {
+	in := Event{Kind: KindUprobe, ArgCnt: 1, NArgs: 1, StrArgs: 1, Strs: [MaxStrs][]byte{[]byte("str")}, NFrames: 1, Frames: [MaxFrames]uint64{0x401000},
+		NInterp: 2, InterpStop: 2, Interp: [MaxInterpFrames]interp.Raw{{Code: 0x7f00, Instr: 12}, {Code: 0x7f80, Instr: 4, Flags: interp.FlagRunEnd}}}
+	b, err := in.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != HeaderSize+8+8+2*InterpFrameSize+4 {
+		t.Fatalf("record of %d bytes", len(b))
+	}
+	var e Event
+	if err := e.Decode(b); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.InterpStack(); len(got) != 2 || got[0] != in.Interp[0] || got[1] != in.Interp[1] || e.InterpStop != 2 ||
+		string(e.Strs[0]) != "str" || e.Stack()[0] != 0x401000 {
+		t.Errorf("decoded %v stop %d, string %q, stack %v", got, e.InterpStop, e.Strs[0], e.Stack())
+	}
+	// A count past the record, or past the most the walk keeps.
+	for _, n := range []byte{3, MaxInterpFrames + 1} {
+		c := append([]byte(nil), b...)
+		c[26] = n
+		if err := e.Decode(c); err == nil {
+			t.Errorf("%d interpreter frames accepted", n)
+		}
+	}
+}
+
 // A record with a stack copy (errors bit 31) gives the bytes after its
 // strings as Copy, and the bit is not a value's error.
 func TestDecodeCopy(t *testing.T) {
@@ -201,6 +233,8 @@ func FuzzDecode(f *testing.F) {
 		{Kind: KindUretprobe, Cookie: 2, ArgCnt: 1, NArgs: 1, Args: [MaxArgs]int64{-1}, TimeNS: 1 << 40, Comm: [CommLen]byte{'p', 'y'}},
 		{Kind: KindUprobe, ArgCnt: 1, NArgs: 1, StrArgs: 1, Strs: [MaxStrs][]byte{[]byte("s")}, NFrames: 3, Frames: [MaxFrames]uint64{0x401000, 0x401234, 0x7f0000001000}},
 		{Kind: KindUprobe, ArgCnt: 1, NArgs: 1, Errors: 1, StrArgs: 1, Strs: [MaxStrs][]byte{[]byte("s")}, Copy: []byte("a stack copy")},
+		{Kind: KindUprobe, ArgCnt: 1, NArgs: 1, StrArgs: 1, Strs: [MaxStrs][]byte{[]byte("s")}, NFrames: 2, Frames: [MaxFrames]uint64{0x401000, 0x5000},
+			NInterp: 2, InterpStop: 1, Interp: [MaxInterpFrames]interp.Raw{{Code: 0x7f00, Instr: 12}, {Code: 0x7f80, Instr: 4, Flags: interp.FlagRunEnd}}},
 	} {
 		b, err := e.AppendBinary(nil)
 		if err != nil {

@@ -32,6 +32,7 @@
 #include "usdt.bpf.h"
 #include "stack.bpf.h"
 #include "unwind.bpf.h"
+#include "python.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -103,8 +104,9 @@ typedef struct user_pt_regs func_regs_t;
 #endif
 
 /* One hit: this header, then nvals 8-byte values, then nframes 8-byte
- * user stack frames (innermost first), then nstrs strings, each with its
- * NUL, back to back. Keep in sync with Event in traceprog.go
+ * user stack frames (innermost first), then ninterp 16-byte interpreter
+ * frames (struct probekit_interp_frame, innermost first: the CFI walk's
+ * stacks only), then nstrs strings, each with its NUL, back to back. Keep in sync with Event in traceprog.go
  * (checked by a test). */
 struct event {
 	__u64 cookie;	/* the tool's index: bpf_usdt_cookie, or a function
@@ -117,7 +119,12 @@ struct event {
 	/* Bit n: value n was read as a string too, the k-th string for the
 	 * k-th such value. A failed string read sends "" and sets the
 	 * errors bit. */
-	__u32 str_args;
+	__u16 str_args;
+	/* TRACE_STACK_CFI: the thread's interpreter frames after the native
+	 * ones (at most PROBEKIT_INTERP_MAX_FRAMES), and why their walk
+	 * ended (PROBEKIT_INTERP_STOP_*, 0 without the walk). */
+	__u8 ninterp;
+	__u8 interp_stop;
 	__u8 kind;	/* enum event_kind */
 	__u8 nvals;
 	__u8 nstrs;
@@ -128,10 +135,11 @@ struct event {
 };
 
 #define TRACE_STACK_BYTES (8 * PROBEKIT_STACK_MAX_DEPTH)
+#define TRACE_INTERP_BYTES (sizeof(struct probekit_interp_frame) * PROBEKIT_INTERP_MAX_FRAMES)
 /* PROBEKIT_STACK_MAX_DEPTH is one less than a power of two: a mask. */
 #define TRACE_STACK_MASK PROBEKIT_STACK_MAX_DEPTH
 _Static_assert((TRACE_STACK_MASK & (TRACE_STACK_MASK + 1)) == 0, "stack depth is not 2^k - 1");
-#define TRACE_EVENT_MAX (sizeof(struct event) + 8 * TRACE_MAX_VALS + TRACE_STACK_BYTES + \
+#define TRACE_EVENT_MAX (sizeof(struct event) + 8 * TRACE_MAX_VALS + TRACE_STACK_BYTES + TRACE_INTERP_BYTES + \
 			 TRACE_MAX_STRS * TRACE_STR_LEN)
 
 /* Whether records carry the thread's user stack (probekit trace --stack):
@@ -183,6 +191,102 @@ __attribute__((noinline)) long trace_cfi_frames(struct pt_regs *ctx, int at_entr
 	       ((s->fp_frames >> 31) << 23);
 }
 
+/* A stack of the CFI walk with the thread's interpreter frames
+ * (python.bpf.h): the value of cfi_stacks. Package record reads it
+ * (decodeWalked): the native part as bpfunwind.DecodeStack, the
+ * interpreter part after it. */
+struct trace_stack {
+	struct probekit_cfi_stack cfi;
+	struct probekit_interp_stack interp;
+};
+
+/* Where trace_usdt_interp and trace_func_interp leave this CPU's hit's
+ * interpreter frames for the program they tail-call: stamp is the
+ * thread's bpf_get_current_pid_tgid, cleared when read. */
+struct trace_interp_scratch {
+	__u64 stamp;
+	struct trace_stack st;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct trace_interp_scratch);
+} trace_stack_scratch SEC(".maps");
+
+/* Whether a KEY_STACK_CFI part is in the key spec: without one the walk
+ * below is dead code the verifier never explores. Set before load. */
+volatile const __u32 probekit_trace_key_cfi = 0;
+
+/* The interpreter walk (python.bpf.h) into trace_stack_scratch, as a
+ * global function (Linux 5.6) without arguments. It runs in programs of
+ * its own, trace_usdt_interp and trace_func_interp, which then
+ * tail-call trace_usdt or trace_func (trace_progs): the walk's
+ * verification (its bounded loops over threads and frames) then does
+ * not count against the million instructions the trace programs may
+ * take, which the walk inside them once went over. package record loads them only for a CFI
+ * stack with an interpreter map (LoadSpecOptions). A process that runs
+ * no known interpreter costs one lookup of probekit_py_procs. */
+__attribute__((noinline)) int trace_interp_frames(void)
+{
+	__u32 zero = 0;
+	struct trace_interp_scratch *w = bpf_map_lookup_elem(&trace_stack_scratch, &zero);
+
+	if (!w)
+		return 0;
+	w->stamp = 0;
+	probekit_py_user_stack(&w->st.interp);
+	w->stamp = bpf_get_current_pid_tgid();
+	return 0;
+}
+
+/* The trace programs by index: 0 trace_usdt, 1 trace_func (record's
+ * tailUSDT, tailFunc). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u32);
+} trace_progs SEC(".maps");
+
+/* This hit's interpreter frames, walked by the program that tail-called
+ * this one, or NULL (none walked: no interpreter map, another thread's). */
+static __always_inline struct trace_interp_scratch *interp_walked(void)
+{
+	__u32 zero = 0;
+	struct trace_interp_scratch *w = bpf_map_lookup_elem(&trace_stack_scratch, &zero);
+
+	if (!w || w->stamp != bpf_get_current_pid_tgid())
+		return 0;
+	w->stamp = 0;
+	return w;
+}
+
+/* Appends the hit's interpreter frames at off in e (at most
+ * TRACE_INTERP_BYTES) and returns the offset after them. */
+static __always_inline __u32 add_interp(struct event *e, __u32 off)
+{
+	struct trace_interp_scratch *w = interp_walked();
+	__u32 n;
+
+	e->ninterp = 0;
+	e->interp_stop = 0;
+	if (!w)
+		return off;
+	e->interp_stop = w->st.interp.stop & 0xff;
+	n = w->st.interp.n;
+	if (n > PROBEKIT_INTERP_MAX_FRAMES)
+		n = PROBEKIT_INTERP_MAX_FRAMES;
+	asm volatile("" : "+r"(n));
+	n &= 2 * PROBEKIT_INTERP_MAX_FRAMES - 1;
+	if (n == 0 || n > PROBEKIT_INTERP_MAX_FRAMES ||
+	    bpf_probe_read_kernel((char *)e + off, n * sizeof(struct probekit_interp_frame), w->st.interp.f))
+		return off;
+	e->ninterp = n;
+	return off + n * sizeof(struct probekit_interp_frame);
+}
+
 /* Puts the user stack at off in e when probekit_trace_stack is set
  * (at_entry: the probe is at a function's first instruction, see
  * stack.bpf.h) and returns the offset after it. */
@@ -191,6 +295,8 @@ static __always_inline __u32 add_stack(struct pt_regs *ctx, struct event *e, __u
 	long n;
 
 	e->nframes = 0;
+	e->ninterp = 0;
+	e->interp_stop = 0;
 	/* off > ... is never true (off <= header + values): it tells the
 	 * verifier the stack stays in e. */
 	if (off > sizeof(*e) + 8 * TRACE_MAX_VALS)
@@ -214,7 +320,7 @@ static __always_inline __u32 add_stack(struct pt_regs *ctx, struct event *e, __u
 		if (n == 0 || bpf_probe_read_kernel((char *)e + off, n * 8, s->pcs))
 			return off;
 		e->nframes = n;
-		return off + 8 * n;
+		return add_interp(e, off + 8 * n);
 	}
 	if (probekit_trace_stack != TRACE_STACK_FRAMES)
 		return off;
@@ -731,12 +837,8 @@ struct {
 	__uint(max_entries, 1);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u64);
-	__type(value, struct probekit_cfi_stack);
+	__type(value, struct trace_stack);
 } cfi_stacks SEC(".maps");
-
-/* Whether a KEY_STACK_CFI part is in the key spec: without one the walk
- * below is dead code the verifier never explores. Set before load. */
-volatile const __u32 probekit_trace_key_cfi = 0;
 
 /* The walk and its store, as a global function (Linux 5.6): verified once
  * for all its calls and, on kernels that verify every global function
@@ -744,9 +846,60 @@ volatile const __u32 probekit_trace_key_cfi = 0;
  * Returns the stack's id, or a negative error. */
 __attribute__((noinline)) __s64 trace_cfi_stack_id(struct pt_regs *ctx, int at_entry)
 {
+	__u32 zero = 0;
+	/* FNV-1a's offset basis and prime (64-bit), a word at a time, as
+	 * unwind.bpf.h's probekit_cfi_stack_id, over the native frames and
+	 * then the interpreter frames: two hits with the same native stack
+	 * in different Python functions count apart. */
+	__u64 h = 0xcbf29ce484222325ULL;
+	struct probekit_cfi_stack *s;
+	struct trace_interp_scratch *w;
+	__u32 n, ni;
+
 	if (!probekit_trace_key_cfi || !ctx)
 		return -95; /* EOPNOTSUPP */
-	return probekit_cfi_stack_id(ctx, &cfi_stacks, at_entry);
+	s = probekit_cfi_user_stack(ctx, at_entry);
+	if (!s)
+		return -14; /* EFAULT */
+	for (__u32 i = 0; i < PROBEKIT_CFI_MAX_FRAMES; i++) {
+		if (i >= s->n)
+			break;
+		h = (h ^ s->pcs[i]) * 0x100000001b3ULL;
+	}
+	h = (h ^ s->n) * 0x100000001b3ULL;
+	n = s->n;
+	w = interp_walked();
+	if (!w) {
+		w = bpf_map_lookup_elem(&trace_stack_scratch, &zero);
+		if (!w)
+			return -14;
+		w->st.interp.n = 0;
+		w->st.interp.stop = 0;
+	}
+	ni = w->st.interp.n;
+	for (__u32 i = 0; i < PROBEKIT_INTERP_MAX_FRAMES; i++) {
+		if (i >= ni)
+			break;
+		h = (h ^ w->st.interp.f[i].code) * 0x100000001b3ULL;
+		h = (h ^ ((__u64)w->st.interp.f[i].instr << 32 | w->st.interp.f[i].flags)) * 0x100000001b3ULL;
+	}
+	h = (h ^ ni) * 0x100000001b3ULL;
+	h &= ~(1ULL << 63);
+	if (bpf_map_lookup_elem(&cfi_stacks, &h))
+		return h;
+	/* A new stack: its native part joins the interpreter part in the
+	 * scratch (the frames walked, not the rest of the 1 KiB). */
+	if (n > PROBEKIT_CFI_MAX_FRAMES)
+		n = PROBEKIT_CFI_MAX_FRAMES;
+	w->st.cfi.n = n;
+	w->st.cfi.stop = s->stop;
+	if (n && bpf_probe_read_kernel(w->st.cfi.pcs, n * 8, s->pcs))
+		return -14;
+	long err = bpf_map_update_elem(&cfi_stacks, &h, &w->st, BPF_NOEXIST);
+
+	if (err && err != -17 /* EEXIST: another CPU stored it */)
+		return -12; /* ENOMEM */
+	return h;
 }
 
 /* Hits not counted because keyed was full. */
@@ -1590,4 +1743,21 @@ int trace_func(struct pt_regs *ctx)
 	if (probekit_trace_mode != TRACE_EVENTS)
 		return aggregate(ctx, 1, cookie);
 	return submit(ctx, 1);
+}
+
+/* The interpreter walk, then the trace program (see trace_interp_frames). */
+SEC("usdt")
+int trace_usdt_interp(struct pt_regs *ctx)
+{
+	trace_interp_frames();
+	bpf_tail_call(ctx, &trace_progs, 0);
+	return 0;
+}
+
+SEC("uprobe")
+int trace_func_interp(struct pt_regs *ctx)
+{
+	trace_interp_frames();
+	bpf_tail_call(ctx, &trace_progs, 1);
+	return 0;
 }

@@ -42,20 +42,22 @@ type traceBpfUsdtSpec struct {
 }
 
 type traceEvent struct {
-	_       structs.HostLayout
-	Cookie  uint64
-	Pid     uint32
-	Tid     uint32
-	ArgCnt  int32
-	Errors  uint32
-	StrArgs uint32
-	Kind    uint8
-	Nvals   uint8
-	Nstrs   uint8
-	Nframes uint8
-	TimeNs  uint64
-	Comm    [16]int8
-	Vals    [0]int64
+	_          structs.HostLayout
+	Cookie     uint64
+	Pid        uint32
+	Tid        uint32
+	ArgCnt     int32
+	Errors     uint32
+	StrArgs    uint16
+	Ninterp    uint8
+	InterpStop uint8
+	Kind       uint8
+	Nvals      uint8
+	Nstrs      uint8
+	Nframes    uint8
+	TimeNs     uint64
+	Comm       [16]int8
+	Vals       [0]int64
 }
 
 type traceFilterTerm struct {
@@ -151,6 +153,36 @@ type traceProbekitCfiStack struct {
 	FpFrames uint32
 }
 
+type traceProbekitPyProc struct {
+	_            structs.HostLayout
+	Runtime      uint64
+	Version      uint32
+	Mode         uint32
+	TaskTp       int32
+	RtInterpHead int32
+	RtGilHolder  int32
+	IsNext       int32
+	IsThreads    int32
+	TsNext       int32
+	TsThreadId   int32
+	TsFrame      int32
+	CfCurrent    int32
+	FrCode       int32
+	FrPrevious   int32
+	FrInstr      int32
+	FrEntry      int32
+	CoCode       int32
+	LastiUnit    uint32
+	CodeTag      uint32
+	FrRead       uint32
+	TsRead       uint32
+}
+
+type traceProbekitPyScratch struct {
+	_ structs.HostLayout
+	B [256]uint8
+}
+
 type traceProbekitUsdtIpKey struct {
 	_    structs.HostLayout
 	Tgid uint32
@@ -183,7 +215,29 @@ type traceScratch struct {
 	_          structs.HostLayout
 	Users      uint64
 	LastWakeup uint64
-	Buf        [2248]uint64
+	Buf        [2312]uint64
+}
+
+type traceTraceInterpScratch struct {
+	_     structs.HostLayout
+	Stamp uint64
+	St    traceTraceStack
+}
+
+type traceTraceStack struct {
+	_      structs.HostLayout
+	Cfi    traceProbekitCfiStack
+	Interp struct {
+		_    structs.HostLayout
+		N    uint32
+		Stop uint32
+		F    [32]struct {
+			_     structs.HostLayout
+			Code  uint64
+			Instr uint32
+			Flags uint32
+		}
+	}
 }
 
 // Names of all BPF objects in the ELF.
@@ -207,10 +261,16 @@ const (
 	traceMapProbekitCfiProcs          = "probekit_cfi_procs"
 	traceMapProbekitCfiRows           = "probekit_cfi_rows"
 	traceMapProbekitCfiScratch        = "probekit_cfi_scratch"
+	traceMapProbekitPyProcs           = "probekit_py_procs"
+	traceMapProbekitPyScratch         = "probekit_py_scratch"
 	traceMapScratch                   = "scratch"
 	traceMapStackTraces               = "stack_traces"
+	traceMapTraceProgs                = "trace_progs"
+	traceMapTraceStackScratch         = "trace_stack_scratch"
 	traceProgTraceFunc                = "trace_func"
+	traceProgTraceFuncInterp          = "trace_func_interp"
 	traceProgTraceUsdt                = "trace_usdt"
+	traceProgTraceUsdtInterp          = "trace_usdt_interp"
 	traceVarProbekitUsdtSame          = "__probekit_usdt_same"
 	traceVarProbekitStackEntryCaller  = "probekit_stack_entry_caller"
 	traceVarProbekitTraceArmed        = "probekit_trace_armed"
@@ -276,8 +336,10 @@ type traceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type traceProgramSpecs struct {
-	TraceFunc *ebpf.ProgramSpec `ebpf:"trace_func"`
-	TraceUsdt *ebpf.ProgramSpec `ebpf:"trace_usdt"`
+	TraceFunc       *ebpf.ProgramSpec `ebpf:"trace_func"`
+	TraceFuncInterp *ebpf.ProgramSpec `ebpf:"trace_func_interp"`
+	TraceUsdt       *ebpf.ProgramSpec `ebpf:"trace_usdt"`
+	TraceUsdtInterp *ebpf.ProgramSpec `ebpf:"trace_usdt_interp"`
 }
 
 // traceMapSpecs contains maps before they are loaded into the kernel.
@@ -301,8 +363,12 @@ type traceMapSpecs struct {
 	ProbekitCfiProcs   *ebpf.MapSpec `ebpf:"probekit_cfi_procs"`
 	ProbekitCfiRows    *ebpf.MapSpec `ebpf:"probekit_cfi_rows"`
 	ProbekitCfiScratch *ebpf.MapSpec `ebpf:"probekit_cfi_scratch"`
+	ProbekitPyProcs    *ebpf.MapSpec `ebpf:"probekit_py_procs"`
+	ProbekitPyScratch  *ebpf.MapSpec `ebpf:"probekit_py_scratch"`
 	Scratch            *ebpf.MapSpec `ebpf:"scratch"`
 	StackTraces        *ebpf.MapSpec `ebpf:"stack_traces"`
+	TraceProgs         *ebpf.MapSpec `ebpf:"trace_progs"`
+	TraceStackScratch  *ebpf.MapSpec `ebpf:"trace_stack_scratch"`
 }
 
 // traceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -369,8 +435,12 @@ type traceMaps struct {
 	ProbekitCfiProcs   *ebpf.Map `ebpf:"probekit_cfi_procs"`
 	ProbekitCfiRows    *ebpf.Map `ebpf:"probekit_cfi_rows"`
 	ProbekitCfiScratch *ebpf.Map `ebpf:"probekit_cfi_scratch"`
+	ProbekitPyProcs    *ebpf.Map `ebpf:"probekit_py_procs"`
+	ProbekitPyScratch  *ebpf.Map `ebpf:"probekit_py_scratch"`
 	Scratch            *ebpf.Map `ebpf:"scratch"`
 	StackTraces        *ebpf.Map `ebpf:"stack_traces"`
+	TraceProgs         *ebpf.Map `ebpf:"trace_progs"`
+	TraceStackScratch  *ebpf.Map `ebpf:"trace_stack_scratch"`
 }
 
 func (m *traceMaps) Close() error {
@@ -392,8 +462,12 @@ func (m *traceMaps) Close() error {
 		m.ProbekitCfiProcs,
 		m.ProbekitCfiRows,
 		m.ProbekitCfiScratch,
+		m.ProbekitPyProcs,
+		m.ProbekitPyScratch,
 		m.Scratch,
 		m.StackTraces,
+		m.TraceProgs,
+		m.TraceStackScratch,
 	)
 }
 
@@ -428,14 +502,18 @@ type traceVariables struct {
 //
 // It can be passed to loadTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tracePrograms struct {
-	TraceFunc *ebpf.Program `ebpf:"trace_func"`
-	TraceUsdt *ebpf.Program `ebpf:"trace_usdt"`
+	TraceFunc       *ebpf.Program `ebpf:"trace_func"`
+	TraceFuncInterp *ebpf.Program `ebpf:"trace_func_interp"`
+	TraceUsdt       *ebpf.Program `ebpf:"trace_usdt"`
+	TraceUsdtInterp *ebpf.Program `ebpf:"trace_usdt_interp"`
 }
 
 func (p *tracePrograms) Close() error {
 	return _TraceClose(
 		p.TraceFunc,
+		p.TraceFuncInterp,
 		p.TraceUsdt,
+		p.TraceUsdtInterp,
 	)
 }
 

@@ -3,6 +3,7 @@ package symbolize
 import (
 	"sync"
 
+	"github.com/probekit/probekit/interp"
 	"github.com/probekit/probekit/procmaps"
 )
 
@@ -128,4 +129,49 @@ func (st *Stacks) add(pid int, p *Process) {
 		clear(st.procs)
 	}
 	st.procs[pid] = p
+}
+
+// MergeInterp appends to dst a stack's frames with its interpreted
+// ones, in the order of parts (interp.Merge's, over the stack's
+// addresses and its interpreted frames): named are the native frames
+// as Name gave them (one or more per address: the inlined functions,
+// then the function holding them), frames the interpreted frames
+// named. An interpreted frame becomes a Frame with Runtime set, and a
+// PartInterpCut marker one named interp.CutName. A part out of range
+// is skipped.
+func MergeInterp(dst, named []Frame, parts []interp.Part, frames []interp.Frame) []Frame {
+	// starts[i] is where address i's frames begin in named.
+	var buf [128]int
+	starts := buf[:0]
+	for i := range named {
+		if i == 0 || !named[i-1].Inlined {
+			starts = append(starts, i)
+		}
+	}
+	starts = append(starts, len(named))
+	runtime := ""
+	for _, p := range parts {
+		switch p.Kind {
+		case interp.PartNative:
+			if p.Index >= 0 && p.Index+1 < len(starts) {
+				dst = append(dst, named[starts[p.Index]:starts[p.Index+1]]...)
+			}
+		case interp.PartInterp:
+			if p.Index >= 0 && p.Index < len(frames) {
+				f := frames[p.Index]
+				runtime = f.Runtime
+				dst = append(dst, Frame{Function: f.DisplayName(), File: f.File, Line: f.Line, Runtime: or(f.Runtime, "interpreter")})
+			}
+		case interp.PartInterpCut:
+			dst = append(dst, Frame{Function: interp.CutName(runtime), Runtime: or(runtime, "interpreter")})
+		}
+	}
+	return dst
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -153,10 +153,16 @@ type Frame struct {
 	// Inlined is set when the function was inlined into the next
 	// frame's (see Frame).
 	Inlined bool
+	// Runtime is set for an interpreted frame that a stack holds among
+	// its native ones (MergeInterp): "python". It has no Address,
+	// Object or Offset; Function is the function's qualified name (or
+	// "<python: unreadable: WHY>"), File and Line the line executing.
+	Runtime string
 }
 
 // String formats f as one line: address, function+offset (for an inlined
-// frame "function (inlined)"), object and file:line when known.
+// frame "function (inlined)"), object and file:line when known; for an
+// interpreted frame (Runtime set) function, file:line and "[RUNTIME]".
 func (f Frame) String() string {
 	b, _ := f.AppendText(make([]byte, 0, 96))
 	return string(b)
@@ -165,6 +171,21 @@ func (f Frame) String() string {
 // AppendText appends the line String gives to b (encoding.TextAppender);
 // the error is always nil.
 func (f Frame) AppendText(b []byte) ([]byte, error) {
+	if f.Runtime != "" {
+		// An interpreted frame: function file:line [runtime].
+		b = append(b, f.Function...)
+		if f.File != "" {
+			b = append(b, ' ')
+			b = append(b, f.File...)
+			if f.Line > 0 {
+				b = append(b, ':')
+				b = strconv.AppendInt(b, int64(f.Line), 10)
+			}
+		}
+		b = append(b, " ["...)
+		b = append(b, f.Runtime...)
+		return append(b, ']'), nil
+	}
 	b = append(b, "0x"...)
 	b = strconv.AppendUint(b, f.Address, 16)
 	b = append(b, ' ')

@@ -32,7 +32,8 @@
 // profile or trace function gets that line whatever the hits.
 //
 // Output is the command's: a line per hit, text or JSON (Config.JSON),
-// with its stack (Config.Stack), or at the end the counts and
+// with its stack (Config.Stack: native frames with the Python
+// functions CPython runs among them, docs/stacks.md), or at the end the counts and
 // histograms; Config.OnHit receives the decoded hits instead, with the
 // Site each came from, for a Go program that handles them itself
 // (Hit.Params: a function's parameters by name, type and value, as the

@@ -11,6 +11,8 @@ import (
 
 	"github.com/probekit/probekit/bpfunwind"
 	"github.com/probekit/probekit/internal/atomicfile"
+	"github.com/probekit/probekit/interp"
+	"github.com/probekit/probekit/interp/python"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/profile"
 	"github.com/probekit/probekit/record"
@@ -85,13 +87,20 @@ const tablesRefresh = time.Second
 // each refresh for --count). The returned function stops both and
 // prints what could not be loaded and how many hits were walked by
 // frame pointers before their process was added.
-func (t *tracer) startTables(objs *record.Objects, tables *bpfunwind.Tables) (stop func()) {
+func (t *tracer) startTables(objs *record.Objects, tables *bpfunwind.Tables, py *python.Tables) (stop func()) {
 	n := t.stacks
 	n.tables = tables
+	if py != nil {
+		n.interp = newInterpStacks(py, t.warnf)
+		if t.cfg.Mode == record.ModeCount {
+			n.interp.objs = objs
+		}
+	}
 	hostWide := t.cfg.Process == nil && len(t.cfg.Command) == 0
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { n.runJoins(done) })
+	wg.Go(func() { n.interp.run(done) })
 	wg.Go(func() {
 		tick := time.NewTicker(tablesRefresh)
 		defer tick.Stop()
@@ -103,6 +112,7 @@ func (t *tracer) startTables(objs *record.Objects, tables *bpfunwind.Tables) (st
 				if err := tables.Refresh(); err != nil {
 					t.warnf("%v", err)
 				}
+				n.interp.refresh()
 				n.retryJoins()
 				if hostWide && t.cfg.Mode == record.ModeCount {
 					t.joinCounted(objs)
@@ -113,6 +123,7 @@ func (t *tracer) startTables(objs *record.Objects, tables *bpfunwind.Tables) (st
 	return func() {
 		close(done)
 		wg.Wait()
+		defer n.interp.close()
 		t.tablesWarnings(tables)
 		if note := n.earlyNote(); note != "" {
 			t.warnf("%s", note)
@@ -167,6 +178,7 @@ func (n *stackNamer) watchLaunched(l *procmaps.Launched) {
 		if err := n.tables.Watch(l); err != nil {
 			n.warnf("%v: its stacks are walked by frame pointers", err)
 		}
+		n.interp.watchLaunched(l)
 	}
 }
 
@@ -176,13 +188,25 @@ func (n *stackNamer) watchLaunched(l *procmaps.Launched) {
 func (t *tracer) stackKey(objs *record.Objects, k record.Key) (string, string) {
 	var frames []symbolize.Frame
 	cut := ""
-	if s, stop, err := objs.StackWalk(k); err == nil {
-		frames = t.stacks.stacks.Name(nil, int(k.StackPID), s)
-		cut = t.stacks.countedCut(stop, len(s), frames)
+	if w, err := objs.Walked(k); err == nil {
+		frames, cut, _, _ = t.stacks.counted(k.StackPID, w)
 	}
 	text := string(appendStackText(nil, frames, cut))
 	js := appendStackJSON(nil, frames, cut)
 	return text, string(js[len(`,"stack":`):])
+}
+
+// counted names a counted stack: its frames with the interpreter's
+// among them, why it was cut short, and for a profile the merge's parts
+// and interpreted frames (nil without them).
+func (n *stackNamer) counted(pid uint32, w record.WalkedStack) ([]symbolize.Frame, string, []interp.Part, []interp.Frame) {
+	frames := n.stacks.Name(nil, int(pid), w.Native)
+	cut := n.countedCut(w.Stop, len(w.Native), frames)
+	frames, parts, py, left := n.interp.merged(int(pid), w.Native, frames, w.Interp, w.InterpStop)
+	if left > 0 && cut == "" {
+		cut = leftoverCut(left)
+	}
+	return frames, cut, parts, py
 }
 
 // countedCut is why a counted stack was cut short: what the walk's end
@@ -261,12 +285,12 @@ func (t *tracer) stackProfile(objs *record.Objects) (*profile.Profile, error) {
 	}
 	var stacks []profile.Stack
 	for _, e := range entries {
-		s, stop, err := objs.StackWalk(e.Key)
+		w, err := objs.Walked(e.Key)
 		if err != nil {
 			continue // a stack the kernel could not read or keep
 		}
-		cut := t.stacks.countedCut(stop, len(s), t.stacks.stacks.Name(nil, int(e.Key.StackPID), s))
-		stacks = append(stacks, profile.Stack{PID: e.Key.StackPID, Frames: s, Count: e.Count, Truncated: cut})
+		_, cut, parts, py := t.stacks.counted(e.Key.StackPID, w)
+		stacks = append(stacks, profile.Stack{PID: e.Key.StackPID, Frames: w.Native, Count: e.Count, Truncated: cut, Parts: parts, Interp: py})
 	}
 	p, err := profile.Build(stacks, profile.ProcessesOf(t.stacks.stacks), &profile.Options{CountName: "hits", CountUnit: "count"})
 	if p == nil {

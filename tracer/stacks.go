@@ -19,8 +19,10 @@ import (
 type stackNamer struct {
 	stacks *symbolize.Stacks
 	frames []symbolize.Frame
-	// tables are the CFI walk's (nil with --stack=fp).
+	// tables are the CFI walk's (nil with --stack=fp); interp its
+	// interpreters' (nil without them).
 	tables *bpfunwind.Tables
+	interp *interpStacks
 	warnf  func(string, ...any)
 
 	// joins takes the processes whose stacks the walk met before their
@@ -63,6 +65,7 @@ func (n *stackNamer) watch(p *procmaps.Process) {
 		if err := n.tables.Add(p); err != nil {
 			n.warnf("%v: its stacks are walked by frame pointers", err)
 		}
+		n.interp.add(p, false)
 	}
 }
 
@@ -93,6 +96,9 @@ func (n *stackNamer) runJoins(done <-chan struct{}) {
 			if err == nil {
 				err = n.tables.Add(p)
 			}
+			if err == nil {
+				n.interp.add(p, false)
+			}
 			n.mu.Lock()
 			delete(n.pending, pid)
 			if err != nil {
@@ -116,6 +122,19 @@ func (n *stackNamer) retryJoins() {
 // return addresses are named), and why the walk stopped short of the
 // outermost frame ("" for a whole stack).
 func (n *stackNamer) symbolize(ev *record.Event) ([]symbolize.Frame, string) {
+	frames, cut := n.symbolizeNative(ev)
+	if ev.NInterp == 0 {
+		return frames, cut
+	}
+	frames, _, _, left := n.interp.merged(int(ev.PID), ev.Stack(), frames, ev.InterpStack(), ev.InterpStop)
+	if left > 0 && cut == "" {
+		cut = leftoverCut(left)
+	}
+	return frames, cut
+}
+
+// symbolizeNative is symbolize without the interpreter frames.
+func (n *stackNamer) symbolizeNative(ev *record.Event) ([]symbolize.Frame, string) {
 	n.frames = n.stacks.Name(n.frames[:0], int(ev.PID), ev.Stack())
 	if n.tables == nil {
 		return n.frames, fpCut(ev.NFrames)
@@ -203,12 +222,23 @@ func where(frames []symbolize.Frame) string {
 
 // appendStackJSON appends ,"stack":[{"address","function","offset","object"
 // and, when known, "file","line","inlined"}...], and ,"truncated":REASON
-// for a stack cut short.
+// for a stack cut short. An interpreted frame is {"function", "file" and
+// "line" when known, "runtime":"python"}.
 func appendStackJSON(b []byte, frames []symbolize.Frame, cut string) []byte {
 	b = append(b, `,"stack":[`...)
 	for i, f := range frames {
 		if i > 0 {
 			b = append(b, ',')
+		}
+		if f.Runtime != "" {
+			// An interpreted frame: no address, offset or object.
+			b = append(b, `{"function":`...)
+			b = jsontext.Append(b, f.Function, false)
+			b = jsontext.AppendSource(b, f.File, f.Line, false)
+			b = append(b, `,"runtime":`...)
+			b = jsontext.Append(b, f.Runtime, false)
+			b = append(b, '}')
+			continue
 		}
 		b = append(b, `{"address":`...)
 		b = strconv.AppendUint(b, f.Address, 10)

@@ -65,3 +65,30 @@ func TestStackMarkers(t *testing.T) {
 		t.Errorf("whole JSON %s: %v", b, err)
 	}
 }
+
+// A Python frame prints as function, file:line and [python]; in JSON as
+// function, file, line and runtime, with no address, offset or object.
+func TestStackPythonFrame(t *testing.T) {
+	frames := []symbolize.Frame{
+		{Address: 0x10, Function: "f", Object: "/x"},
+		{Function: "inner", File: "/app.py", Line: 3, Runtime: "python"},
+	}
+	text := string(appendStackText(nil, frames, ""))
+	if want := "    0x10 f+0x0 (/x)\n    inner /app.py:3 [python]\n"; text != want {
+		t.Errorf("text %q, want %q", text, want)
+	}
+	b := append(appendStackJSON([]byte(`{"k":1`), frames, ""), '}')
+	var v struct {
+		Stack []map[string]any `json:"stack"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil || len(v.Stack) != 2 {
+		t.Fatalf("JSON %s: %v", b, err)
+	}
+	py := v.Stack[1]
+	if len(py) != 4 || py["function"] != "inner" || py["file"] != "/app.py" || py["line"] != 3.0 || py["runtime"] != "python" {
+		t.Errorf("Python frame in JSON: %v", py)
+	}
+	if got := leftoverCut(2); got != "2 Python frames past the native stack's eval-loop frames" {
+		t.Errorf("leftoverCut(2) = %q", got)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/jsontext"
 	"github.com/probekit/probekit/internal/privilege"
+	"github.com/probekit/probekit/interp/python"
 	"github.com/probekit/probekit/probe"
 	"github.com/probekit/probekit/procmaps"
 	"github.com/probekit/probekit/profile"
@@ -398,8 +399,10 @@ type Trace struct {
 	t      *tracer
 	objs   *record.Objects
 	att    *usdt.Attacher
-	// tables are the CFI walk's, nil without it.
-	tables *bpfunwind.Tables
+	// tables are the CFI walk's, nil without it; pyTables the Python
+	// frames' beside them, nil without them.
+	tables   *bpfunwind.Tables
+	pyTables *python.Tables
 	// follows: the trace follows processes (attachFollowed), which
 	// attaches them as they come; launched, proc, links and gates are
 	// then unset.
@@ -581,8 +584,9 @@ func (p *plan) setSpec() error {
 }
 
 // load is the load phase: the CFI walk's tables when the trace walks
-// stacks by CFI, then the collection with its maps, and the USDT
-// attacher over the collection's spec maps.
+// stacks by CFI (with the interpreters' frame tables beside them), then
+// the collection with its maps, and the USDT attacher over the
+// collection's spec maps.
 func (tr *Trace) load() error {
 	p := tr.plan
 	var opts *ebpf.CollectionOptions
@@ -598,6 +602,13 @@ func (tr *Trace) load() error {
 		}
 		tr.tables = tables
 		opts = &ebpf.CollectionOptions{MapReplacements: tables.Replacements()}
+		warnings := p.cfg.Warnings
+		if warnings == nil {
+			warnings = os.Stderr
+		}
+		py := interpTables(p.spec, opts, warnings)
+		tr.onRelease(func() { closeInterpTables(py) })
+		tr.pyTables = py
 	}
 	objs, err := record.LoadSpecOptions(p.spec, p.which, opts)
 	if err != nil {
@@ -637,7 +648,7 @@ func (tr *Trace) attach(ctx context.Context) error {
 		t.checkCommand()
 	}
 	if tr.tables != nil {
-		tr.onRelease(t.startTables(objs, tr.tables))
+		tr.onRelease(t.startTables(objs, tr.tables, tr.pyTables))
 	} else if note := cfg.framePointersNote(); note != "" {
 		t.warnf("%s", note)
 	}

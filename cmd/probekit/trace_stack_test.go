@@ -29,6 +29,8 @@ type stackHit struct {
 		Function string `json:"function"`
 		Offset   uint64 `json:"offset"`
 		Object   string `json:"object"`
+		// Runtime is "python" for an interpreted frame (no address).
+		Runtime string `json:"runtime"`
 	} `json:"stack"`
 }
 
