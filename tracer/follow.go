@@ -119,7 +119,10 @@ func (tr *Trace) attachFollowed() error {
 		}
 	case t.cfg.Follow:
 		if ownChild(proc.PID) {
-			return fmt.Errorf("pid %d is a child of this process: Follow cannot seize it, since this process's own waits for it (os/exec's Wait included) would take its trace stops and leave it stopped; start it with Config.Command, or trace it without Follow", proc.PID)
+			// The kernel lets a parent whose thread group traces the
+			// child take the child's trace stops in a plain wait(2):
+			// one taken by the caller's wait is never resumed.
+			t.warnf("pid %d is a child of this process: while Follow traces it, do not wait for it (os/exec's Wait): a wait would take its trace stops and leave it stopped; Config.Command launches and waits for a command safely", proc.PID)
 		}
 		f, err = follow.Attach(proc, probes, opts)
 	case proc != nil:

@@ -296,10 +296,10 @@ func TestRunHostNoCookie(t *testing.T) {
 	}
 }
 
-// Follow of a process that is this process's own child is refused with
-// the reason and what to do, not seized: this process's waits would take
-// the child's trace stops (a test's fixture, an agent's worker).
-func TestRunFollowOwnChildRefused(t *testing.T) {
+// Follow of a process that is this process's own child (a test's
+// fixture, an agent's worker) traces it, and warns that this process must
+// not wait for it meanwhile: its waits would take the child's trace stops.
+func TestRunFollowOwnChildWarned(t *testing.T) {
 	testkit.RequireKernel(t)
 	fixture := testkit.Fixture("usdt_sample")
 	spec, err := probe.Parse(fixture + ":sample:loop")
@@ -311,15 +311,28 @@ func TestRunFollowOwnChildRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cfg := &tracer.Config{Probes: []probe.Spec{spec}, Process: proc, Follow: true, Warnings: new(bytes.Buffer)}
-	err = tracer.Run(ctx, cfg)
-	if err == nil || !strings.Contains(err.Error(), "is a child of this process") || !strings.Contains(err.Error(), "Config.Command") {
-		t.Fatalf("Run: %v, want the own-child refusal", err)
-	}
-	// The child runs on, untraced and not stopped.
-	if err := p.Loop("loop", 1); err != nil {
-		t.Fatalf("the child after the refusal: %v", err)
+	var warn testkit.Buffer
+	cfg := &tracer.Config{Probes: []probe.Spec{spec}, Process: proc, Follow: true, Limit: 1, Output: io.Discard, Warnings: &warn}
+	done := make(chan error, 1)
+	go func() { done <- tracer.Run(context.Background(), cfg) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Run: %v (%s)", err, warn.String())
+			}
+			if !strings.Contains(warn.String(), "is a child of this process") || !strings.Contains(warn.String(), "do not wait for it") {
+				t.Errorf("warnings %q, want the own-child warning", warn.String())
+			}
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no hit within 30 s (%s)", warn.String())
+		}
+		if err := p.Loop("loop", 1); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
