@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -135,7 +136,7 @@ func TestLoadEveryMode(t *testing.T) {
 							// Debian's 6.1 refuses the sleepable CFI-walk
 							// program (in the VM matrix it fell back after
 							// 137 s of verification); the fallback loaded.
-							t.Logf("the sleepable CFI walk was refused: loaded without faulting strings")
+							t.Logf("the sleepable CFI walk was refused: loaded without faulting strings: %s", verifierTail(objs.SleepableRefusal, 12))
 						case objs.FaultingStrings != fault:
 							t.Errorf("loaded with FaultingStrings %v, want %v", objs.FaultingStrings, fault)
 						}
@@ -178,4 +179,18 @@ func TestDropCFIWalk(t *testing.T) {
 			t.Errorf("%s: %d instructions, %d before", name, len(p.Instructions), before[name])
 		}
 	}
+}
+
+// verifierTail is err's last n lines, a verifier log's end (where the
+// refusal is said) when err holds one.
+func verifierTail(err error, n int) string {
+	var ve *ebpf.VerifierError
+	if !errors.As(err, &ve) {
+		return fmt.Sprint(err)
+	}
+	log := ve.Log
+	if len(log) > n {
+		log = log[len(log)-n:]
+	}
+	return fmt.Sprintf("%v\n%s", ve.Cause, strings.Join(log, "\n"))
 }
