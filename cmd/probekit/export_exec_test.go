@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +30,12 @@ func buildExporter(t *testing.T) string {
 			return
 		}
 		exporterBuild.dir = dir
-		build := exec.Command("go", "build", "-o", filepath.Join(dir, exportBinary), "../probekit-export")
+		bin := filepath.Join(dir, exportBinary)
+		if built := os.Getenv(exporterBinaryEnv); built != "" {
+			exporterBuild.err = copyExecutable(built, bin)
+			return
+		}
+		build := exec.Command("go", "build", "-o", bin, "../probekit-export")
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
 			exporterBuild.err = fmt.Errorf("go build %s: %v\n%s", exportBinary, err, out)
@@ -39,6 +45,29 @@ func buildExporter(t *testing.T) string {
 		t.Fatal(exporterBuild.err)
 	}
 	return exporterBuild.dir
+}
+
+// exporterBinaryEnv names a probekit-export built from this tree that
+// buildExporter copies instead of building one: the kernel matrix's
+// runner (internal/test/tools/vmrun) builds it on the host.
+const exporterBinaryEnv = "PROBEKIT_TEST_EXPORTER"
+
+// copyExecutable copies the file src to a new executable dst.
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 var exporterBuild struct {
