@@ -458,6 +458,9 @@ func Run(ctx context.Context, cfg *Config) (err error) {
 		}
 	}
 	t := newTracer(cfg, stdout, stderr)
+	if note := sleepableRefused(objs); note != "" {
+		t.warnf("%s", note) // strings.go
+	}
 	t.funcRegs = funcRegs
 	t.ctx = ctx
 	if len(cfg.Command) > 0 {
