@@ -60,7 +60,9 @@ func TestLoadEveryMode(t *testing.T) {
 					mode  Mode
 					fault bool
 				}{{ModeEvents, false}, {ModeCount, false}, {ModeHist, false}, {ModeLatency, false}, {modeEventsWakeup, false}, {modeLatencyKeyed, false}, {modeCountFiltered, false},
-					{ModeEvents, true}, {ModeCount, true}, {ModeLatency, true}, {modeLatencyKeyed, true}, {modeCountFiltered, true}} {
+					{ModeEvents, true}, {ModeCount, true}, {ModeLatency, true}, {modeLatencyKeyed, true}, {modeCountFiltered, true},
+					// A trace's records: the wakeup threshold on, faulting.
+					{modeEventsWakeup, true}} {
 					mode, fault := mf.mode, mf.fault
 					if stack == stackCFI && mode != ModeEvents && mode != modeEventsWakeup {
 						continue // records only: the other modes send none

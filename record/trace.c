@@ -1520,7 +1520,6 @@ static __always_inline int submit(struct pt_regs *ctx, int func)
 
 	if (!s)
 		return 0;
-	flags = wakeup_flags(s);
 	/* Atomic, so that of two programs racing for buf on this CPU at most
 	 * one reads 1 (each adds before it reads). */
 	__sync_fetch_and_add(&s->users, 1);
@@ -1534,6 +1533,12 @@ static __always_inline int submit(struct pt_regs *ctx, int func)
 			size = add_copy(ctx, e, size);
 		if (size > TRACE_RECORD_MAX)
 			size = TRACE_RECORD_MAX;
+		/* The wakeup flags once the record is built, never live across
+		 * the fill: the verifier walks the fill once per value they
+		 * may have, and Linux 6.1's did not prune those walks (with
+		 * the whole-stack walk and faulting strings, the sleepable
+		 * function program went past 1,000,000 instructions). */
+		flags = wakeup_flags(s);
 		if (bpf_ringbuf_output(&events, s->buf, size, flags))
 			count_lost();
 		__sync_fetch_and_add(&s->users, -1);
@@ -1552,7 +1557,7 @@ static __always_inline int submit(struct pt_regs *ctx, int func)
 	else
 		fill_usdt(ctx, e);
 	add_context(e);
-	bpf_ringbuf_submit(e, flags);
+	bpf_ringbuf_submit(e, wakeup_flags(s));
 	return 0;
 }
 
