@@ -165,7 +165,7 @@ func hostMain(out string, timeout, pkgTimeout time.Duration, mem, jobs int, verb
 	if err := buildTests(runs, binDir); err != nil {
 		return err
 	}
-	env := append(guestEnv(pkgTimeout), "PROBEKIT_TEST_EXPORTER="+filepath.Join(binDir, "probekit-export"))
+	env := append(guestEnv(pkgTimeout), "PROBEKIT_TEST_EXPORTER="+exporterPath(binDir))
 	sem := make(chan struct{}, max(jobs, 1))
 	var wg sync.WaitGroup
 	for _, r := range runs {
@@ -180,6 +180,11 @@ func hostMain(out string, timeout, pkgTimeout time.Duration, mem, jobs int, verb
 	}
 	wg.Wait()
 	return report(os.Stdout, runs, time.Since(start))
+}
+
+// exporterPath is where buildTests puts probekit-export.
+func exporterPath(binDir string) string {
+	return filepath.Join(binDir, "export", "probekit-export")
 }
 
 // guestEnv is the test binaries' environment in the guest: the host's Go
@@ -264,8 +269,13 @@ func buildTests(runs []*kernelRun, binDir string) error {
 	}
 	// cmd/probekit's export tests run probekit-export: built here, as
 	// make build builds it (without cgo), where a link takes seconds,
-	// not minutes (guestEnv names it to the tests).
-	export := exec.Command("go", "build", "-o", filepath.Join(binDir, "probekit-export"), "./cmd/probekit-export")
+	// not minutes (guestEnv names it to the tests). Not next to the
+	// test binaries: probekit export looks for it next to itself first,
+	// and TestExportMissing wants it found nowhere.
+	if err := os.MkdirAll(filepath.Dir(exporterPath(binDir)), 0o755); err != nil {
+		return err
+	}
+	export := exec.Command("go", "build", "-o", exporterPath(binDir), "./cmd/probekit-export")
 	export.Env = append(os.Environ(), "CGO_ENABLED=0")
 	export.Stdout, export.Stderr = os.Stderr, os.Stderr
 	if err := export.Run(); err != nil {
