@@ -107,7 +107,7 @@ test-kernels: deps vmrun
 # emulation (docs/kernels.md lists them with their times; make
 # test-kernels runs them, the host always). Six VMs, two at a time,
 # longest first, so that both cores stay busy to the end.
-KERNEL_CMD_OUT := TestCflagsBpf2go|TestVersion|TestExportNotLinked|TestListFunctionsNm|TestRuntimeJava|TestRuntimePHP|TestTraceLatencyPostgres|TestTraceFollowPostgres|TestTraceStackPostgres|TestExportPostgreSQL|TestTraceFollowManyProcesses|TestTraceFollowManyProcessesNoCookie
+KERNEL_CMD_OUT := TestCflagsBpf2go|TestVersion|TestExportNotLinked|TestREADMECommands|TestListFunctionsNm|TestRuntimeJava|TestRuntimePHP|TestTraceLatencyPostgres|TestTraceFollowPostgres|TestTraceStackPostgres|TestExportPostgreSQL|TestTraceFollowManyProcesses|TestTraceFollowManyProcessesNoCookie
 KERNEL_CORE_CI := $(subst ./exporter,./exporter!^TestLibraryDeps$$,$(subst ./profile,./profile!^TestPprofTool$$,$(KERNEL_CORE)))
 KERNEL_CMD_CI := ./cmd/probekit!^($(KERNEL_CMD_HELPERS)|$(KERNEL_CMD_OUT))$$
 
