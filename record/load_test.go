@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -59,7 +60,9 @@ func TestLoadEveryMode(t *testing.T) {
 					mode  Mode
 					fault bool
 				}{{ModeEvents, false}, {ModeCount, false}, {ModeHist, false}, {ModeLatency, false}, {modeEventsWakeup, false}, {modeLatencyKeyed, false}, {modeCountFiltered, false},
-					{ModeEvents, true}, {ModeCount, true}, {ModeLatency, true}, {modeLatencyKeyed, true}, {modeCountFiltered, true}} {
+					{ModeEvents, true}, {ModeCount, true}, {ModeLatency, true}, {modeLatencyKeyed, true}, {modeCountFiltered, true},
+					// A trace's records: the wakeup threshold on, faulting.
+					{modeEventsWakeup, true}} {
 					mode, fault := mf.mode, mf.fault
 					if stack == stackCFI && mode != ModeEvents && mode != modeEventsWakeup {
 						continue // records only: the other modes send none
@@ -130,14 +133,12 @@ func TestLoadEveryMode(t *testing.T) {
 							t.Fatal(err)
 						}
 						objs.Close()
-						switch {
-						case fault && !objs.FaultingStrings && stack == stackCFI:
-							// Debian's 6.1 refuses the sleepable CFI-walk
-							// program (in the VM matrix it fell back after
-							// 137 s of verification); the fallback loaded.
-							t.Logf("the sleepable CFI walk was refused: loaded without faulting strings")
-						case objs.FaultingStrings != fault:
-							t.Errorf("loaded with FaultingStrings %v, want %v", objs.FaultingStrings, fault)
+						// Every kernel with sleepable uprobe programs loads them
+						// all sleepable: Debian's 6.1 refused the CFI walk's
+						// until the faulting read stopped branching on its
+						// faults (trace.c's read_user_str).
+						if objs.FaultingStrings != fault {
+							t.Errorf("loaded with FaultingStrings %v, want %v: %s", objs.FaultingStrings, fault, verifierTail(objs.SleepableRefusal, 12))
 						}
 					})
 				}
@@ -182,4 +183,18 @@ func TestDropCFIWalk(t *testing.T) {
 			t.Errorf("%s: %d instructions, %d before", name, len(p.Instructions), before[name])
 		}
 	}
+}
+
+// verifierTail is err's last n lines, a verifier log's end (where the
+// refusal is said) when err holds one.
+func verifierTail(err error, n int) string {
+	var ve *ebpf.VerifierError
+	if !errors.As(err, &ve) {
+		return fmt.Sprint(err)
+	}
+	log := ve.Log
+	if len(log) > n {
+		log = log[len(log)-n:]
+	}
+	return fmt.Sprintf("%v\n%s", ve.Cause, strings.Join(log, "\n"))
 }

@@ -602,6 +602,10 @@ type Objects struct {
 	// FaultingStrings is true when the programs were loaded sleepable,
 	// their string reads faulting (SetFaultingStrings).
 	FaultingStrings bool
+	// SleepableRefusal is the kernel's refusal of the sleepable programs
+	// when SetFaultingStrings was asked for and LoadSpec loaded them
+	// without it (FaultingStrings false); nil otherwise.
+	SleepableRefusal error
 
 	// cfiPart is the KeyStackCFI key part's index + 1 (0: none).
 	cfiPart int
@@ -751,11 +755,17 @@ func LoadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.Colle
 		return o, err
 	}
 	// Refused sleepable (strings.go): the same programs without it.
+	refusal := err
 	spec = spec.Copy()
 	if err := withoutFaultingStrings(spec); err != nil {
 		return nil, err
 	}
-	return loadSpecOptions(spec, which, opts)
+	o, err = loadSpecOptions(spec, which, opts)
+	if err != nil {
+		return nil, err
+	}
+	o.SleepableRefusal = refusal
+	return o, nil
 }
 
 func loadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.CollectionOptions) (*Objects, error) {

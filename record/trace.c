@@ -33,6 +33,7 @@
 #include "stack.bpf.h"
 #include "unwind.bpf.h"
 #include "python.bpf.h"
+#include "faultstr.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -424,27 +425,11 @@ static __always_inline void count_lost(void)
  * the helper call is dead code, which the verifier does not check. */
 volatile const __u32 probekit_trace_fault_strs = 0;
 
-/* The smallest page size of the architectures built for: a string of
- * fewer than this many bytes spans at most two pages of any size. */
-#define TRACE_MIN_PAGE 4096
-
-/* bpf_probe_read_user_str, retried after faulting in the first page of
- * src and, when the size reaches past it, the next one. */
+/* bpf_probe_read_user_str, retried after faulting the string's pages in
+ * when probekit_trace_fault_strs is set (faultstr.bpf.h). */
 static __always_inline long read_user_str(void *dst, __u32 size, const void *src)
 {
-	long len = bpf_probe_read_user_str(dst, size, src);
-	__u64 next = ((__u64)src | (TRACE_MIN_PAGE - 1)) + 1;
-	char c;
-
-	if (len > 0 || !probekit_trace_fault_strs)
-		return len;
-	if (bpf_copy_from_user(&c, 1, src))
-		return len;
-	/* The string may end before the next page, which may not exist:
-	 * its failure is no error. */
-	if (next - (__u64)src < size)
-		bpf_copy_from_user(&c, 1, (const void *)next);
-	return bpf_probe_read_user_str(dst, size, src);
+	return probekit_read_user_str(dst, size, src, probekit_trace_fault_strs);
 }
 
 /* Reads value n of e as a string at off for each bit n of mask, and
@@ -1672,7 +1657,6 @@ static __always_inline int submit(struct pt_regs *ctx, int func)
 
 	if (!s)
 		return 0;
-	flags = wakeup_flags(s);
 	/* Atomic, so that of two programs racing for buf on this CPU at most
 	 * one reads 1 (each adds before it reads). */
 	__sync_fetch_and_add(&s->users, 1);
@@ -1686,6 +1670,12 @@ static __always_inline int submit(struct pt_regs *ctx, int func)
 			size = add_copy(ctx, e, size);
 		if (size > TRACE_RECORD_MAX)
 			size = TRACE_RECORD_MAX;
+		/* The wakeup flags once the record is built, never live across
+		 * the fill: the verifier walks the fill once per value they
+		 * may have, and Linux 6.1's did not prune those walks (with
+		 * the whole-stack walk and faulting strings, the sleepable
+		 * function program went past 1,000,000 instructions). */
+		flags = wakeup_flags(s);
 		if (bpf_ringbuf_output(&events, s->buf, size, flags))
 			count_lost();
 		__sync_fetch_and_add(&s->users, -1);
@@ -1704,7 +1694,7 @@ static __always_inline int submit(struct pt_regs *ctx, int func)
 	else
 		fill_usdt(ctx, e);
 	add_context(e);
-	bpf_ringbuf_submit(e, flags);
+	bpf_ringbuf_submit(e, wakeup_flags(s));
 	return 0;
 }
 

@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cilium/ebpf"
@@ -8,6 +9,7 @@ import (
 	"github.com/probekit/probekit/internal/features"
 	"github.com/probekit/probekit/internal/jsontext"
 	"github.com/probekit/probekit/record"
+	"golang.org/x/sys/unix"
 )
 
 // Strings the traced program passes (docs/strings.md).
@@ -50,6 +52,27 @@ func setFaultingStrings(spec *ebpf.CollectionSpec) error {
 		return err
 	}
 	return record.SetFaultingStrings(spec)
+}
+
+// sleepableRefused is the warning for programs the kernel refused to
+// load sleepable (record.Objects.SleepableRefusal), which were loaded
+// without faulting string reads; "" when they loaded as asked. Debian's
+// 6.1 refuses the sleepable programs that walk whole stacks and read
+// strings: its verifier processes more than the 1,000,000 instructions
+// it allows one program (E2BIG; measured in the kernel matrix's 6.1 VM,
+// record.TestLoadEveryMode logs the verifier's last lines), where 6.12's
+// verifier accepts the same programs.
+func sleepableRefused(objs *record.Objects) string {
+	err := objs.SleepableRefusal
+	if err == nil {
+		return ""
+	}
+	why := err.Error()
+	if errors.Is(err, unix.E2BIG) {
+		why = "its verifier went past the 1,000,000 instructions it processes for one program"
+	}
+	return "this kernel refused to load the trace programs sleepable (" + why +
+		"): strings are read without faulting their pages in, so one the process has not touched yet prints <unreadable: " + NotResident + ">"
 }
 
 // strUnreadable reports whether value i of ev was to be read as a string

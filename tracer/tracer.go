@@ -640,6 +640,9 @@ func (tr *Trace) attach(ctx context.Context) error {
 		stderr = os.Stderr
 	}
 	t := newTracer(cfg, stdout, stderr)
+	if note := sleepableRefused(objs); note != "" {
+		t.warnf("%s", note) // strings.go
+	}
 	t.funcRegs = tr.plan.funcRegs
 	t.ctx = ctx
 	t.drain = tr.drain

@@ -2,23 +2,85 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
-// buildExporter builds probekit-export (./cmd/probekit-export) into a
-// directory of the test's and returns the directory.
+// buildExporter builds probekit-export (./cmd/probekit-export) once per
+// test binary, without cgo as make build builds it (a cgo build cannot
+// change every thread's capabilities: TestExportAsNobody), into a
+// directory every user may enter, and returns the directory. A build
+// took 20 s to 5 minutes under the kernel matrix's emulation; TestMain
+// removes the directory at the end (removeBuilt).
 func buildExporter(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	out, err := exec.Command("go", "build", "-o", filepath.Join(dir, exportBinary), "../probekit-export").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build %s: %v\n%s", exportBinary, err, out)
+	exporterBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "probekit-export-")
+		if err == nil {
+			err = os.Chmod(dir, 0o755)
+		}
+		if err != nil {
+			exporterBuild.err = err
+			return
+		}
+		exporterBuild.dir = dir
+		bin := filepath.Join(dir, exportBinary)
+		if built := os.Getenv(exporterBinaryEnv); built != "" {
+			exporterBuild.err = copyExecutable(built, bin)
+			return
+		}
+		build := exec.Command("go", "build", "-o", bin, "../probekit-export")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			exporterBuild.err = fmt.Errorf("go build %s: %v\n%s", exportBinary, err, out)
+		}
+	})
+	if exporterBuild.err != nil {
+		t.Fatal(exporterBuild.err)
 	}
-	return dir
+	return exporterBuild.dir
+}
+
+// exporterBinaryEnv names a probekit-export built from this tree that
+// buildExporter copies instead of building one: the kernel matrix's
+// runner (internal/test/tools/vmrun) builds it on the host.
+const exporterBinaryEnv = "PROBEKIT_TEST_EXPORTER"
+
+// copyExecutable copies the file src to a new executable dst.
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+var exporterBuild struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// removeBuilt removes what buildExporter built.
+func removeBuilt() {
+	if exporterBuild.dir != "" {
+		os.RemoveAll(exporterBuild.dir)
+	}
 }
 
 // exportHelperCommand is `probekit export ARGS` (TestExportHelperProcess)

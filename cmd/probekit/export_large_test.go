@@ -91,8 +91,15 @@ func TestExportLargeConfig(t *testing.T) {
 	if got := len(x.Attached()); got != n {
 		t.Fatalf("%d metrics attached, want %d", got, n)
 	}
-	if served > 5*time.Second {
-		t.Errorf("served after %v, want under 5 s", served)
+	// Under 5 s on hardware. In the VM matrix (-short), under emulation
+	// about ten times slower, Debian's 6.1 took 7.5 s: there the bound is
+	// ten times as long.
+	limit := 5 * time.Second
+	if testing.Short() {
+		limit *= 10
+	}
+	if served > limit {
+		t.Errorf("served after %v, want under %v", served, limit)
 	}
 	if held > n/10 {
 		t.Errorf("%d descriptors held for %d metrics, want at most %d", held, n, n/10)
@@ -137,8 +144,8 @@ func TestExportLargeConfig(t *testing.T) {
 	if got := len(x.Attached()); got != n {
 		t.Fatalf("%d metrics attached after the reload, want %d", got, n)
 	}
-	if reloaded > 5*time.Second {
-		t.Errorf("reloaded in %v, want under 5 s", reloaded)
+	if reloaded > limit {
+		t.Errorf("reloaded in %v, want under %v", reloaded, limit)
 	}
 	if err := p.Loop("loop", 2); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -34,14 +33,9 @@ func TestExportAsNobody(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Without cgo, as make build builds it: a cgo build cannot change
-	// every thread's capabilities.
+	// every thread's capabilities (buildExporter builds it so).
+	bin := filepath.Join(buildExporter(t), exportBinary)
 	dir := testkit.SharedTempDir(t)
-	bin := filepath.Join(dir, exportBinary)
-	build := exec.Command("go", "build", "-o", bin, "../probekit-export")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", exportBinary, err, out)
-	}
 	p, fx := privilegeFixture(t)
 	config := filepath.Join(dir, "export.yaml")
 	write := func(metrics ...string) {

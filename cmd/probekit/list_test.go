@@ -11,7 +11,16 @@ import (
 	"github.com/probekit/probekit/internal/test/testkit"
 )
 
-func TestMain(m *testing.M) { os.Exit(testkit.RunWithLeakCheck(m)) }
+// TestMain: this test binary, copied under the name probekit
+// (buildProbekit), is the command itself; otherwise it runs the tests.
+func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) == "probekit" {
+		main()
+	}
+	code := testkit.RunWithLeakCheck(m)
+	removeBuilt()
+	os.Exit(code)
+}
 
 func runCmd(args ...string) (int, string, string) {
 	var out, errb bytes.Buffer

@@ -17,14 +17,19 @@ import (
 	"github.com/probekit/probekit/internal/test/testkit"
 )
 
-// buildProbekit builds this command into a directory every user may
-// enter and returns its path.
+// buildProbekit returns the path of this command, in a directory every
+// user may enter: a copy of this test binary named probekit, which
+// TestMain runs as the command (main). A go build per test took about
+// 100 s under the kernel matrix's emulation (5.10), as long as the
+// test's own work several times over.
 func buildProbekit(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(testkit.SharedTempDir(t), "probekit")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build probekit: %v\n%s", err, out)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
+	bin := filepath.Join(testkit.SharedTempDir(t), "probekit")
+	testkit.CopyFile(t, self, bin)
 	return bin
 }
 

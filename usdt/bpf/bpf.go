@@ -56,12 +56,19 @@ var UnwindHeader []byte
 //go:embed python.bpf.h
 var PythonHeader []byte
 
+// FaultStrHeader is faultstr.bpf.h: probekit_read_user_str, a string
+// read that faults the string's pages in from a sleepable program.
+//
+//go:embed faultstr.bpf.h
+var FaultStrHeader []byte
+
 // Headers maps each header's file name to its contents.
 var Headers = map[string][]byte{
-	"usdt.bpf.h":   USDTHeader,
-	"stack.bpf.h":  StackHeader,
-	"unwind.bpf.h": UnwindHeader,
-	"python.bpf.h": PythonHeader,
+	"usdt.bpf.h":     USDTHeader,
+	"stack.bpf.h":    StackHeader,
+	"unwind.bpf.h":   UnwindHeader,
+	"faultstr.bpf.h": FaultStrHeader,
+	"python.bpf.h":   PythonHeader,
 }
 
 // WriteHeaders writes Headers into dir, creating it, and returns the

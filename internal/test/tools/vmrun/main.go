@@ -4,13 +4,14 @@
 // (built on the host with go test -c) as root with
 // PROBEKIT_REQUIRE_KERNEL=1, and prints a kernel × package table.
 //
-//	vmrun [-out DIR] [-timeout D] KERNEL[/SHARD][=PATTERN[@REGEXP][!SKIP],...]...
+//	vmrun [-out DIR] [-timeout D] [-count N] KERNEL[/SHARD][=PATTERN[@REGEXP][!SKIP][#N],...]...
 //
 // KERNEL is 5.10, 6.1 or 6.12; /SHARD (any name) boots one more VM of
 // that kernel for its own share of the tests, run beside the others (-j),
 // and the table shows the kernel's shards as one column; PATTERNs are go list patterns (default
 // ./...); @REGEXP runs only the matching tests of those packages there
-// (go test -run), !SKIP leaves out those matching SKIP (go test -skip). The kernels are fetched once with apt-get download under a
+// (go test -run), !SKIP leaves out those matching SKIP (go test -skip),
+// #N runs each of them N times (go test -count). The kernels are fetched once with apt-get download under a
 // private apt configuration and kept under the user's cache directory.
 // vmrun must be built with CGO_ENABLED=0: the same binary is the guest's
 // /init. It exits non-zero if any package fails on any kernel.
@@ -29,6 +30,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +49,7 @@ func main() {
 	verbose := flag.Bool("v", false, "copy each guest's console to stderr")
 	fetchOnly := flag.Bool("fetch", false, "only download the kernels")
 	flag.StringVar(&runRE, "run", "", "only the tests matching this regular expression (go test -run)")
+	flag.IntVar(&count, "count", 1, "run each test this many times (go test -count)")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: vmrun [flags] KERNEL[=PATTERN,...]...  (KERNEL: 5.10, 6.1, 6.12)")
@@ -58,7 +61,10 @@ func main() {
 	}
 }
 
-var runRE string
+var (
+	runRE string
+	count int
+)
 
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "vmrun: "+format+"\n", args...)
@@ -70,6 +76,7 @@ type kernelRun struct {
 	patterns []string
 	runs     map[string]string // pattern -> its -run expression
 	pkgRun   map[string]string // import path -> its -run expression
+	counts   map[string]int    // pattern, then import path -> its -count
 	pkgs     []testPkg
 	dir      string // result share
 	wall     time.Duration
@@ -113,10 +120,17 @@ func hostMain(out string, timeout, pkgTimeout time.Duration, mem, jobs int, verb
 				return fmt.Errorf("%s is given twice: name each VM of one kernel with its own /SHARD", label)
 			}
 		}
-		r := &kernelRun{kernel: k, label: label, patterns: []string{"./..."}, runs: map[string]string{}, pkgRun: map[string]string{}}
+		r := &kernelRun{kernel: k, label: label, patterns: []string{"./..."}, runs: map[string]string{}, pkgRun: map[string]string{}, counts: map[string]int{}}
 		if pats != "" {
 			r.patterns = nil
 			for _, p := range strings.Split(pats, ",") {
+				n := 0
+				if i := strings.LastIndex(p, "#"); i >= 0 {
+					if n, err = strconv.Atoi(p[i+1:]); err != nil || n < 1 {
+						return fmt.Errorf("%s: want #N, a count of runs, at the end", p)
+					}
+					p = p[:i]
+				}
 				p, skip, _ := strings.Cut(p, "!")
 				p, re, _ := strings.Cut(p, "@")
 				r.patterns = append(r.patterns, p)
@@ -124,6 +138,9 @@ func hostMain(out string, timeout, pkgTimeout time.Duration, mem, jobs int, verb
 					re += "!" + skip
 				}
 				r.runs[p] = re
+				if n > 0 {
+					r.counts[p] = n
+				}
 			}
 		}
 		runs = append(runs, r)
@@ -148,7 +165,7 @@ func hostMain(out string, timeout, pkgTimeout time.Duration, mem, jobs int, verb
 	if err := buildTests(runs, binDir); err != nil {
 		return err
 	}
-	env := guestEnv(pkgTimeout)
+	env := append(guestEnv(pkgTimeout), "PROBEKIT_TEST_EXPORTER="+exporterPath(binDir))
 	sem := make(chan struct{}, max(jobs, 1))
 	var wg sync.WaitGroup
 	for _, r := range runs {
@@ -163,6 +180,11 @@ func hostMain(out string, timeout, pkgTimeout time.Duration, mem, jobs int, verb
 	}
 	wg.Wait()
 	return report(os.Stdout, runs, time.Since(start))
+}
+
+// exporterPath is where buildTests puts probekit-export.
+func exporterPath(binDir string) string {
+	return filepath.Join(binDir, "export", "probekit-export")
 }
 
 // guestEnv is the test binaries' environment in the guest: the host's Go
@@ -220,6 +242,9 @@ func buildTests(runs []*kernelRun, binDir string) error {
 				}
 				if _, dup := r.pkgRun[imp]; !dup {
 					r.pkgRun[imp] = r.runs[pat]
+					if n := r.counts[pat]; n > 0 {
+						r.counts[imp] = n
+					}
 					r.pkgs = append(r.pkgs, p)
 				}
 			}
@@ -242,7 +267,21 @@ func buildTests(runs []*kernelRun, binDir string) error {
 	if err := warm.Run(); err != nil {
 		return fmt.Errorf("go build ./...: %w", err)
 	}
-	logf("build cache warmed (%.0fs)", time.Since(start).Seconds())
+	// cmd/probekit's export tests run probekit-export: built here, as
+	// make build builds it (without cgo), where a link takes seconds,
+	// not minutes (guestEnv names it to the tests). Not next to the
+	// test binaries: probekit export looks for it next to itself first,
+	// and TestExportMissing wants it found nowhere.
+	if err := os.MkdirAll(filepath.Dir(exporterPath(binDir)), 0o755); err != nil {
+		return err
+	}
+	export := exec.Command("go", "build", "-o", exporterPath(binDir), "./cmd/probekit-export")
+	export.Env = append(os.Environ(), "CGO_ENABLED=0")
+	export.Stdout, export.Stderr = os.Stderr, os.Stderr
+	if err := export.Run(); err != nil {
+		return fmt.Errorf("go build ./cmd/probekit-export: %w", err)
+	}
+	logf("build cache warmed, probekit-export built (%.0fs)", time.Since(start).Seconds())
 	return nil
 }
 
@@ -265,6 +304,9 @@ func (r *kernelRun) boot(self string, env []string, pkgTimeout, timeout time.Dur
 		args := []string{"-test.v", "-test.short", "-test.timeout", pkgTimeout.String(), "-test.run", run}
 		if skip != "" {
 			args = append(args, "-test.skip", skip)
+		}
+		if n := max(count, r.counts[p.Import]); n > 1 {
+			args = append(args, "-test.count", fmt.Sprint(n))
 		}
 		j.Packages = append(j.Packages, jobPackage{Name: p.Name, Import: p.Import, Dir: p.Dir, Binary: p.Binary, Args: args})
 	}
@@ -396,6 +438,17 @@ type pkgOutcome struct {
 	status           string // ok, FAIL, skip, lost
 	pass, fail, skip int
 	failed, skipped  []string // test names; skipped with the reason
+	// unnamed are the skipped (of skipped) whose reason names no absent
+	// kernel feature: in the matrix a test runs, or skips because the
+	// kernel lacks what it tests (testkit.SkipOnOldKernel, NeedFeature).
+	unnamed []string
+}
+
+// namesFeature reports whether a skip's reason names an absent kernel
+// feature, as testkit.SkipOnOldKernel words it ("FEATURE needs Linux
+// VERSION; running RELEASE").
+func namesFeature(reason string) bool {
+	return strings.Contains(reason, " needs Linux ")
 }
 
 // outcome reads a package's log: top-level tests' results (unindented
@@ -434,6 +487,9 @@ func outcome(dir string, p testPkg, res result, haveRes bool) pkgOutcome {
 			case "SKIP":
 				o.skip++
 				o.skipped = append(o.skipped, m[2]+": "+lastLog)
+				if !namesFeature(lastLog) {
+					o.unnamed = append(o.unnamed, m[2]+": "+lastLog)
+				}
 			}
 			lastLog = ""
 		}
@@ -470,6 +526,7 @@ func (a pkgOutcome) merge(b pkgOutcome) pkgOutcome {
 		pass:   a.pass + b.pass, fail: a.fail + b.fail, skip: a.skip + b.skip,
 		failed:  append(append([]string(nil), a.failed...), b.failed...),
 		skipped: append(append([]string(nil), a.skipped...), b.skipped...),
+		unnamed: append(append([]string(nil), a.unnamed...), b.unnamed...),
 	}
 }
 
@@ -506,7 +563,8 @@ func report(w io.Writer, runs []*kernelRun, total time.Duration) error {
 	}
 	var npass, nfail, nskip int
 	bad := false
-	var details []string // failures and skips, shard by shard
+	var details []string             // failures and skips, shard by shard
+	leftOut := map[string][]string{} // "package: -skip expression" -> the VMs that left those tests out
 	for _, c := range cols {
 		for _, r := range c.runs {
 			if r.err != nil {
@@ -544,6 +602,13 @@ func report(w io.Writer, runs []*kernelRun, total time.Duration) error {
 				}
 				for _, sk := range o.skipped {
 					details = append(details, fmt.Sprintf("%s skip %s %s", r.label, rel(imp), sk))
+				}
+				for _, sk := range o.unnamed {
+					bad = true
+					details = append(details, fmt.Sprintf("%s SKIP NAMES NO KERNEL FEATURE %s %s (leave it out with !REGEXP, or skip with testkit.SkipOnOldKernel)", r.label, rel(imp), sk))
+				}
+				if _, skip, _ := strings.Cut(r.runFor(imp), "!"); skip != "" {
+					leftOut[rel(imp)+": "+skip] = append(leftOut[rel(imp)+": "+skip], r.label)
 				}
 			}
 		}
@@ -585,6 +650,17 @@ func report(w io.Writer, runs []*kernelRun, total time.Duration) error {
 	fmt.Fprintln(w)
 	for _, d := range details {
 		fmt.Fprintln(w, d)
+	}
+	if len(leftOut) > 0 {
+		fmt.Fprintln(w, "\nnot run in these VMs (go test -skip; the host runs them):")
+		var keys []string
+		for k := range leftOut {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "  %s (%s)\n", k, strings.Join(leftOut[k], ", "))
+		}
 	}
 	fmt.Fprintf(w, "\nkernel matrix: %s in all (build and every kernel)\n", total.Round(time.Second))
 	fmt.Fprintf(w, "kernels: %d passed, %d failed, %d skipped\n", npass, nfail, nskip)
