@@ -112,7 +112,7 @@ test-kernels: deps vmrun
 # two at a time, longest first (6.1's packages about 19 minutes,
 # cmd/probekit 17 on 5.10 and on 6.1, 5.10's packages 16, 6.12's 12, its
 # cmd/probekit about 9), so that both cores stay busy: about 46 minutes.
-KERNEL_CMD_OUT := TestCflagsBpf2go|TestVersion|TestExportNotLinked|TestREADMECommands|TestListFunctionsNm|TestRuntimeJava|TestRuntimePHP|TestTraceLatencyPostgres|TestTraceFollowPostgres|TestTraceStackPostgres|TestExportPostgreSQL|TestTraceFollowManyProcesses|TestTraceFollowManyProcessesNoCookie
+KERNEL_CMD_OUT := TestCflagsBpf2go|TestVersion|TestExportNotLinked|TestREADMECommands|TestDocCommands|TestExampleCommands|TestListFunctionsNm|TestRuntimeJava|TestRuntimePHP|TestTraceLatencyPostgres|TestTraceFollowPostgres|TestTraceStackPostgres|TestExportPostgreSQL|TestTraceFollowManyProcesses|TestTraceFollowManyProcessesNoCookie
 # No kernel in these either (objdump, addr2line and clang comparisons, an
 # arm64 unwind of a recorded stack), 1.5 minutes per kernel.
 KERNEL_CORE_CI := ./attach,./internal/features,./internal/test/bpftest,./record,./uprobe!^(TestGoLoad|TestGoBuildModes|TestReturnSitesObjdump|TestGoStackCheckEndObjdump|TestInstructionBoundariesObjdump)$$,./usdt!^TestHelperTracer$$,./usdt/bpf!^TestHeaderCompiles$$,./bpfunwind,./follow,./tracer,./semaphore,./exporter!^TestLibraryDeps$$,./symbolize!^(TestSymbolizeAgreesWithAddr2line|TestLineIndexFrames)$$,./unwind!^TestUnwindArm64$$,./profile!^TestPprofTool$$,./examples/...

@@ -24,6 +24,10 @@ func TestColdStringLabel(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the fixture is built for x86-64")
 	}
+	// A function metric reads its site's BPF cookie (Linux 5.15); without
+	// cookies it is refused (TestFuncMetricRefusedWithoutCookie).
+	cookie, err := features.Have(features.Cookie)
+	testkit.NeedFeature(t, cookie, err, features.Cookie.Since(), features.Cookie.String())
 	const rounds = 5
 	fx := filepath.Join(testkit.Root(), "testdata", "params", "bin", "strings")
 	run := func(t *testing.T) map[string]float64 {
