@@ -3,6 +3,7 @@ package tracer
 import (
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"sync"
 	"time"
@@ -22,6 +23,9 @@ import (
 // the trace goes on with native frames only: it warns on stderr and
 // returns nil.
 func interpTables(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions, stderr io.Writer) *python.Tables {
+	if !kernelAtLeast(interpMinKernel) {
+		return nil // docs/stacks.md, docs/kernels.md
+	}
 	t, err := python.NewTables(nil)
 	if err == nil {
 		if err = t.Prepare(spec); err != nil {
@@ -324,4 +328,25 @@ func (s *interpStacks) merged(pid int, native []uint64, named []symbolize.Frame,
 // frames outlasted its native eval-loop frames.
 func leftoverCut(n int) string {
 	return fmt.Sprintf("%d Python frames past the native stack's eval-loop frames", n)
+}
+
+// interpMinKernel is the oldest kernel whose verifier was seen to take
+// the trace program with the Python walk (Linux 6.18, this project's
+// host). Debian's 6.1 refuses it at its 1,000,000 processed instructions
+// ("BPF program is too large"); 5.10 and 6.12 were not tried. On older
+// kernels --stack walks native frames only.
+var interpMinKernel = [2]int{6, 18}
+
+// kernelAtLeast reports whether the running kernel's release is v or
+// later (false when it cannot be read).
+func kernelAtLeast(v [2]int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > v[0] || major == v[0] && minor >= v[1]
 }
