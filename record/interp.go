@@ -20,6 +20,7 @@ const (
 	InterpProgramName     = "trace_usdt_interp"
 	InterpFuncProgramName = "trace_func_interp"
 	interpScratchName     = "trace_stack_scratch"
+	interpRecordsName     = "probekit_trace_interp"
 	tailMapName           = "trace_progs"
 	tailUSDT, tailFunc    = uint32(0), uint32(1)
 )
@@ -128,4 +129,23 @@ func (o *Objects) closeInterp() error {
 	}
 	errs = append(errs, o.tailMap.Close(), o.interpScratch.Close())
 	return errors.Join(errs...)
+}
+
+// setInterpRecords sets trace.c's probekit_trace_interp when the load
+// walks interpreter frames (wantsInterp), so that records carry them;
+// otherwise their copy is dead code the verifier does not walk.
+func setInterpRecords(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions, cfiPart int) error {
+	v := spec.Variables[interpRecordsName]
+	if v == nil {
+		return fmt.Errorf("record: no %s in the trace program", interpRecordsName)
+	}
+	var stackMode uint32
+	if err := spec.Variables[StackName].Get(&stackMode); err != nil {
+		return fmt.Errorf("read %s: %w", StackName, err)
+	}
+	on := uint32(0)
+	if wantsInterp(opts, cfiPart > 0 || stackMode == stackCFI) {
+		on = 1
+	}
+	return v.Set(on)
 }

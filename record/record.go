@@ -780,6 +780,9 @@ func loadSpecOptions(spec *ebpf.CollectionSpec, which Programs, opts *ebpf.Colle
 	}
 	// A copy: the caller may set other values and load spec again.
 	spec = spec.Copy()
+	if err := setInterpRecords(spec, opts, cfiPart); err != nil {
+		return nil, err
+	}
 	if err := dropStackTraceLoads(spec); err != nil {
 		return nil, err
 	}

@@ -264,15 +264,25 @@ static __always_inline struct trace_interp_scratch *interp_walked(void)
 	return w;
 }
 
+/* Set before load when records carry interpreter frames (LoadSpecOptions
+ * with an interpreter map): without it add_interp is dead code, which the
+ * verifier does not walk. With it, Debian's 5.10 verifier went past its
+ * 1,000,000 processed instructions on the printed CFI stack of the
+ * function program. */
+volatile const __u32 probekit_trace_interp = 0;
+
 /* Appends the hit's interpreter frames at off in e (at most
  * TRACE_INTERP_BYTES) and returns the offset after them. */
 static __always_inline __u32 add_interp(struct event *e, __u32 off)
 {
-	struct trace_interp_scratch *w = interp_walked();
+	struct trace_interp_scratch *w;
 	__u32 n;
 
 	e->ninterp = 0;
 	e->interp_stop = 0;
+	if (!probekit_trace_interp)
+		return off;
+	w = interp_walked();
 	if (!w)
 		return off;
 	e->interp_stop = w->st.interp.stop & 0xff;

@@ -280,6 +280,7 @@ const (
 	traceVarProbekitTraceFuncRegs     = "probekit_trace_func_regs"
 	traceVarProbekitTraceGated        = "probekit_trace_gated"
 	traceVarProbekitTraceHistVal      = "probekit_trace_hist_val"
+	traceVarProbekitTraceInterp       = "probekit_trace_interp"
 	traceVarProbekitTraceKeyCfi       = "probekit_trace_key_cfi"
 	traceVarProbekitTraceKeySpec      = "probekit_trace_key_spec"
 	traceVarProbekitTraceLatMatch     = "probekit_trace_lat_match"
@@ -384,6 +385,7 @@ type traceVariableSpecs struct {
 	ProbekitTraceFuncRegs     *ebpf.VariableSpec `ebpf:"probekit_trace_func_regs"`
 	ProbekitTraceGated        *ebpf.VariableSpec `ebpf:"probekit_trace_gated"`
 	ProbekitTraceHistVal      *ebpf.VariableSpec `ebpf:"probekit_trace_hist_val"`
+	ProbekitTraceInterp       *ebpf.VariableSpec `ebpf:"probekit_trace_interp"`
 	ProbekitTraceKeyCfi       *ebpf.VariableSpec `ebpf:"probekit_trace_key_cfi"`
 	ProbekitTraceKeySpec      *ebpf.VariableSpec `ebpf:"probekit_trace_key_spec"`
 	ProbekitTraceLatMatch     *ebpf.VariableSpec `ebpf:"probekit_trace_lat_match"`
@@ -484,6 +486,7 @@ type traceVariables struct {
 	ProbekitTraceFuncRegs     *ebpf.Variable `ebpf:"probekit_trace_func_regs"`
 	ProbekitTraceGated        *ebpf.Variable `ebpf:"probekit_trace_gated"`
 	ProbekitTraceHistVal      *ebpf.Variable `ebpf:"probekit_trace_hist_val"`
+	ProbekitTraceInterp       *ebpf.Variable `ebpf:"probekit_trace_interp"`
 	ProbekitTraceKeyCfi       *ebpf.Variable `ebpf:"probekit_trace_key_cfi"`
 	ProbekitTraceKeySpec      *ebpf.Variable `ebpf:"probekit_trace_key_spec"`
 	ProbekitTraceLatMatch     *ebpf.Variable `ebpf:"probekit_trace_lat_match"`
