@@ -3,13 +3,13 @@ package tracer
 import (
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"io"
 	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
 
+	"github.com/probekit/probekit/internal/privilege"
 	"github.com/probekit/probekit/interp"
 	"github.com/probekit/probekit/interp/python"
 	"github.com/probekit/probekit/procmaps"
@@ -23,7 +23,7 @@ import (
 // the trace goes on with native frames only: it warns on stderr and
 // returns nil.
 func interpTables(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions, stderr io.Writer) *python.Tables {
-	if !kernelAtLeast(interpMinKernel) {
+	if v, err := privilege.RunningKernel(); err != nil || v.Less(interpMinKernel) {
 		return nil // docs/stacks.md, docs/kernels.md
 	}
 	t, err := python.NewTables(nil)
@@ -335,18 +335,4 @@ func leftoverCut(n int) string {
 // host). Debian's 6.1 refuses it at its 1,000,000 processed instructions
 // ("BPF program is too large"); 5.10 and 6.12 were not tried. On older
 // kernels --stack walks native frames only.
-var interpMinKernel = [2]int{6, 18}
-
-// kernelAtLeast reports whether the running kernel's release is v or
-// later (false when it cannot be read).
-func kernelAtLeast(v [2]int) bool {
-	var u unix.Utsname
-	if unix.Uname(&u) != nil {
-		return false
-	}
-	var major, minor int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil {
-		return false
-	}
-	return major > v[0] || major == v[0] && minor >= v[1]
-}
+var interpMinKernel = privilege.Version{6, 18}

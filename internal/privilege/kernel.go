@@ -41,8 +41,8 @@ func parseRelease(s string) (Version, error) {
 	return v, nil
 }
 
-// runningKernel is uname(2)'s release.
-func runningKernel() (Version, error) {
+// RunningKernel is uname(2)'s release.
+func RunningKernel() (Version, error) {
 	var u unix.Utsname
 	if err := unix.Uname(&u); err != nil {
 		return Version{}, fmt.Errorf("uname: %w", err)

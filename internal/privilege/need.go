@@ -27,7 +27,7 @@ type machine struct {
 func current() (*machine, error) {
 	m := &machine{yama: -1, paranoid: -1}
 	var err error
-	if m.kernel, err = runningKernel(); err != nil {
+	if m.kernel, err = RunningKernel(); err != nil {
 		return nil, err
 	}
 	if m.effective, err = Effective(); err != nil {
