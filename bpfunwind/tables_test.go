@@ -273,8 +273,14 @@ func TestMemoryCost(t *testing.T) {
 		total += mem
 		if name == bpfunwind.RowsMap {
 			want := uint64(bpfunwind.DefaultRows * bpfunwind.RowSize)
-			if mem < want || mem > want+want/8 {
-				t.Errorf("rows map: %d bytes, want about %d", mem, want)
+			// Kernels without the maps' own memory accounting
+			// (->map_mem_usage) print an estimate instead: the key and
+			// value sizes together rounded up to 8 bytes, per entry.
+			// Debian's 6.1 printed 16 MiB for these 8 MiB of rows;
+			// 5.10 and 6.12 print the array's size.
+			estimate := uint64(bpfunwind.DefaultRows) * uint64((m.KeySize()+m.ValueSize()+7)&^7)
+			if (mem < want || mem > want+want/8) && mem != estimate {
+				t.Errorf("rows map: %d bytes, want about %d (or the estimate %d)", mem, want, estimate)
 			}
 		}
 	}
