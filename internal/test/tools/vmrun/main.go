@@ -563,13 +563,15 @@ func report(w io.Writer, runs []*kernelRun, total time.Duration) error {
 	}
 	var npass, nfail, nskip int
 	bad := false
-	var details []string             // failures and skips, shard by shard
+	// Skips, then failures, shard by shard: the failures print last,
+	// just above the totals, where the tail of a long log shows them.
+	var skips, failures []string
 	leftOut := map[string][]string{} // "package: -skip expression" -> the VMs that left those tests out
 	for _, c := range cols {
 		for _, r := range c.runs {
 			if r.err != nil {
 				bad = true
-				details = append(details, fmt.Sprintf("\n%s: %v", r.label, r.err))
+				failures = append(failures, fmt.Sprintf("%s: %v", r.label, r.err))
 			}
 			byImport := map[string]testPkg{}
 			for _, p := range r.pkgs {
@@ -595,17 +597,17 @@ func report(w io.Writer, runs []*kernelRun, total time.Duration) error {
 				}
 				log := filepath.Join(r.dir, p.Name+".log")
 				for _, t := range o.failed {
-					details = append(details, fmt.Sprintf("%s FAIL %s %s (log: %s)", r.label, rel(imp), t, log))
+					failures = append(failures, fmt.Sprintf("%s FAIL %s %s (log: %s)", r.label, rel(imp), t, log))
 				}
 				if o.status == "lost" || (o.status == "FAIL" && len(o.failed) == 0) {
-					details = append(details, fmt.Sprintf("%s %s %s: exit %d %s (log: %s)", r.label, o.status, rel(imp), res.Exit, res.Error, log))
+					failures = append(failures, fmt.Sprintf("%s %s %s: exit %d %s (log: %s)", r.label, o.status, rel(imp), res.Exit, res.Error, log))
 				}
 				for _, sk := range o.skipped {
-					details = append(details, fmt.Sprintf("%s skip %s %s", r.label, rel(imp), sk))
+					skips = append(skips, fmt.Sprintf("%s skip %s %s", r.label, rel(imp), sk))
 				}
 				for _, sk := range o.unnamed {
 					bad = true
-					details = append(details, fmt.Sprintf("%s SKIP NAMES NO KERNEL FEATURE %s %s (leave it out with !REGEXP, or skip with testkit.SkipOnOldKernel)", r.label, rel(imp), sk))
+					failures = append(failures, fmt.Sprintf("%s SKIP NAMES NO KERNEL FEATURE %s %s (leave it out with !REGEXP, or skip with testkit.SkipOnOldKernel)", r.label, rel(imp), sk))
 				}
 				if _, skip, _ := strings.Cut(r.runFor(imp), "!"); skip != "" {
 					leftOut[rel(imp)+": "+skip] = append(leftOut[rel(imp)+": "+skip], r.label)
@@ -648,7 +650,7 @@ func report(w io.Writer, runs []*kernelRun, total time.Duration) error {
 		fmt.Fprintf(w, " %-22s", strings.Join(ts, " + "))
 	}
 	fmt.Fprintln(w)
-	for _, d := range details {
+	for _, d := range skips {
 		fmt.Fprintln(w, d)
 	}
 	if len(leftOut) > 0 {
@@ -660,6 +662,12 @@ func report(w io.Writer, runs []*kernelRun, total time.Duration) error {
 		sort.Strings(keys)
 		for _, k := range keys {
 			fmt.Fprintf(w, "  %s (%s)\n", k, strings.Join(leftOut[k], ", "))
+		}
+	}
+	if len(failures) > 0 {
+		fmt.Fprintln(w, "\nfailures:")
+		for _, d := range failures {
+			fmt.Fprintln(w, d)
 		}
 	}
 	fmt.Fprintf(w, "\nkernel matrix: %s in all (build and every kernel)\n", total.Round(time.Second))

@@ -67,6 +67,12 @@ func TestReportMergesShards(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, text)
 		}
 	}
+	// Failures last, after the skips and the tests left out: the tail of
+	// a long CI log is what shows.
+	fail, skip, left := strings.Index(text, "6.1/b FAIL cmd/probekit TestTraceY"), strings.Index(text, "6.1/a skip cmd/probekit TestB"), strings.Index(text, "not run in these VMs")
+	if fail < skip || fail < left {
+		t.Errorf("the failure is not after the skips and the tests left out:\n%s", text)
+	}
 }
 
 // TestOutcomeMerge: a share that only skipped does not make a column
