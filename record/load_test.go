@@ -70,6 +70,14 @@ func TestLoadEveryMode(t *testing.T) {
 					if fault && !cookie {
 						continue
 					}
+					if haveCookie && !cookie && stack != 0 {
+						// Where the kernel has BPF cookies, programs go
+						// without them only when a test turns them off
+						// (features.ForceOff), with or without a stack
+						// alike: one stack setting covers those; kernels
+						// without cookies load every combination.
+						continue
+					}
 					name := fmt.Sprintf("prog%d/cookie=%v/stack=%d/mode%d", which, cookie, stack, mode)
 					if fault {
 						name += "/faulting"

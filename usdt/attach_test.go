@@ -44,6 +44,12 @@ type tracer struct {
 
 func newTracer(t testing.TB, pre17 bool) *tracer {
 	t.Helper()
+	return newTracerWith(t, pre17, nil)
+}
+
+// newTracerWith is newTracer with edit applied to the spec before load.
+func newTracerWith(t testing.TB, pre17 bool, edit func(*ebpf.CollectionSpec) error) *tracer {
+	t.Helper()
 	load := bpftest.LoadArgs
 	if pre17 {
 		load = bpftest.LoadArgsPre17
@@ -51,6 +57,11 @@ func newTracer(t testing.TB, pre17 bool) *tracer {
 	spec, err := load()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		if err := edit(spec); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := usdt.Prepare(spec); err != nil {
 		t.Fatal(err)

@@ -28,8 +28,13 @@ func TestSpecsSharedAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := newTracer(t, false)
+	// A spec map of 16 slots: more processes than slots is then 60, not
+	// the default 256's 300 (minutes to start under emulation).
+	tr := newTracerWith(t, false, func(spec *ebpf.CollectionSpec) error { return usdt.SetCapacity(spec, 16, 0) })
 	max := int(tr.coll.Maps["__bpf_usdt_specs"].MaxEntries())
+	if max != 16 {
+		t.Fatalf("spec map of %d slots, want 16", max)
+	}
 	fx := testkit.Fixture("usdt_sample")
 	n := max + 44
 	procs := make([]*testkit.Process, n+1) // the last one for the second cookie

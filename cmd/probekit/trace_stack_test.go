@@ -94,16 +94,15 @@ func TestTraceStackC(t *testing.T) {
 
 // --stack on Go, with a symbol table and without: main.add's entry,
 // called by main.run from main.main, shows the whole chain down to the
-// runtime's goroutine start. --stack=cfi gives the same frames: Go's
-// functions have no .eh_frame (the Go linker writes .debug_frame only,
-// and a stripped file has none), and Go keeps frame pointers, so that
-// walk goes by them through Go code.
+// runtime's goroutine start. Go's functions have no .eh_frame (the Go
+// linker writes .debug_frame only, and a stripped file has none), and Go
+// keeps frame pointers, so the walk goes by them through Go code, and
+// --stack=fp gives the same frames.
 func TestTraceStackGo(t *testing.T) {
 	testkit.RequireKernel(t)
 	requireAMD64(t)
 	for _, c := range []struct{ name, flag string }{
-		{"goprog", "--stack"}, {"goprog_stripped", "--stack"},
-		{"goprog", "--stack=cfi"}, {"goprog_stripped", "--stack=cfi"},
+		{"goprog", "--stack"}, {"goprog_stripped", "--stack"}, {"goprog", "--stack=fp"},
 	} {
 		t.Run(c.name+c.flag[len("--stack"):], func(t *testing.T) {
 			fx := testkit.Fixture(c.name)
